@@ -1,0 +1,58 @@
+"""Checkers of what the world saw: exactly_once (effects) and context_fidelity (model requests)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from harness.checkers.evidence import Evidence
+from harness.checkers.verdict import Verdict, failed, passed, unknown
+
+
+def _effect_keys(ev: Evidence) -> Counter:
+    keys: Counter = Counter()
+    for e in ev.effects:
+        payload = json.dumps(ev.normalize(e.get("payload")), sort_keys=True)
+        keys[(e.get("service"), ev.normalize(e.get("key")), payload)] += 1
+    for row in ev.own_effects:
+        keys[("own-db", None, json.dumps(ev.normalize(row), sort_keys=True, default=str))] += 1
+    return keys
+
+
+def exactly_once(ev: Evidence, base: Evidence | None) -> Verdict:
+    """Applied effects (services and own database) equal the crash-free run's: none missing, none extra."""
+    if base is None:
+        return unknown("exactly_once", "no crash-free baseline to compare with")
+    mine, theirs = _effect_keys(ev), _effect_keys(base)
+    extra, missing = mine - theirs, theirs - mine
+    if not extra and not missing:
+        retried = sum(1 for a in ev.attempts if a.get("outcome") == "deduplicated")
+        return passed("exactly_once", f"{sum(mine.values())} effects, as in the crash-free run"
+                      + (f" ({retried} retries deduplicated)" if retried else ""))
+    lines = [f"extra x{n}: {svc} key={key} {payload[:60]}" for (svc, key, payload), n in extra.items()]
+    lines += [f"missing x{n}: {svc} key={key} {payload[:60]}" for (svc, key, payload), n in missing.items()]
+    what = " and ".join(w for w, c in (("done twice", extra), ("never done", missing)) if c)
+    return failed("exactly_once", f"effects {what}", lines)
+
+
+def _request_body(ev: Evidence, r: dict) -> str:
+    return json.dumps(ev.normalize({k: r.get(k) for k in ("model", "system", "messages")}), sort_keys=True)
+
+
+def context_fidelity(ev: Evidence, base: Evidence | None) -> Verdict:
+    """Every model request equals one the crash-free run sent: a resumed step sees the context it saw."""
+    if base is None:
+        return unknown("context_fidelity", "no crash-free baseline to compare with")
+    if not base.model_requests:
+        return unknown("context_fidelity", "the crash-free run made no model requests")
+    known = {_request_body(base, r) for r in base.model_requests}
+    strange = [r for r in ev.model_requests if _request_body(ev, r) not in known]
+    if not strange:
+        return passed("context_fidelity", f"{len(ev.model_requests)} model requests, all as in the crash-free run")
+    lines = []
+    for r in strange[:3]:
+        msgs = ev.normalize(r.get("messages") or [])
+        lines.append(f"request #{r.get('order')} with {len(msgs)} messages, last: {json.dumps(msgs[-1:])[:100]}")
+    nearest = sorted(len(json.loads(b)["messages"] or []) for b in known)
+    lines.append(f"crash-free requests had {nearest} messages")
+    return failed("context_fidelity", f"{len(strange)} model request(s) the crash-free run never sent", lines)

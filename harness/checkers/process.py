@@ -1,0 +1,100 @@
+"""Checkers of how the incarnations behaved: no_rewind, bounded_rework, fenced_zombie,
+drains_on_sigterm, no_orphans."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from harness.checkers.evidence import Evidence
+from harness.checkers.verdict import Verdict, failed, passed, unknown
+from harness.points import PROCESS_ACTIONS
+
+
+def no_rewind(ev: Evidence, base: Evidence | None) -> Verdict:
+    """The audit trail of committed checkpoint writes never goes back in seq."""
+    if not ev.audit:
+        return unknown("no_rewind", "no checkpoint writes were audited")
+    for prev, cur in zip(ev.audit, ev.audit[1:], strict=False):
+        if cur["seq"] <= prev["seq"]:
+            return failed("no_rewind", f"checkpoint went back from seq {prev['seq']} to {cur['seq']}", [
+                f"seq {prev['seq']} cursor {prev.get('cursor')} status {prev.get('status')} by {prev.get('app')}",
+                f"then seq {cur['seq']} cursor {cur.get('cursor')} status {cur.get('status')} by {cur.get('app')}",
+            ])
+    return passed("no_rewind", f"{len(ev.audit)} checkpoint writes, seq strictly increasing")
+
+
+def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
+    """A fault costs at most the step it hit: each step starts at most once plus once per fault on it."""
+    starts = Counter(e.get("step") for e in ev.events if e["type"] == "point" and e.get("point") == "step.start")
+    if not starts:
+        return unknown("bounded_rework", "the worker reports no step.start points (black-box worker)")
+    hits = Counter(f.get("step") for f in ev.faults() if f.get("action") in PROCESS_ACTIONS)
+    over = {s: n for s, n in starts.items() if n > 1 + hits.get(s, 0)}
+    if not over:
+        return passed("bounded_rework", f"{sum(starts.values())} step starts for {len(starts)} steps")
+    return failed("bounded_rework", "steps were re-done more often than the faults that hit them explain",
+                  [f"{s}: started {n}x, {hits.get(s, 0)} fault(s) on it" for s, n in sorted(over.items())])
+
+
+def fenced_zombie(ev: Evidence, base: Evidence | None) -> Verdict:
+    """A stopped-then-thawed worker writes nothing once another incarnation has written after it."""
+    zombies = [f.get("inc") for f in ev.faults() if f.get("action") == "stop"]
+    if not zombies:
+        return passed("fenced_zombie", "not exercised: no stop fault in this run")
+    for z in zombies:
+        others_wrote = False
+        for w in ev.audit:
+            if w.get("app") == z and others_wrote:
+                return failed("fenced_zombie", f"zombie {z} wrote a checkpoint after another worker took over",
+                              [f"seq {w['seq']} cursor {w.get('cursor')} status {w.get('status')} by {z}"])
+            if w.get("app") not in (z, None):
+                others_wrote = True
+        end = _incarnation(ev, z)
+        if end and end.get("exit_code") not in (3, 4, 5) and end.get("signal") is None:
+            return failed("fenced_zombie", f"zombie {z} exited {end.get('exit_code')} instead of stopping as fenced",
+                          ["expected exit 4 (fenced) or 5 (lease lost)"])
+    return passed("fenced_zombie", f"{len(zombies)} zombie(s) fenced")
+
+
+def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
+    """After SIGTERM the worker exits by itself before the grace period ends, having checkpointed.
+
+    With `options["drain_expect"] == "exit"` (a step longer than the drain deadline) only the clean
+    exit is required; otherwise the worker must also leave a `paused` (or `done`) checkpoint.
+    """
+    terms = [f for f in ev.faults() if f.get("action") == "term"]
+    if not terms:
+        return passed("drains_on_sigterm", "not exercised: no term fault in this run")
+    escalated = {e.get("inc") for e in ev.events if e["type"] == "escalate"}
+    for f in terms:
+        inc = f.get("inc")
+        end = _incarnation(ev, inc)
+        if inc in escalated:
+            return failed("drains_on_sigterm", f"{inc} was still running when the grace period ended "
+                          f"({ev.options.get('grace')}s) and was SIGKILLed", [f"term at {f.get('step')}:{f.get('point')}"])
+        if end is None:
+            return unknown("drains_on_sigterm", f"no end recorded for {inc}")
+        if end.get("signal") is not None or end.get("exit_code") != 0:
+            return failed("drains_on_sigterm", f"{inc} ended with {_how(end)} after SIGTERM, not exit 0",
+                          [f"term at {f.get('step')}:{f.get('point')}"])
+        if ev.options.get("drain_expect", "checkpoint") == "checkpoint":
+            statuses = [w.get("status") for w in ev.audit if w.get("app") == inc]
+            if not statuses or statuses[-1] not in ("paused", "done"):
+                return failed("drains_on_sigterm", f"{inc} exited 0 after SIGTERM without checkpointing as paused",
+                              [f"its writes: {statuses or 'none'}"])
+    return passed("drains_on_sigterm", f"{len(terms)} SIGTERM(s) drained cleanly")
+
+
+def no_orphans(ev: Evidence, base: Evidence | None) -> Verdict:
+    """No worker process outlived the run."""
+    if ev.leftovers:
+        return failed("no_orphans", f"{len(ev.leftovers)} process(es) still alive after the run", ev.leftovers)
+    return passed("no_orphans", f"{len(ev.incarnations)} incarnation(s), none left running")
+
+
+def _incarnation(ev: Evidence, inc: str | None) -> dict | None:
+    return next((i for i in ev.incarnations if i.get("inc") == inc), None)
+
+
+def _how(end: dict) -> str:
+    return f"signal {end['signal']}" if end.get("signal") is not None else f"exit {end.get('exit_code')}"

@@ -1,0 +1,39 @@
+"""The vocabulary of faults: kill points (in step order) and actions, and which action fits which point."""
+
+from __future__ import annotations
+
+POINTS: tuple[str, ...] = (
+    "step.start",
+    "model.request",
+    "effect.received",
+    "effect.applied",
+    "effect.responded",
+    "checkpoint.writing",
+    "checkpoint.committed",
+)
+"""Named boundaries inside one step, in the order a step reaches them (DESIGN.md, "Kill points")."""
+
+WORKER_POINTS = frozenset({"step.start", "effect.responded", "checkpoint.writing", "checkpoint.committed"})
+"""Points a white-box worker reports itself over the kill-point socket."""
+
+SERVICE_POINTS = frozenset({"model.request", "effect.received", "effect.applied"})
+"""Points the fake services report through their hook."""
+
+ACTIONS: tuple[str, ...] = ("kill", "term", "stop", "db-crash", "drop", "error", "slow", "overload")
+
+PROCESS_ACTIONS = frozenset({"kill", "term", "stop", "db-crash"})
+"""Actions that work at any point: they act on the worker process or the database, not on a request."""
+
+ACTION_POINTS: dict[str, frozenset[str]] = {
+    **{a: frozenset(POINTS) for a in PROCESS_ACTIONS},
+    "drop": frozenset({"effect.applied"}),
+    "error": frozenset({"effect.received", "model.request"}),
+    "slow": frozenset({"effect.received", "model.request"}),
+    "overload": frozenset({"model.request"}),
+}
+"""For each action, the points where it means something (a drop needs an applied effect, and so on)."""
+
+
+def fits(action: str, point: str) -> bool:
+    """True when `action` can be applied at `point`."""
+    return point in ACTION_POINTS.get(action, frozenset())

@@ -1,0 +1,158 @@
+"""Fault schedules: `STEP:POINT:ACTION[@N]` lists, parsed, printed, generated from seeds and enumerated.
+
+A schedule prints back to the text it was parsed from (`str(Schedule.parse(s)) == s` for canonical
+text), and every generator here is a pure function of its arguments: the pseudo-random choices come
+from SHA-256 of the seed, never from the interpreter's `random`, so a seed means the same schedule on
+any machine and any Python.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from harness.errors import UsageError
+from harness.points import ACTIONS, POINTS, fits
+
+StepPoints = Mapping[str, Sequence[str]]
+"""For each step, the kill points it reaches (in a crash-free run), in order."""
+
+_TOKEN = re.compile(r"^(?P<step>[A-Za-z0-9_.\-]+):(?P<point>[a-z.]+):(?P<action>[a-z\-]+)(?:@(?P<nth>.*))?$")
+
+
+class ScheduleError(UsageError):
+    """A schedule token that does not parse or names something that does not exist."""
+
+    def __init__(self, token: str, problem: str, fix: str) -> None:
+        super().__init__("bad-schedule", f"schedule token {token!r}: {problem}", fix)
+        self.token = token
+
+
+@dataclass(frozen=True, order=True)
+class Fault:
+    """One fault: apply `action` the `nth` time `step` reaches `point` (counted across incarnations)."""
+
+    step: str
+    point: str
+    action: str
+    nth: int = 1
+
+    def __str__(self) -> str:
+        suffix = f"@{self.nth}" if self.nth != 1 else ""
+        return f"{self.step}:{self.point}:{self.action}{suffix}"
+
+    @classmethod
+    def parse(cls, token: str, steps: Iterable[str] | None = None) -> Fault:
+        """Parse one `STEP:POINT:ACTION[@N]`; with `steps`, the step must be one of them."""
+        m = _TOKEN.match(token.strip())
+        if not m:
+            raise ScheduleError(token, "not of the form STEP:POINT:ACTION[@N]",
+                                "write faults like email:effect.applied:kill or charge:step.start:term@2")
+        step, point, action, nth_text = m["step"], m["point"], m["action"], m["nth"]
+        known_steps = sorted(steps) if steps is not None else None
+        if known_steps is not None and step not in known_steps:
+            raise ScheduleError(token, f"unknown step {step!r}", f"use one of: {', '.join(known_steps)}")
+        if point not in POINTS:
+            raise ScheduleError(token, f"unknown point {point!r}", f"use one of: {', '.join(POINTS)}")
+        if action not in ACTIONS:
+            raise ScheduleError(token, f"unknown action {action!r}", f"use one of: {', '.join(ACTIONS)}")
+        if not fits(action, point):
+            valid = [p for p in POINTS if fits(action, p)]
+            raise ScheduleError(token, f"action {action!r} cannot happen at {point!r}",
+                                f"use {action} at one of: {', '.join(valid)}")
+        nth = 1
+        if nth_text is not None:
+            if not nth_text.isdigit() or int(nth_text) < 1:
+                raise ScheduleError(token, f"bad occurrence @{nth_text}", "N in @N is a whole number from 1")
+            nth = int(nth_text)
+        return cls(step, point, action, nth)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """An ordered list of faults; the empty schedule is the crash-free run."""
+
+    faults: tuple[Fault, ...] = ()
+
+    def __str__(self) -> str:
+        return ",".join(str(f) for f in self.faults)
+
+    def __len__(self) -> int:
+        return len(self.faults)
+
+    def __iter__(self) -> Iterator[Fault]:
+        return iter(self.faults)
+
+    @classmethod
+    def parse(cls, text: str, steps: Iterable[str] | None = None) -> Schedule:
+        """Parse comma-joined faults. Raises ScheduleError naming the bad token and the valid choices."""
+        steps = list(steps) if steps is not None else None
+        tokens = [t for t in (p.strip() for p in text.split(",")) if t]
+        faults = tuple(Fault.parse(t, steps) for t in tokens)
+        seen: set[tuple[str, str, int]] = set()
+        for f in faults:
+            if (f.step, f.point, f.nth) in seen:
+                raise ScheduleError(str(f), "two faults at the same step, point and occurrence",
+                                    "give the second one a different @N")
+            seen.add((f.step, f.point, f.nth))
+        return cls(faults)
+
+    @classmethod
+    def from_seed(cls, seed: int, step_points: StepPoints, *, actions: Sequence[str] = ("kill", "term"),
+                  max_faults: int = 3) -> Schedule:
+        """A random schedule of 1..max_faults faults, a pure function of (seed, step_points, actions).
+
+        Each fault picks a step, a point that step reaches and that the action fits, and an action; a
+        later fault on a (step, point) already used takes the next occurrence (@2, @3...), which a
+        resumed incarnation reaches again.
+        """
+        rng = _Rng(seed)
+        candidates = [(s, p, a) for s in step_points for p in step_points[s] for a in actions if fits(a, p)]
+        if not candidates:
+            return cls()
+        count = 1 + rng.below(max_faults)
+        faults: list[Fault] = []
+        used: dict[tuple[str, str], int] = {}
+        for _ in range(count):
+            step, point, action = candidates[rng.below(len(candidates))]
+            nth = used.get((step, point), 0) + 1
+            used[(step, point)] = nth
+            faults.append(Fault(step, point, action, nth))
+        return cls(tuple(faults))
+
+
+def exhaustive(step_points: StepPoints, actions: Sequence[str] = ("kill", "term")) -> list[Schedule]:
+    """Every single-fault schedule: each step x each point it reaches x each action that fits."""
+    return [Schedule((Fault(s, p, a),)) for s in step_points for p in step_points[s] for a in actions
+            if fits(a, p)]
+
+
+def random_schedules(base_seed: int, count: int, step_points: StepPoints, *,
+                     actions: Sequence[str] = ("kill", "term"), max_faults: int = 3) -> list[tuple[int, Schedule]]:
+    """`count` multi-fault schedules, each with its own seed derived from `base_seed` (seed, schedule)."""
+    out = []
+    for i in range(count):
+        seed = derive_seed(base_seed, i)
+        out.append((seed, Schedule.from_seed(seed, step_points, actions=actions, max_faults=max_faults)))
+    return out
+
+
+def derive_seed(base_seed: int, index: int) -> int:
+    """A child seed, stable across machines: the first 6 bytes of SHA-256("base:index")."""
+    return int.from_bytes(hashlib.sha256(f"{base_seed}:{index}".encode()).digest()[:6], "big")
+
+
+class _Rng:
+    """A counter-mode SHA-256 stream: the same seed draws the same numbers everywhere."""
+
+    def __init__(self, seed: int) -> None:
+        self._seed = seed
+        self._counter = 0
+
+    def below(self, n: int) -> int:
+        """A number in [0, n) (n >= 1); the modulo bias of 64 random bits is negligible here."""
+        digest = hashlib.sha256(f"killpoint:{self._seed}:{self._counter}".encode()).digest()
+        self._counter += 1
+        return int.from_bytes(digest[:8], "big") % n
