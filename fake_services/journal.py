@@ -1,0 +1,143 @@
+"""The witness's record: every attempt, every applied effect, every model request.
+
+Contract:
+
+- One global arrival counter (``order``) is shared by attempts and effects, so records of all services
+  interleave in the order they happened. ``reset()`` (no run) sets it back to 0.
+- An *attempt* is one request to a service: ``order``, ``service`` (mailer | ledger | webhook | model),
+  ``run_id``, ``key`` (the Idempotency-Key header or None), ``payload_digest``, ``outcome``, ``status``
+  (HTTP status sent, None for a drop), ``path``, ``t`` (``time.monotonic()`` at arrival). ``outcome`` is
+  ``pending`` while the request is in flight (e.g. held by the hook), then one of applied |
+  deduplicated | rejected | injected-error | dropped, or ``internal-error`` (the hook raised, or a bug
+  of the fake). ``client_gone: True`` is added when the response could not be written.
+- An *effect* is listed apart, once per applied effect: ``order``, ``service``, ``run_id``, ``key``,
+  ``payload_digest``, ``payload``, ``id``, ``response``, ``attempt`` (order of the attempt that applied
+  it), ``t``. "Retried but deduplicated" is two attempts and one effect; "done twice" is two effects.
+- Idempotency keys are scoped per (service, run_id).
+- Readers get deep copies; the journal's own records are never handed out.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+OUTCOMES: tuple[str, ...] = (
+    "pending", "applied", "deduplicated", "rejected", "injected-error", "dropped", "internal-error",
+)
+
+Record = dict[str, Any]
+
+
+def _for_run(records: list[Record], run_id: str | None) -> list[Record]:
+    return [copy.deepcopy(r) for r in records if run_id is None or r["run_id"] == run_id]
+
+
+class Journal:
+    """Thread-safe, append-only (until ``reset``) record of attempts, effects and model requests."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._order = 0
+        self._attempts: list[Record] = []
+        self._effects: list[Record] = []
+        self._model: list[Record] = []
+        self._by_key: dict[tuple[str, str, str], Record] = {}
+        self._counts: dict[tuple[str, str], int] = {}
+
+    def _tick(self) -> int:
+        self._order += 1
+        return self._order
+
+    def begin(self, service: str, run_id: str, key: str | None, payload_digest: str, path: str) -> Record:
+        """Record an arriving attempt (outcome ``pending``) and return it, for :meth:`finish`."""
+        with self._lock:
+            attempt: Record = {
+                "order": self._tick(), "service": service, "run_id": run_id, "key": key,
+                "payload_digest": payload_digest, "outcome": "pending", "status": None, "path": path,
+                "t": time.monotonic(),
+            }
+            self._attempts.append(attempt)
+            return attempt
+
+    def finish(self, attempt: Record, outcome: str, status: int | None, **extra: Any) -> None:
+        """Set an attempt's final outcome and status (and any extra fields)."""
+        if outcome not in OUTCOMES:
+            raise ValueError(f"unknown outcome {outcome!r}")
+        with self._lock:
+            attempt.update(extra, outcome=outcome, status=status)
+
+    def mark(self, attempt: Record, **fields: Any) -> None:
+        with self._lock:
+            attempt.update(fields)
+
+    def apply(
+        self,
+        attempt: Record,
+        payload: Any,
+        dedupe: bool,
+        respond: Callable[[str], tuple[str, dict[str, Any]]],
+    ) -> tuple[str, Record]:
+        """Apply the attempt's effect atomically, unless its key was seen.
+
+        Returns ``("applied", effect)``, ``("deduplicated", original)`` (same key, same payload) or
+        ``("conflict", original)`` (same key, other payload). ``respond(seed)`` builds ``(id, response)``
+        from a deterministic seed: the key, or ``#N`` (the N-th effect of this service in this run) when
+        there is no key or ``dedupe`` is off.
+        """
+        service, run_id, key = attempt["service"], attempt["run_id"], attempt["key"]
+        with self._lock:
+            if dedupe and key is not None:
+                original = self._by_key.get((service, run_id, key))
+                if original is not None:
+                    same = original["payload_digest"] == attempt["payload_digest"]
+                    return ("deduplicated" if same else "conflict"), copy.deepcopy(original)
+            count = self._counts.get((service, run_id), 0) + 1
+            self._counts[(service, run_id)] = count
+            effect_id, response = respond(key if dedupe and key is not None else f"#{count}")
+            effect: Record = {
+                "order": self._tick(), "service": service, "run_id": run_id, "key": key,
+                "payload_digest": attempt["payload_digest"], "payload": copy.deepcopy(payload),
+                "id": effect_id, "response": response, "attempt": attempt["order"], "t": time.monotonic(),
+            }
+            self._effects.append(effect)
+            if dedupe and key is not None:
+                self._by_key[(service, run_id, key)] = effect
+            return "applied", copy.deepcopy(effect)
+
+    def add_model_request(self, record: Record) -> None:
+        """Record one model request (its ``order`` is that of its attempt)."""
+        with self._lock:
+            self._model.append(copy.deepcopy(record))
+
+    def attempts(self, run_id: str | None = None) -> list[Record]:
+        with self._lock:
+            return _for_run(self._attempts, run_id)
+
+    def effects(self, run_id: str | None = None) -> list[Record]:
+        with self._lock:
+            return _for_run(self._effects, run_id)
+
+    def model_requests(self, run_id: str | None = None) -> list[Record]:
+        with self._lock:
+            return _for_run(self._model, run_id)
+
+    def reset(self, run_id: str | None = None) -> None:
+        """Forget one run's records (and its idempotency keys), or everything and the counter."""
+        with self._lock:
+            if run_id is None:
+                self._order = 0
+                self._attempts.clear()
+                self._effects.clear()
+                self._model.clear()
+                self._by_key.clear()
+                self._counts.clear()
+                return
+            self._attempts = [r for r in self._attempts if r["run_id"] != run_id]
+            self._effects = [r for r in self._effects if r["run_id"] != run_id]
+            self._model = [r for r in self._model if r["run_id"] != run_id]
+            self._by_key = {k: v for k, v in self._by_key.items() if k[1] != run_id}
+            self._counts = {k: v for k, v in self._counts.items() if k[1] != run_id}

@@ -1,0 +1,195 @@
+"""The fake model: the Anthropic Messages API as the anthropic Python SDK calls it.
+
+``POST /v1/messages`` (under the per-run prefix, so ``base_url=http://HOST:PORT/runs/<run_id>`` works
+with the SDK, which appends ``/v1/messages``):
+
+- auth: ``Authorization: Bearer <key>`` (what the SDK sends) or ``x-api-key``; neither -> 401.
+- body: ``model`` (str), ``max_tokens`` (int > 0), ``messages`` (non-empty list), optional ``system``,
+  ``stream``; other fields are accepted and ignored. A bad body -> 400 ``invalid_request_error``.
+- the answer is a pure function of the request: ``digest`` = sha256 of the canonical JSON of
+  ``{model, system, messages}``; text ``answer <digest[:12]> verdict=<approve|review>`` (cut to
+  ``max_tokens`` * 4 characters, with ``stop_reason`` ``max_tokens``); id ``msg_<digest[:24]>``;
+  ``usage.input_tokens`` = ceil(len(canonical JSON) / 4), ``usage.output_tokens`` = ceil(len(text) / 4).
+  The same messages always get the same answer, so a replayed step sees what the first run saw.
+- ``stream: true`` is answered as server-sent events (message_start ... message_stop).
+- every reply carries a ``request-id`` header; the SDK's ``x-stainless-retry-count`` is recorded.
+- faults (hook at ``model.request``, or static): ``overload`` -> 529 ``overloaded_error``, ``error`` ->
+  500 ``api_error`` (both with ``x-should-retry: true`` and, unless set to 0, ``retry-after-ms``),
+  ``drop`` -> connection reset, ``slow`` -> latency.
+
+``POST /v1/messages/count_tokens`` answers ``{"input_tokens": N}`` (not recorded, no hook).
+
+Every request is recorded in ``model_requests``: ``order``, ``run_id``, ``model``, ``system``,
+``messages``, ``max_tokens``, ``stream``, ``retry_count``, ``request_digest``, ``response_text``,
+``usage``, ``stop_reason``, ``outcome``, ``status``, ``t`` -- and as an attempt of service ``model``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .canon import canonical_json, digest, full_digest
+from .effects import info_for
+from .wire import BadRequest, Reply, Request
+
+VERDICTS = ("approve", "approve", "approve", "review")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The deterministic answer to one request."""
+
+    digest: str
+    text: str
+    input_tokens: int
+    output_tokens: int
+    stop_reason: str
+
+    @property
+    def message_id(self) -> str:
+        return f"msg_{self.digest[:24]}"
+
+    @property
+    def usage(self) -> dict[str, int]:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
+
+
+def answer(model: str, system: Any, messages: list[Any], max_tokens: int) -> Answer:
+    """The answer the fake gives to (model, system, messages, max_tokens); pure."""
+    canonical = canonical_json({"model": model, "system": system, "messages": messages})
+    hexdigest = full_digest({"model": model, "system": system, "messages": messages})
+    text = f"answer {hexdigest[:12]} verdict={VERDICTS[int(hexdigest[12:20], 16) % len(VERDICTS)]}"
+    stop_reason = "end_turn"
+    if math.ceil(len(text) / 4) > max_tokens:
+        text, stop_reason = text[: max_tokens * 4], "max_tokens"
+    return Answer(hexdigest, text, math.ceil(len(canonical) / 4), math.ceil(len(text) / 4), stop_reason)
+
+
+def message_body(model: str, ans: Answer) -> dict[str, Any]:
+    """The Messages API response object."""
+    return {
+        "id": ans.message_id, "type": "message", "role": "assistant", "model": model,
+        "content": [{"type": "text", "text": ans.text}], "stop_reason": ans.stop_reason,
+        "stop_sequence": None, "usage": ans.usage,
+    }
+
+
+def stream_body(model: str, ans: Answer) -> bytes:
+    """The same answer as the server-sent events the SDK's streaming parser expects."""
+    start = {**message_body(model, ans), "content": [], "stop_reason": None,
+             "usage": {"input_tokens": ans.input_tokens, "output_tokens": 1}}
+    events = [
+        ("message_start", {"type": "message_start", "message": start}),
+        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                 "content_block": {"type": "text", "text": ""}}),
+        ("ping", {"type": "ping"}),
+        ("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                 "delta": {"type": "text_delta", "text": ans.text}}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta",
+                           "delta": {"stop_reason": ans.stop_reason, "stop_sequence": None},
+                           "usage": {"output_tokens": ans.output_tokens}}),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode("utf-8")
+
+
+def api_error(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> Reply:
+    return Reply.json(status, {"type": "error", "error": {"type": kind, "message": message}}, headers)
+
+
+def parse(request: Request) -> dict[str, Any]:
+    """The validated request body; ``BadRequest`` (400 invalid_request_error) otherwise."""
+    body = request.json()
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise BadRequest("model: field required")
+    max_tokens = body.get("max_tokens")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
+        raise BadRequest("max_tokens: a positive integer is required")
+    if not isinstance(body.get("messages"), list) or not body["messages"]:
+        raise BadRequest("messages: a non-empty list is required")
+    return body
+
+
+def has_credentials(headers: dict[str, str]) -> bool:
+    bearer = headers.get("authorization", "")
+    return bool(headers.get("x-api-key")) or (bearer.startswith("Bearer ") and len(bearer) > len("Bearer "))
+
+
+def messages(request: Request) -> Reply:
+    """``POST /v1/messages``: see the module docstring."""
+    state = request.state
+    try:
+        body: dict[str, Any] | None = parse(request)
+        problem = None
+    except BadRequest as exc:
+        body, problem = None, exc.message
+    key = request.headers.get("idempotency-key")
+    request_digest = digest({k: body.get(k) for k in ("model", "system", "messages")}) if body else digest(None)
+    attempt = state.journal.begin("model", request.run_id, key, request_digest, request.route)
+    request.attempt = attempt
+    headers = {"request-id": f"req_{attempt['order']:012d}"}
+    retry_count = request.headers.get("x-stainless-retry-count", "0")
+    record: dict[str, Any] = {
+        "order": attempt["order"], "run_id": request.run_id, "model": None, "system": None, "messages": None,
+        "max_tokens": None, "stream": False, "retry_count": int(retry_count) if retry_count.isdigit() else 0,
+        "request_digest": request_digest, "response_text": None, "usage": None, "stop_reason": None,
+        "t": attempt["t"],
+    }
+    if body is not None:
+        record.update(model=body["model"], system=body.get("system"), messages=body["messages"],
+                      max_tokens=body["max_tokens"], stream=bool(body.get("stream")))
+
+    def finish(outcome: str, reply: Reply) -> Reply:
+        status = None if reply.drop else reply.status
+        state.journal.finish(attempt, outcome, status)
+        state.journal.add_model_request({**record, "outcome": outcome, "status": status})
+        reply.attempt = attempt
+        return reply
+
+    if not has_credentials(request.headers):
+        return finish("rejected", api_error(401, "authentication_error", "invalid x-api-key", headers))
+    if body is None:
+        return finish("rejected", api_error(400, "invalid_request_error", str(problem), headers))
+    info = {**info_for(request, attempt), "model": body["model"], "retry_count": record["retry_count"]}
+    decision = state.decide("model.request", info)
+    if decision.action == "drop":
+        return finish("dropped", Reply.dropped())
+    if decision.action in ("overload", "error"):
+        headers["x-should-retry"] = "true"
+        retry_after = state.faults.retry_after_ms()
+        if retry_after:
+            headers["retry-after-ms"] = str(retry_after)
+        if decision.action == "overload":
+            return finish("injected-error", api_error(529, "overloaded_error", "Overloaded", headers))
+        return finish("injected-error", api_error(500, "api_error", "Internal server error", headers))
+    ans = answer(body["model"], body.get("system"), body["messages"], body["max_tokens"])
+    record.update(response_text=ans.text, usage=ans.usage, stop_reason=ans.stop_reason)
+    if record["stream"]:
+        reply = Reply(200, stream_body(body["model"], ans), "text/event-stream; charset=utf-8", headers)
+    else:
+        reply = Reply.json(200, message_body(body["model"], ans), headers)
+    return finish("applied", reply)
+
+
+def count_tokens(request: Request) -> Reply:
+    """``POST /v1/messages/count_tokens``: the input token count the fake would charge."""
+    if not has_credentials(request.headers):
+        return api_error(401, "authentication_error", "invalid x-api-key")
+    try:
+        body = request.json()
+    except BadRequest as exc:
+        return api_error(400, "invalid_request_error", exc.message)
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        return api_error(400, "invalid_request_error", "messages: a list is required")
+    canonical = canonical_json({"model": body.get("model"), "system": body.get("system"),
+                                "messages": body["messages"]})
+    return Reply.json(200, {"input_tokens": math.ceil(len(canonical) / 4)})
+
+
+ROUTES = {"/v1/messages": messages, "/v1/messages/count_tokens": count_tokens}

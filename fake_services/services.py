@@ -1,0 +1,118 @@
+"""``Services``: the three fakes started together in this process, for the harness and for tests.
+
+::
+
+    from fake_services import Services, Decision
+    with Services.start(hook=None) as svc:          # mailer (+ webhook), ledger, model; free ports
+        base = svc.url("ledger", "r-1")             # http://127.0.0.1:PORT/runs/r-1
+        ...
+        svc.attempts("r-1"); svc.effects("r-1"); svc.model_requests("r-1")
+        svc.set_faults({"model": {"overload_next": 2}})
+        svc.reset()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+from . import admin, ledger, mailer, model
+from .hooks import Hook
+from .server import Endpoint, FakeServer
+from .state import State
+
+SERVERS: dict[str, Mapping[str, Endpoint]] = {"mailer": mailer.ROUTES, "ledger": ledger.ROUTES, "model": model.ROUTES}
+"""The servers by name, with their routes. The webhook is served by the mailer's server."""
+
+SERVICE_SERVER: dict[str, str] = {"mailer": "mailer", "webhook": "mailer", "ledger": "ledger", "model": "model"}
+"""Which server serves each service."""
+
+
+def build_server(name: str, state: State, host: str = "127.0.0.1", port: int = 0) -> FakeServer:
+    """One fake server, bound (``OSError`` if the port is taken) but not serving yet."""
+    if name not in SERVERS:
+        raise ValueError(f"unknown fake {name!r}; expected one of {', '.join(SERVERS)}")
+    return FakeServer(name, SERVERS[name], state, host, port)
+
+
+class Services:
+    """The running fakes (see the module docstring). Stop them with :meth:`stop` or a ``with`` block."""
+
+    def __init__(self, servers: dict[str, FakeServer], state: State) -> None:
+        self.servers = servers
+        self.state = state
+
+    @classmethod
+    def start(cls, hook: Hook | None = None, host: str = "127.0.0.1") -> Services:
+        """Start the mailer (which also serves the webhook), the ledger and the model on free ports."""
+        state = State(hook)
+        servers: dict[str, FakeServer] = {}
+        try:
+            for name in SERVERS:
+                servers[name] = build_server(name, state, host).start()
+        except BaseException:
+            for server in servers.values():
+                server.stop()
+            raise
+        return cls(servers, state)
+
+    def base_url(self, service: str) -> str:
+        """The root URL of the server serving ``service`` (where ``/_admin/`` lives)."""
+        if service not in SERVICE_SERVER:
+            raise ValueError(f"unknown service {service!r}; expected one of {', '.join(SERVICE_SERVER)}")
+        return self.servers[SERVICE_SERVER[service]].base_url
+
+    def url(self, service: str, run_id: str) -> str:
+        """The per-run base URL: requests under it are attributed to ``run_id`` (``/runs/<run_id>``)."""
+        return f"{self.base_url(service)}/runs/{quote(run_id, safe='')}"
+
+    def env(self, run_id: str, api_key: str = "killpoint-fake-key") -> dict[str, str]:
+        """The worker environment variables naming this run's services (contracts.md section 2)."""
+        return {
+            "MAILER_URL": self.url("mailer", run_id), "LEDGER_URL": self.url("ledger", run_id),
+            "WEBHOOK_URL": self.url("webhook", run_id), "ANTHROPIC_BASE_URL": self.url("model", run_id),
+            "ANTHROPIC_API_KEY": api_key,
+        }
+
+    @property
+    def ports(self) -> dict[str, int]:
+        return {name: server.port for name, server in self.servers.items()}
+
+    def attempts(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Every request to mailer, ledger, webhook and model, in arrival order (see ``journal.py``)."""
+        return self.state.journal.attempts(run_id)
+
+    def effects(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Every applied effect, in order."""
+        return self.state.journal.effects(run_id)
+
+    def model_requests(self, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Every model request, with its messages and answer."""
+        return self.state.journal.model_requests(run_id)
+
+    def reset(self, run_id: str | None = None) -> None:
+        """Forget one run; or (no run) all records, the arrival counter and the static faults."""
+        admin.reset(self.state, run_id)
+
+    def set_faults(self, faults: Mapping[str, Mapping[str, int]]) -> None:
+        """Set static faults for the services named (shape in ``faults.py``); ``ValueError`` if malformed."""
+        self.state.faults.set(faults)
+
+    def faults(self) -> dict[str, dict[str, int]]:
+        return self.state.faults.snapshot()
+
+    def set_hook(self, hook: Hook | None) -> None:
+        """Replace the hook (None: no hook). Requests already held keep the hook they were given."""
+        self.state.hook = hook
+
+    def stop(self) -> None:
+        """Stop every server: close the listening sockets and open connections, join the threads."""
+        for server in self.servers.values():
+            server.stop()
+
+    def __enter__(self) -> Services:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
