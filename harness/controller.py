@@ -1,0 +1,241 @@
+"""The interpreter of one run: starts incarnations until the run is done, holds each at its kill
+points, fires the schedule's faults there, and gathers the evidence afterwards.
+
+Threads: the run's own loop (`run`), one barrier thread per worker connection and one per held service
+request call `on_worker_point` / `on_service_point`; counting and fault selection happen under a lock,
+the fault itself outside it (a `stop` runs a whole successor incarnation while the zombie waits).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import psutil
+
+from fake_services.hooks import Decision
+from harness import audit
+from harness.checkers.evidence import Evidence
+from harness.history import History
+from harness.launcher import Incarnation
+from harness.nemesis import HOLD, Nemesis
+from harness.options import RunOptions
+from harness.schedule import Fault, Schedule
+
+if TYPE_CHECKING:
+    from harness.environment import Environment
+
+REFUSED_EXIT = 3
+
+
+class RunController:
+    """Drives one run (one run id) through one schedule."""
+
+    def __init__(self, env: Environment, history: History, run_id: str, schedule: Schedule,
+                 options: RunOptions, steps_module: str, argv: list[str] | None = None) -> None:
+        self.env = env
+        self.history = history
+        self.run_id = run_id
+        self.schedule = schedule
+        self.options = options
+        self.steps_module = steps_module
+        self.argv = argv if argv is not None else [run_id]
+        self.incarnations: list[Incarnation] = []
+        self.limit: str | None = None
+        self._pending: dict[tuple[str, str, int], Fault] = {(f.step, f.point, f.nth): f for f in schedule}
+        self._counts: Counter = Counter()
+        self._lock = threading.Lock()
+        self._current: Incarnation | None = None
+        self._step: str | None = None
+        self._nemesis = Nemesis(self)
+        self._deadline = time.monotonic() + options.time_budget
+
+    # ---- time and processes ------------------------------------------------------------------
+    def remaining(self) -> float:
+        return max(0.0, self._deadline - time.monotonic())
+
+    def worker_env(self, inc: str) -> dict[str, str]:
+        """The environment of one incarnation (docs/contracts.md section 2)."""
+        svc = self.env.services
+        env = dict(os.environ)
+        env.update({
+            "DATABASE_URL": self.env.pg.dsn,
+            "MAILER_URL": svc.url("mailer", self.run_id),
+            "LEDGER_URL": svc.url("ledger", self.run_id),
+            "WEBHOOK_URL": svc.url("webhook", self.run_id),
+            "ANTHROPIC_BASE_URL": svc.url("model", self.run_id),
+            "ANTHROPIC_API_KEY": "killpoint-fake-key",
+            "KILLPOINT_SOCKET": str(self.env.socket_path),
+            "KILLPOINT_INCARNATION": inc,
+            "KILLPOINT_RUN_ID": self.run_id,
+            "KILLPOINT_STEPS": self.steps_module,
+            "KILLPOINT_PARAMS": json.dumps(self.options.params, sort_keys=True),
+            "KILLPOINT_WORKER_ID": inc,
+            "KILLPOINT_LEASE_SECONDS": str(self.options.lease_seconds),
+            "KILLPOINT_DRAIN_SECONDS": str(self.options.drain_seconds),
+            "KILLPOINT_STEP_DELAY": str(self.options.step_delay),
+            "PGAPPNAME": inc,
+            "NO_PROXY": "127.0.0.1,localhost",
+            "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH")) if p),
+        })
+        env.update(self.options.extra_env)
+        return env
+
+    def spawn(self, role: str) -> Incarnation:
+        with self._lock:
+            inc_id = f"{self.run_id}#{len(self.incarnations) + 1}"
+        log = str(self.env.run_dir / f"{inc_id.replace('#', '-')}.log")
+        inc = self.env.launcher.spawn(inc_id, self.run_id, role, self.argv, self.worker_env(inc_id), log)
+        with self._lock:
+            self.incarnations.append(inc)
+            self._current = inc
+        self.history.append("inc.start", run_id=self.run_id, inc=inc_id, role=role, pid=inc.pid)
+        return inc
+
+    def on_exit(self, inc: Incarnation) -> None:
+        self.history.append("inc.end", run_id=self.run_id, inc=inc.inc, exit_code=inc.exit_code, signal=inc.signal)
+
+    def expire_lease(self) -> None:
+        """Simulate the passage of time for a dead or frozen lease holder."""
+        with self.env.connect() as conn:
+            conn.execute("UPDATE leases SET expires_at = now() - interval '1 second' WHERE run_id = %s",
+                         (self.run_id,))
+
+    def _owner(self) -> Incarnation | None:
+        """The incarnation a service request of this run most likely comes from."""
+        with self._lock:
+            cur = self._current
+            if cur is not None and cur.alive() and not cur.stopped.is_set():
+                return cur
+            for inc in reversed(self.incarnations):
+                if inc.alive() and not inc.stopped.is_set():
+                    return inc
+        return None
+
+    # ---- kill points -----------------------------------------------------------------------------
+    def _reach(self, step: str | None, point: str, inc: str | None, source: str) -> Fault | None:
+        with self._lock:
+            key = (step or "?", point)
+            self._counts[key] += 1
+            nth = self._counts[key]
+            self.history.append("point", run_id=self.run_id, inc=inc, step=step, point=point, nth=nth, source=source)
+            return self._pending.pop((step or "?", point, nth), None)
+
+    def on_worker_point(self, msg: dict) -> bool:
+        """A white-box worker reports a point; True releases it."""
+        inc_id, step, point = msg.get("incarnation"), msg.get("step"), msg.get("point", "?")
+        inc = self._find(inc_id)
+        if inc is not None:
+            with self._lock:
+                self._current = inc
+        if point == "step.start":
+            self._step = step
+        fault = self._reach(step, point, inc_id, "worker")
+        if fault is None:
+            return True
+        self.history.append("fault", run_id=self.run_id, inc=inc_id, step=step, point=point,
+                            action=fault.action, nth=fault.nth)
+        return self._nemesis.apply(fault, inc, service_point=False) != HOLD
+
+    def on_service_point(self, point: str, info: dict) -> Decision:
+        """A fake service holds a request of this run at `point`; the decision releases it."""
+        key = info.get("key") or ""
+        prefix = f"{self.run_id}:"
+        step = key[len(prefix):].split(":")[0] if key.startswith(prefix) else self._step
+        inc = self._owner()
+        inc_id = inc.inc if inc else None
+        fault = self._reach(step, point, inc_id, info.get("service", "service"))
+        if fault is None:
+            return Decision.GO
+        self.history.append("fault", run_id=self.run_id, inc=inc_id, step=step, point=point,
+                            action=fault.action, nth=fault.nth)
+        decision = self._nemesis.apply(fault, inc, service_point=True)
+        return Decision.GO if decision == HOLD else decision  # type: ignore[return-value]
+
+    def on_note(self, msg: dict) -> None:
+        fields = {k: v for k, v in msg.items() if k not in ("v", "kind", "note", "incarnation", "pid", "run_id")}
+        self.history.append("note", run_id=self.run_id, inc=msg.get("incarnation"), note=msg.get("note"), **fields)
+
+    def _find(self, inc_id: str | None) -> Incarnation | None:
+        with self._lock:
+            return next((i for i in self.incarnations if i.inc == inc_id), None)
+
+    # ---- the loop -------------------------------------------------------------------------------
+    def status(self) -> str | None:
+        with self.env.connect() as conn:
+            row = conn.execute("SELECT status FROM checkpoints WHERE run_id = %s", (self.run_id,)).fetchone()
+        return row[0] if row else None
+
+    def run(self) -> None:
+        """Start incarnations until the run is done, refused, or a bound is hit (a liveness failure)."""
+        self.history.append("run.begin", run_id=self.run_id, schedule=str(self.schedule), steps=self.steps_module)
+        bound = self.options.incarnation_bound(len(self.schedule))
+        try:
+            while True:
+                if len(self.incarnations) >= bound:
+                    self.limit = f"not done after {len(self.incarnations)} incarnations (bound {bound})"
+                    break
+                first = self.spawn("worker")
+                if not self._wait_all():
+                    self.limit = f"not done within the time budget of {self.options.time_budget:g}s"
+                    break
+                if first.exit_code == REFUSED_EXIT or self.status() == "done":
+                    break
+                self.expire_lease()
+        finally:
+            self.kill_all()
+            self.history.append("run.end", run_id=self.run_id, limit=self.limit)
+
+    def _wait_all(self) -> bool:
+        while True:
+            with self._lock:
+                live = [i for i in self.incarnations if i.alive()]
+            if not live:
+                return True
+            for inc in live:
+                if not inc.ended.wait(timeout=self.remaining()):
+                    return False
+
+    def kill_all(self) -> None:
+        with self._lock:
+            live = [i for i in self.incarnations if i.alive()]
+        for inc in live:
+            inc.send(9)
+            inc.send(18)  # SIGCONT: a stopped process dies only once continued
+        for inc in live:
+            inc.ended.wait(timeout=10)
+
+    # ---- evidence ---------------------------------------------------------------------------------
+    def evidence(self, own_effects_sql: str | None, extra: dict | None = None) -> Evidence:
+        with self.env.connect() as conn:
+            row = conn.execute("SELECT data, data::text FROM checkpoints WHERE run_id = %s",
+                               (self.run_id,)).fetchone()
+            writes = audit.writes(conn, self.run_id)
+            own = [list(r) for r in conn.execute(own_effects_sql, (self.run_id,)).fetchall()] if own_effects_sql else []
+        svc = self.env.services
+        leftovers = []
+        for inc in self.incarnations:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if inc.pid and psutil.Process(inc.pid).status() != psutil.STATUS_ZOMBIE and inc.alive():
+                    leftovers.append(f"pid {inc.pid} ({inc.inc})")
+        return Evidence(
+            run_id=self.run_id,
+            events=[e for e in self.history.events() if e.get("run_id") == self.run_id],
+            final=row[0] if row else None,
+            final_raw=row[1] if row else None,
+            audit=writes,
+            attempts=svc.attempts(self.run_id),
+            effects=svc.effects(self.run_id),
+            model_requests=svc.model_requests(self.run_id),
+            own_effects=own,
+            incarnations=[{"inc": i.inc, "role": i.role, "pid": i.pid, "exit_code": i.exit_code,
+                           "signal": i.signal} for i in self.incarnations],
+            limit=self.limit,
+            leftovers=leftovers,
+            options={"grace": self.options.grace, **(extra or {})},
+        )

@@ -1,0 +1,122 @@
+"""The environment of a harness session: Postgres, the fake services, the kill-point socket and the
+launcher, started together and torn down together, whatever happens.
+
+Every resource is entered on one ExitStack, so a failure while starting the third one still stops the
+first two, and Ctrl-C or an exception in a run tears everything down in reverse order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from fake_services import Services
+from fake_services.hooks import Decision
+from harness import audit
+from harness.barrier import BarrierServer
+from harness.launcher import ExecLauncher, ForkLauncher, Incarnation, Launcher
+from harness.postgres import provide
+
+if TYPE_CHECKING:
+    from harness.controller import RunController
+
+
+class Environment:
+    """Owned resources of one harness session. Use as a context manager.
+
+    `spawn` is "fork" (a fork server preloading `preload`), "exec" (fresh interpreters) or a
+    `worker_cmd` argv template for black-box workers.
+    """
+
+    def __init__(self, *, postgres: str = "auto", dsn: str | None = None, allow_any_dsn: bool = False,
+                 spawn: str = "fork", worker_cmd: str | None = None, preload: list[str] | None = None,
+                 run_dir: Path, say: Callable[[str], None] | None = None, schema: Callable | None = None) -> None:
+        self._postgres, self._dsn, self._allow_any_dsn = postgres, dsn, allow_any_dsn
+        self._spawn, self._worker_cmd, self._preload = spawn, worker_cmd, preload or []
+        self.run_dir = run_dir
+        self._say = say
+        self._schema = schema
+        self._stack = contextlib.ExitStack()
+        self._controllers: dict[str, RunController] = {}
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Environment:
+        try:
+            self._start()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def _start(self) -> None:
+        stack = self._stack
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix="killpoint-env-"))
+        stack.callback(shutil.rmtree, tmp, ignore_errors=True)
+        tmp.chmod(0o755)
+        self.socket_path = tmp / "kp.sock"
+        self.pg = stack.enter_context(provide(kind=self._postgres, dsn=self._dsn, allow_any_dsn=self._allow_any_dsn,
+                                              on_choice=self._say))
+        with self.connect() as conn:
+            if self._schema is not None:
+                self._schema(conn)
+            audit.install(conn)
+        self.services = Services.start(hook=self._service_hook)
+        stack.callback(self.services.stop)
+        self.barrier = BarrierServer(self.socket_path, self._worker_point, self._worker_note)
+        stack.callback(self.barrier.close)
+        launcher: Launcher
+        if self._worker_cmd:
+            launcher = ExecLauncher.from_shell(self._worker_cmd)
+        elif self._spawn == "exec":
+            launcher = ExecLauncher()
+        else:
+            launcher = ForkLauncher(self._preload)
+        launcher.on_exit = self._on_exit
+        self.launcher = launcher
+        stack.callback(launcher.close)
+
+    def connect(self) -> psycopg.Connection:
+        """A new autocommit connection to the run database (the caller closes it)."""
+        return psycopg.connect(self.pg.dsn, autocommit=True, application_name="killpoint-harness")
+
+    # ---- routing events to the run they belong to ---------------------------------------------
+    def attach(self, ctl: RunController) -> None:
+        with self._lock:
+            self._controllers[ctl.run_id] = ctl
+
+    def detach(self, ctl: RunController) -> None:
+        with self._lock:
+            self._controllers.pop(ctl.run_id, None)
+
+    def _controller(self, run_id: Any) -> RunController | None:
+        with self._lock:
+            return self._controllers.get(run_id)
+
+    def _worker_point(self, msg: dict) -> bool:
+        ctl = self._controller(msg.get("run_id"))
+        return True if ctl is None else ctl.on_worker_point(msg)
+
+    def _worker_note(self, msg: dict) -> None:
+        ctl = self._controller(msg.get("run_id"))
+        if ctl is not None:
+            ctl.on_note(msg)
+
+    def _service_hook(self, point: str, info: dict) -> Decision:
+        ctl = self._controller(info.get("run_id"))
+        return Decision.GO if ctl is None else ctl.on_service_point(point, info)
+
+    def _on_exit(self, inc: Incarnation) -> None:
+        ctl = self._controller(inc.run_id)
+        if ctl is not None:
+            ctl.on_exit(inc)

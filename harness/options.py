@@ -1,0 +1,28 @@
+"""Knobs of a run, with the defaults a user gets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RunOptions:
+    """How one run is driven. Durations in seconds.
+
+    `grace` is the termination grace period after SIGTERM (Kubernetes' terminationGracePeriodSeconds);
+    `max_incarnations` and `time_budget` bound the run (hitting one is a liveness failure);
+    `lease_seconds`, `drain_seconds` and `step_delay` are passed to the worker.
+    """
+
+    grace: float = 5.0
+    max_incarnations: int | None = None
+    time_budget: float = 60.0
+    lease_seconds: float = 30.0
+    drain_seconds: float = 4.0
+    step_delay: float = 0.0
+    params: dict = field(default_factory=dict)
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def incarnation_bound(self, faults: int) -> int:
+        """Each fault may end one incarnation and start a successor; leave room for both and a margin."""
+        return self.max_incarnations or (3 + 3 * faults)

@@ -1,0 +1,11 @@
+"""crash-points: every single fault (each step, each kill point, kill and term), then random
+multi-fault schedules from the run's seed. Judged by every crash checker."""
+
+from __future__ import annotations
+
+from harness.scenario import Scenario
+
+
+class CrashPoints(Scenario):
+    name = "crash-points"
+    summary = "every single kill/term at every step and kill point, then random multi-fault schedules"
