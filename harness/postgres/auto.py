@@ -1,0 +1,89 @@
+"""Choosing a provider: ``open_server(kind, ...)`` starts the one asked for, or for ``auto`` the DSN if one is
+given, else the first of docker, local, embedded that starts. It reports its choice (and why each
+provider before it was passed over) through ``on_choice``. When none works it raises one
+``EnvironmentProblem`` naming every reason and the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from harness.errors import EnvironmentProblem, UsageError
+from harness.postgres import KINDS, docker, embedded
+from harness.postgres.binaries import find_local
+from harness.postgres.dsn import DsnServer
+from harness.postgres.handle import PostgresHandle
+from harness.postgres.local import LocalServer
+
+AUTO_ORDER = ("docker", "local", "embedded")
+NO_POSTGRES_FIX = (
+    "install Postgres server binaries (Debian/Ubuntu: apt-get install postgresql), or "
+    "pip install 'killpoint[embedded]', or start Docker, or pass --dsn to a test database"
+)
+
+
+def local_probe() -> str | None:
+    """``None`` if local server binaries exist; otherwise why not."""
+    if find_local() is None:
+        return "no Postgres server binaries (postgres + initdb) on PATH, from pg_config, or in /usr/lib/postgresql"
+    return None
+
+
+PROBES: dict[str, Callable[[], str | None]] = {
+    "docker": docker.probe,
+    "local": local_probe,
+    "embedded": embedded.probe,
+}
+
+
+def start_kind(kind: str) -> PostgresHandle:
+    """Start an owned server of ``kind`` (docker | local | embedded); ``EnvironmentProblem`` if unavailable."""
+    reason = PROBES[kind]()
+    if reason is not None:
+        raise EnvironmentProblem(
+            f"no-{kind}", f"--postgres {kind} is not available here: {reason}", NO_POSTGRES_FIX
+        )
+    if kind == "docker":
+        return docker.DockerServer.start()
+    if kind == "local":
+        bins = find_local()
+        assert bins is not None
+        return LocalServer.start(bins, kind="local")
+    return LocalServer.start(embedded.find(), kind="embedded")
+
+
+def open_server(
+    kind: str = "auto",
+    dsn: str | None = None,
+    allow_any_dsn: bool = False,
+    on_choice: Callable[[str], None] | None = None,
+) -> PostgresHandle:
+    """Start or open the server ``kind`` names (see module doc). The caller must ``close()`` it."""
+    say = on_choice or (lambda _msg: None)
+    if kind not in KINDS:
+        raise UsageError(
+            "bad-postgres-kind", f"unknown Postgres provider {kind!r}", f"use one of {', '.join(KINDS)}"
+        )
+    if kind == "dsn" or (kind == "auto" and dsn):
+        if not dsn:
+            raise UsageError(
+                "dsn-missing", "--postgres dsn needs a DSN", "pass --dsn postgresql://user@host/mytest"
+            )
+        server = DsnServer.open(dsn, allow_any_dsn)
+        say("postgres: using the DSN you gave (dsn)" + (" (auto: a DSN was given)" if kind == "auto" else ""))
+        return server
+    if kind != "auto":
+        server = start_kind(kind)
+        say(f"postgres: {server.describe()}")
+        return server
+    passed: list[str] = []
+    for candidate in AUTO_ORDER:
+        try:
+            server = start_kind(candidate)
+        except EnvironmentProblem as exc:
+            passed.append(f"{candidate}: {exc.message.split(': ', 1)[-1]}")
+            continue
+        why = f"; passed over {'; '.join(passed)}" if passed else ""
+        say(f"postgres: auto chose {candidate} ({server.describe()}){why}")
+        return server
+    raise EnvironmentProblem("no-postgres", "no Postgres available: " + "; ".join(passed), NO_POSTGRES_FIX)

@@ -1,0 +1,168 @@
+"""``docker``: Postgres in a container (testcontainers, pinned image), bound to 127.0.0.1 on a free port.
+
+Docker is detected by ``DOCKER_HOST`` or a socket file, and counts only if the engine answers a ping: the
+``docker`` client alone proves nothing. The container id is recorded in the owned cluster folder so a
+later start reaps it if this process dies (testcontainers' Ryuk does the same when it runs).
+``crash()`` sends SIGQUIT (``hard=True``: SIGKILL) to the container's postmaster (PID 1), which stops the
+container; ``restart()`` starts the same container again: same data, same host port.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from harness.errors import EnvironmentProblem
+from harness.postgres.handle import PostgresHandle
+from harness.postgres.local import MAIN_DB, PORT_ATTEMPTS, free_port
+from harness.postgres.reaper import CONTAINER_FILE, destroy, new_cluster_dir
+from harness.postgres.wait import Wait
+
+IMAGE = os.environ.get("KILLPOINT_POSTGRES_IMAGE", "postgres:16.4-alpine")
+SOCKETS = ("/var/run/docker.sock", str(Path.home() / ".docker/run/docker.sock"))
+START_TIMEOUT = 120.0
+
+
+def probe() -> str | None:
+    """``None`` if a Docker engine answers; otherwise why not (one clause, for messages)."""
+    host = os.environ.get("DOCKER_HOST")
+    if not host:
+        sock = next((s for s in SOCKETS if Path(s).exists()), None)
+        if sock is None:
+            return "no Docker engine: DOCKER_HOST is unset and no socket at /var/run/docker.sock"
+        host = f"unix://{sock}"
+    try:
+        import docker  # noqa: PLC0415
+
+        client = docker.DockerClient(base_url=host, timeout=5)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except Exception as exc:  # noqa: BLE001 - any failure means "not usable"
+        return f"the Docker engine at {host} does not answer ({type(exc).__name__})"
+    return None
+
+
+def _can_connect(dsn: str) -> bool | None:
+    import psycopg  # noqa: PLC0415
+
+    try:
+        with psycopg.connect(dsn, connect_timeout=2):
+            return True
+    except psycopg.OperationalError:
+        return None
+
+
+class DockerServer(PostgresHandle):
+    """A Postgres container this process started. Build with ``DockerServer.start()``."""
+
+    kind = "docker"
+    owned = True
+
+    def __init__(self) -> None:
+        self.dir: Path | None = None
+        self.port: int | None = None
+        self.container: Any = None
+        self._dsn: str | None = None
+
+    @classmethod
+    def start(cls) -> DockerServer:
+        server = cls()
+        try:
+            server._boot()
+        except BaseException:
+            server.close()
+            raise
+        return server
+
+    def _boot(self) -> None:
+        from testcontainers.community.postgres import PostgresContainer  # noqa: PLC0415
+
+        self.dir = new_cluster_dir(self.kind)
+        last: Exception | None = None
+        for _ in range(PORT_ATTEMPTS):
+            port = free_port()
+            pc = PostgresContainer(
+                IMAGE, username="postgres", password="postgres", dbname="postgres", driver=None
+            )
+            pc.with_env("POSTGRES_HOST_AUTH_METHOD", "trust")
+            pc.with_command("postgres -c fsync=off -c full_page_writes=off -c synchronous_commit=on")
+            pc.ports["5432/tcp"] = ("127.0.0.1", port)
+            try:
+                pc.start()
+            except Exception as exc:  # noqa: BLE001 - port race or engine failure: retry, then report
+                last = exc
+                try:
+                    pc.stop()
+                except Exception:  # noqa: BLE001
+                    pass
+                if (
+                    "address already in use" in str(exc).lower()
+                    or "port is already allocated" in str(exc).lower()
+                ):
+                    continue
+                raise EnvironmentProblem(
+                    "docker-start-failed",
+                    f"could not start {IMAGE} in Docker: {str(exc).splitlines()[0][:200]}",
+                    "check `docker run --rm "
+                    + IMAGE
+                    + " postgres --version` works (image pull needs network)",
+                ) from None
+            self.container, self.port = pc, port
+            (self.dir / CONTAINER_FILE).write_text(pc.get_container_id())
+            break
+        else:
+            raise EnvironmentProblem(
+                "port-unavailable",
+                f"every port tried for Docker was taken ({last})",
+                "free some local ports, then run again",
+            )
+        self._wait_ready()
+        self._dsn = self.create_database(MAIN_DB)
+
+    @property
+    def admin_dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    @property
+    def dsn(self) -> str:
+        if self._dsn is None:
+            raise EnvironmentProblem("not-started", "the docker server is not started", "use provide()")
+        return self._dsn
+
+    def _wait_ready(self) -> None:
+        Wait(
+            f"the Postgres container on port {self.port} to accept connections",
+            START_TIMEOUT,
+            None,
+            "run `docker logs` on the container",
+            "server-not-ready",
+        ).until(lambda: _can_connect(self.admin_dsn))
+
+    def crash(self, hard: bool = False) -> None:
+        """SIGQUIT (immediate shutdown) or SIGKILL to PID 1 (the postmaster); the container stops."""
+        wrapped = self.container.get_wrapped_container()
+        wrapped.kill(signal="SIGKILL" if hard else "SIGQUIT")
+        wrapped.wait(timeout=60)
+
+    def restart(self) -> None:
+        """Start the same container (same data and host port) and wait until it accepts connections."""
+        wrapped = self.container.get_wrapped_container()
+        wrapped.reload()
+        if wrapped.status == "running":
+            wrapped.stop(timeout=10)
+        wrapped.start()
+        self._wait_ready()
+
+    def close(self) -> None:
+        try:
+            if self.container is not None:
+                self.container.stop()
+        except Exception:  # noqa: BLE001 - already gone; destroy() below retries by id
+            pass
+        finally:
+            self.container = None
+            if self.dir is not None:
+                destroy(self.dir)

@@ -1,0 +1,114 @@
+"""Signals to a postmaster and its children, and the kernel objects a killed server leaves behind.
+
+``stop_postmaster`` is the one way killpoint ends a server it owns: SIGQUIT (Postgres "immediate
+shutdown": children are told to quit, no checkpoint, shared memory released), then SIGKILL to the whole
+tree if it lingers, then the SysV shared-memory segment named in ``postmaster.pid`` is removed if a
+SIGKILL left it. ``die_with_parent`` makes a server quit by itself when the process that started it dies.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+_LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+PR_SET_PDEATHSIG = 1
+IPC_RMID = 0
+
+
+def _gone(p: psutil.Process) -> bool:
+    try:
+        return not p.is_running() or p.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until every process is gone or a zombie (orphans may wait long for init to reap them);
+    reap our own children on the way. Return those still alive at the deadline."""
+    for p in procs:
+        try:
+            if p.ppid() == os.getpid():
+                p.wait(timeout=0)  # reaps if exited
+        except (psutil.TimeoutExpired, psutil.NoSuchProcess, ChildProcessError):
+            pass
+    deadline = time.monotonic() + timeout
+    interval = 0.002
+    alive = [p for p in procs if not _gone(p)]
+    while alive and time.monotonic() < deadline:
+        time.sleep(interval)
+        interval = min(interval * 1.5, 0.05)
+        alive = [p for p in alive if not _gone(p)]
+    return alive
+
+
+def kill_tree(proc: psutil.Process, sig: int = signal.SIGKILL, timeout: float = 10.0) -> None:
+    """Send ``sig`` to ``proc`` and all its descendants at once, then wait up to ``timeout`` for them."""
+    try:
+        procs = [proc, *proc.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for p in procs:
+        try:
+            p.send_signal(sig)
+        except psutil.NoSuchProcess:
+            pass
+    wait_gone(procs, timeout)
+
+
+def shm_id(data_dir: Path) -> int | None:
+    """The SysV shared-memory id recorded in ``postmaster.pid`` (line 7: key, id), if any."""
+    try:
+        lines = (data_dir / "postmaster.pid").read_text().splitlines()
+        return int(lines[6].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def remove_shm(data_dir: Path) -> None:
+    """Remove the server's SysV segment (after a SIGKILL nobody else would). No-op if already gone."""
+    shmid = shm_id(data_dir)
+    if shmid is not None:
+        _LIBC.shmctl(ctypes.c_int(shmid), ctypes.c_int(IPC_RMID), None)
+
+
+def stop_postmaster(proc: psutil.Process, data_dir: Path, grace: float = 10.0) -> None:
+    """Immediate shutdown of ``proc`` (a postmaster); SIGKILL the tree after ``grace`` s. Leaves nothing running."""
+    try:
+        children = proc.children(recursive=True)
+        proc.send_signal(signal.SIGQUIT)
+    except psutil.NoSuchProcess:
+        children = []
+    alive = wait_gone([proc, *children], grace)
+    if alive:
+        for p in alive:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        wait_gone(alive, 10.0)
+        remove_shm(data_dir)
+
+
+def die_with_parent(sig: int = signal.SIGQUIT) -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking the kernel to send ``sig`` to the child when this thread dies, or ``None``.
+
+    Only from the main thread: the kernel fires on the death of the *thread* that forked, so a server
+    started from a short-lived thread would be shut down with it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    prctl = _LIBC.prctl
+
+    def _set() -> None:
+        prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+
+    return _set
