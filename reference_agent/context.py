@@ -1,0 +1,104 @@
+"""What a step gets besides the checkpoint (:class:`StepContext`) and what it gives back (:class:`StepResult`).
+
+:class:`Resources` holds the worker's long-lived clients (HTTP pool, model SDK, database connection) and
+hands each step a :class:`StepContext` bound to that step's run, cursor and seq.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anthropic
+import httpx2
+import psycopg
+
+from .checkpoint import Message
+from .clients import DEFAULT_MODEL, Ledger, Mailer, ModelClient, RetryPolicy, Webhook
+from .done_keys import DoneKeys
+from .store import InTxn
+
+Point = Callable[[str], None]
+
+
+def idempotency_key(run_id: str, cursor: str) -> str:
+    """The key of a step's effect: the run and the step, never the seq (a replay must repeat the key)."""
+    return f"{run_id}:{cursor}"
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What a step returns.
+
+    ``cursor``: the next step (``"done"`` to finish). ``state``: a patch merged into the state (top-level
+    keys replace). ``window``: the model context to keep (None keeps the current one). ``cost_usd``: what
+    the step spent. ``in_txn``: a write to commit in the checkpoint's own transaction; it is rolled back
+    with the checkpoint if the write is fenced or the worker dies before COMMIT.
+    """
+
+    cursor: str
+    state: dict[str, Any] = field(default_factory=dict)
+    window: list[Message] | None = None
+    cost_usd: float = 0.0
+    in_txn: InTxn | None = None
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """Everything a step may use to act on the world, bound to one step of one run.
+
+    ``idempotency_key`` is ``f"{run_id}:{cursor}"``; pass it (or something derived from it) to every
+    externally visible effect. The service clients report the ``effect.responded`` kill point themselves;
+    ``point(name)`` reports any other point for this step.
+    """
+
+    run_id: str
+    cursor: str
+    seq: int
+    idempotency_key: str
+    model: ModelClient
+    mailer: Mailer
+    ledger: Ledger
+    webhook: Webhook
+    done_keys: DoneKeys
+    point: Point
+
+
+class Resources:
+    """The worker's clients, created once per process (never at import: the fork server forks after import).
+
+    Service URLs come from ``MAILER_URL``, ``LEDGER_URL``, ``WEBHOOK_URL``; the model from
+    ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` (``KILLPOINT_MODEL`` picks the model name).
+    """
+
+    def __init__(self, conn: psycopg.Connection, env: Mapping[str, str] | None = None,
+                 retry: RetryPolicy | None = None, model_retries: int = 3) -> None:
+        env = os.environ if env is None else env
+        self.conn = conn
+        self.urls = {name: env.get(var, "") for name, var in
+                     (("mailer", "MAILER_URL"), ("ledger", "LEDGER_URL"), ("webhook", "WEBHOOK_URL"))}
+        self.retry = retry or RetryPolicy()
+        self.http = httpx2.Client(timeout=httpx2.Timeout(30.0, connect=5.0))
+        self.sdk = anthropic.Anthropic(base_url=env.get("ANTHROPIC_BASE_URL") or None,
+                                       api_key=env.get("ANTHROPIC_API_KEY") or "test",
+                                       max_retries=model_retries, timeout=60.0)
+        self.model = ModelClient(self.sdk, env.get("KILLPOINT_MODEL") or DEFAULT_MODEL)
+        self.done_keys = DoneKeys(conn)
+
+    def context(self, run_id: str, cursor: str, seq: int, point: Point) -> StepContext:
+        def responded() -> None:
+            point("effect.responded")
+
+        return StepContext(
+            run_id=run_id, cursor=cursor, seq=seq, idempotency_key=idempotency_key(run_id, cursor),
+            model=self.model,
+            mailer=Mailer(self.http, self.urls["mailer"], responded, self.retry),
+            ledger=Ledger(self.http, self.urls["ledger"], responded, self.retry),
+            webhook=Webhook(self.http, self.urls["webhook"], responded, self.retry),
+            done_keys=self.done_keys, point=point)
+
+    def close(self) -> None:
+        self.http.close()
+        self.sdk.close()

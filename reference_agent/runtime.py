@@ -1,0 +1,141 @@
+"""The durable loop: load (or start) a run, then step, checkpoint, step, checkpoint, until done.
+
+One iteration: check the drain flag; renew the lease; report ``step.start``; run the step at the cursor;
+``seq + 1``; merge the state patch; take the window (compacted to the budget); add the cost; save, with the
+step's in-transaction write, under the monotonic guard. Resume is "load, else initial": a run continues
+from its last checkpoint in whatever process picks it up.
+
+:func:`run_durable` returns the last checkpoint (status ``done``, ``paused`` after a drain, or ``failed``)
+and raises :class:`~reference_agent.lease.LeaseBusy` / :class:`~reference_agent.lease.LeaseLost`,
+:class:`~reference_agent.versioning.NewerCheckpoint` / :class:`~reference_agent.versioning.IncompatibleCheckpoint`,
+or :class:`~reference_agent.store.Fenced` when it must stop without touching the run further.
+
+This module also re-exports the names a step module needs (contracts.md section 4).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from . import killpoints
+from .checkpoint import DONE, FAILED, FINISHED, PAUSED, RUNNING, TERMINAL_STATUSES, Checkpoint, now_iso
+from .clients import EffectFailed
+from .compaction import compact
+from .context import Point, Resources, StepContext, StepResult
+from .lease import Lease
+from .step_module import StepModule
+from .store import CheckpointStore
+from .versioning import CheckpointRefused, IncompatibleCheckpoint, parse, upgrade
+
+__all__ = ["DONE", "Checkpoint", "Drain", "RunOptions", "StepContext", "StepFailed", "StepResult",
+           "run_durable"]
+
+log = logging.getLogger("reference_agent")
+
+
+class StepFailed(Exception):
+    """Raised by a step for a failure that retrying cannot fix: the run is checkpointed as ``failed``."""
+
+
+class Drain:
+    """The drain flag: set (from a signal handler) to make the loop yield at the next step boundary."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def request(self) -> None:
+        self._event.set()
+
+    @property
+    def requested(self) -> bool:
+        return self._event.is_set()
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """``owner``: lease owner id. ``lease_seconds``: lease length. ``step_delay``: seconds each step spends in
+    flight before it runs (for drain tests). ``window_budget``: compaction budget in JSON characters."""
+
+    owner: str
+    lease_seconds: float = 30.0
+    step_delay: float = 0.0
+    window_budget: int = 16_000
+
+
+def _reporter(run_id: str, step: str, seq: int) -> Point:
+    """Report kill points of ``step`` with ``seq`` (the loaded seq at step.start and effect.responded, the
+    seq being written at checkpoint.writing and checkpoint.committed)."""
+    def point(name: str) -> None:
+        killpoints.report(name, run_id, step, seq)
+    return point
+
+
+def _start_or_resume(store: CheckpointStore, run_id: str, module: StepModule,
+                     params: dict[str, Any] | None) -> Checkpoint:
+    raw = store.load(run_id)
+    if raw is None:
+        cp = Checkpoint(run_id=run_id, seq=0, version=module.state_version, cursor=module.start,
+                        status=RUNNING, state=module.initial_state(dict(params or {})), window=[],
+                        cost_usd=0.0, updated_at=now_iso())
+        store.save(cp)  # seq 0: the run exists, with its parameters, before its first step
+        return cp
+    cp = upgrade(parse(run_id, raw), module.state_version, module.migrations)
+    if cp.cursor != DONE and cp.cursor not in module.steps:
+        raise IncompatibleCheckpoint(run_id, f"cursor {cp.cursor!r} names no step of {module.name}")
+    return cp
+
+
+def run_durable(store: CheckpointStore, run_id: str, module: StepModule, resources: Resources,
+                options: RunOptions, drain: Drain, params: dict[str, Any] | None = None) -> Checkpoint:
+    """Run ``run_id`` to its end, or until drained; see the module docstring for what it raises."""
+    lease = Lease(store.conn, run_id, options.owner, options.lease_seconds)
+    lease.acquire()
+    try:
+        cp = _start_or_resume(store, run_id, module, params)
+    except CheckpointRefused:
+        lease.release()
+        raise
+    while cp.cursor != DONE and cp.status not in TERMINAL_STATUSES:
+        if drain.requested:
+            if cp.status != PAUSED:
+                cp = cp.replace(seq=cp.seq + 1, status=PAUSED, updated_at=now_iso())
+                store.save(cp)
+            break
+        lease.renew()
+        cp = _step(store, cp, module, resources, options, drain)
+    if cp.status == PAUSED:
+        log.warning("yielding for shutdown: run_id=%s cursor=%s seq=%s", run_id, cp.cursor, cp.seq)
+        killpoints.note("drain.yield", run_id=run_id, step=cp.cursor, seq=cp.seq)
+    lease.release()
+    return cp
+
+
+def _step(store: CheckpointStore, cp: Checkpoint, module: StepModule, resources: Resources,
+          options: RunOptions, drain: Drain) -> Checkpoint:
+    step = cp.cursor
+    point = _reporter(cp.run_id, step, cp.seq)
+    point("step.start")
+    if options.step_delay > 0:
+        time.sleep(options.step_delay)  # a SIGTERM here runs its handler, then the sleep goes on (PEP 475)
+    ctx = resources.context(cp.run_id, step, cp.seq, point)
+    try:
+        result = module.steps[step](cp, ctx)
+    except (StepFailed, EffectFailed) as exc:
+        log.error("run %s failed at step %s: %s", cp.run_id, step, exc)
+        failed = cp.replace(seq=cp.seq + 1, status=FAILED, state={**cp.state, "error": str(exc)},
+                            updated_at=now_iso())
+        store.save(failed, point=_reporter(cp.run_id, step, failed.seq))
+        return failed
+    if result.cursor != DONE and result.cursor not in module.steps:
+        raise ValueError(f"step {step!r} returned unknown cursor {result.cursor!r}")
+    status = FINISHED if result.cursor == DONE else PAUSED if drain.requested else RUNNING
+    window = compact(cp.window if result.window is None else result.window, options.window_budget)
+    nxt = cp.replace(seq=cp.seq + 1, cursor=result.cursor, status=status,
+                     state={**cp.state, **result.state}, window=window,
+                     cost_usd=round(cp.cost_usd + result.cost_usd, 9), updated_at=now_iso())
+    store.save(nxt, in_txn=result.in_txn, point=_reporter(cp.run_id, step, nxt.seq))
+    return nxt

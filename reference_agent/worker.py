@@ -1,0 +1,270 @@
+"""The worker process: one incarnation of the agent.
+
+Usage::
+
+    python -m reference_agent.worker RUN_ID            # run (or resume) one run
+    python -m reference_agent.worker --queue [--follow] # take resume jobs from the jobs table
+
+``main(argv) -> int`` is also what the harness's fork server calls in a forked child after setting the
+environment: nothing is connected at import, signal handlers are installed inside ``main``, and ``main``
+returns the exit code instead of exiting.
+
+Environment (contracts.md section 2): ``DATABASE_URL``; ``MAILER_URL``, ``LEDGER_URL``, ``WEBHOOK_URL``;
+``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``; ``KILLPOINT_STEPS`` (step module, default
+``reference_agent.invoice_agent``); ``KILLPOINT_PARAMS`` (JSON for ``initial_state`` of a new run);
+``KILLPOINT_WORKER_ID`` (lease owner, default ``<hostname>:<pid>``); ``KILLPOINT_LEASE_SECONDS`` (30);
+``KILLPOINT_DRAIN_SECONDS`` (90); ``KILLPOINT_STEP_DELAY`` (0); ``KILLPOINT_WINDOW_BUDGET`` (16000 JSON
+characters); ``KILLPOINT_MODEL`` (model name); ``KILLPOINT_POLL_SECONDS`` (queue poll interval with
+``--follow``, 0.2); ``KILLPOINT_SOCKET`` / ``KILLPOINT_INCARNATION`` (kill points, see ``killpoints``).
+
+SIGTERM drains: no new work is taken, the in-flight step finishes and is checkpointed, the run is left
+``paused``, the worker logs that it yields and exits 0. If the drain deadline passes first, the worker
+exits 6 at once, without checkpointing the step in flight.
+
+Exit codes: :data:`EXIT_CODES`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+import psycopg
+
+from . import killpoints
+from .checkpoint import FAILED, FINISHED
+from .context import Resources
+from .lease import LeaseBusy, LeaseLost
+from .queue import claim
+from .runtime import Drain, RunOptions, run_durable
+from .schema import ensure_schema
+from .step_module import DEFAULT_STEPS, BadStepModule, StepModule, load_step_module
+from .store import CheckpointStore, Fenced
+from .versioning import IncompatibleCheckpoint, NewerCheckpoint
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_REFUSED = 3
+EXIT_FENCED = 4
+EXIT_LEASE_BUSY = 5
+EXIT_DRAIN_DEADLINE = 6
+EXIT_HARNESS_GONE = killpoints.HARNESS_GONE_EXIT
+
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "the run reached done, or drained after SIGTERM (status paused); queue mode: queue empty or drained",
+    EXIT_ERROR: "unexpected error (traceback on stderr), or the run failed for good (status failed)",
+    EXIT_USAGE: "usage or configuration error",
+    EXIT_REFUSED: "checkpoint refused: newer version (NewerCheckpoint) or unreadable (IncompatibleCheckpoint)",
+    EXIT_FENCED: "fenced: a checkpoint write was refused by the monotonic guard; stopped without further effects",
+    EXIT_LEASE_BUSY: "lease held by another live owner (or taken over while working); left the run alone",
+    EXIT_DRAIN_DEADLINE: "the drain deadline passed before the in-flight step was checkpointed",
+    EXIT_HARNESS_GONE: "harness gone (kill-point socket EOF)",
+}
+
+log = logging.getLogger("reference_agent")
+
+
+class UsageError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """The worker's settings, read from the environment."""
+
+    database_url: str
+    steps: str
+    params: dict[str, Any]
+    owner: str
+    lease_seconds: float
+    drain_seconds: float
+    step_delay: float
+    window_budget: int
+    poll_seconds: float
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> WorkerConfig:
+        def number(name: str, default: float) -> float:
+            raw = env.get(name, "")
+            try:
+                value = float(raw) if raw else default
+            except ValueError:
+                raise UsageError(f"{name}={raw!r} is not a number") from None
+            if value < 0:
+                raise UsageError(f"{name} must not be negative")
+            return value
+
+        dsn = env.get("DATABASE_URL", "")
+        if not dsn:
+            raise UsageError("DATABASE_URL is not set")
+        try:
+            params = json.loads(env.get("KILLPOINT_PARAMS") or "{}")
+        except ValueError as exc:
+            raise UsageError(f"KILLPOINT_PARAMS is not JSON: {exc}") from None
+        if not isinstance(params, dict):
+            raise UsageError("KILLPOINT_PARAMS must be a JSON object")
+        return cls(
+            database_url=dsn, steps=env.get("KILLPOINT_STEPS") or DEFAULT_STEPS, params=params,
+            owner=env.get("KILLPOINT_WORKER_ID") or f"{socket.gethostname()}:{os.getpid()}",
+            lease_seconds=number("KILLPOINT_LEASE_SECONDS", 30.0),
+            drain_seconds=number("KILLPOINT_DRAIN_SECONDS", 90.0),
+            step_delay=number("KILLPOINT_STEP_DELAY", 0.0),
+            window_budget=int(number("KILLPOINT_WINDOW_BUDGET", 16_000)),
+            poll_seconds=number("KILLPOINT_POLL_SECONDS", 0.2))
+
+    def run_options(self) -> RunOptions:
+        return RunOptions(owner=self.owner, lease_seconds=self.lease_seconds, step_delay=self.step_delay,
+                          window_budget=self.window_budget)
+
+
+class _Shutdown:
+    """The SIGTERM handler: set the drain flag and arm the drain deadline. Nothing else (it may interrupt
+    anything, including a blocked kill-point read that must resume)."""
+
+    def __init__(self, drain: Drain, deadline_seconds: float) -> None:
+        self.drain = drain
+        self.deadline_seconds = deadline_seconds
+        self.timer: threading.Timer | None = None
+        self.previous: Any = None
+
+    def install(self) -> None:
+        self.previous = signal.signal(signal.SIGTERM, self.handle)
+
+    def uninstall(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.drain.requested:
+            return
+        self.drain.request()
+        self.timer = threading.Timer(self.deadline_seconds, self._deadline)
+        self.timer.daemon = True
+        self.timer.start()
+        killpoints.note("drain.signal", signal="SIGTERM", deadline_seconds=self.deadline_seconds)
+
+    def _deadline(self) -> None:
+        sys.stderr.write(f"worker: drain deadline of {self.deadline_seconds}s passed with a step in flight; "
+                         f"exiting {EXIT_DRAIN_DEADLINE}\n")
+        sys.stderr.flush()
+        os._exit(EXIT_DRAIN_DEADLINE)
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m reference_agent.worker",
+                                     description="Run or resume a durable agent run.")
+    parser.add_argument("run_id", nargs="?", help="the run to run or resume")
+    parser.add_argument("--queue", action="store_true", help="take resume jobs from the jobs table")
+    parser.add_argument("--follow", action="store_true", help="with --queue: wait for jobs until SIGTERM")
+    args = parser.parse_args(argv)
+    if bool(args.run_id) == args.queue:
+        parser.error("give either RUN_ID or --queue")
+    if args.follow and not args.queue:
+        parser.error("--follow needs --queue")
+    return args
+
+
+def run_one(store: CheckpointStore, run_id: str, module: StepModule, resources: Resources,
+            config: WorkerConfig, drain: Drain) -> int:
+    """Run ``run_id`` and map its outcome to an exit code (see :data:`EXIT_CODES`)."""
+    try:
+        cp = run_durable(store, run_id, module, resources, config.run_options(), drain, config.params)
+    except LeaseBusy as exc:
+        log.warning("%s", exc)
+        killpoints.note("lease.busy", run_id=run_id, holder=exc.holder)
+        return EXIT_LEASE_BUSY
+    except LeaseLost as exc:
+        log.warning("%s", exc)
+        killpoints.note("lease.lost", run_id=run_id)
+        return EXIT_LEASE_BUSY
+    except NewerCheckpoint as exc:
+        log.error("REFUSED: %s", exc)
+        killpoints.note("refused.newer", run_id=run_id, found=exc.found, supported=exc.supported)
+        return EXIT_REFUSED
+    except IncompatibleCheckpoint as exc:
+        log.error("REFUSED: %s", exc)
+        killpoints.note("refused.incompatible", run_id=run_id, reason=exc.reason)
+        return EXIT_REFUSED
+    except Fenced as exc:
+        log.error("FENCED: %s", exc)
+        killpoints.note("fenced", run_id=run_id, seq=exc.seq, stored_seq=exc.stored_seq)
+        return EXIT_FENCED
+    if cp.status == FINISHED:
+        log.info("run %s done: seq=%s cost_usd=%s", run_id, cp.seq, cp.cost_usd)
+        killpoints.note("run.done", run_id=run_id, seq=cp.seq)
+        return EXIT_OK
+    return EXIT_ERROR if cp.status == FAILED else EXIT_OK
+
+
+def run_queue(store: CheckpointStore, module: StepModule, resources: Resources, config: WorkerConfig,
+              drain: Drain, follow: bool) -> int:
+    """Take resume jobs until the queue is empty (or, with ``follow``, until drained)."""
+    while not drain.requested:
+        job = claim(store.conn)
+        if job is None:
+            if not follow:
+                return EXIT_OK
+            time.sleep(config.poll_seconds)
+            continue
+        if store.load(job.run_id) is None:
+            log.warning("job %s: run %s has no checkpoint; dropped", job.id, job.run_id)
+            continue
+        code = run_one(store, job.run_id, module, resources, config, drain)
+        log.info("job %s: run %s ended with exit code %s", job.id, job.run_id, code)
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code (see :data:`EXIT_CODES`)."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s worker[%(process)d] %(levelname)s %(message)s")
+    for noisy in ("httpx", "httpx2", "anthropic"):  # one INFO line per request drowns the run's own log
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        args = _parse(sys.argv[1:] if argv is None else list(argv))
+        config = WorkerConfig.from_env(os.environ)
+        module = load_step_module(config.steps)
+    except SystemExit as exc:  # argparse has printed the usage
+        return EXIT_USAGE if exc.code else EXIT_OK
+    except (UsageError, BadStepModule) as exc:
+        print(f"worker: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    drain = Drain()
+    shutdown = _Shutdown(drain, config.drain_seconds)
+    shutdown.install()
+    killpoints.note("worker.start", run_id=args.run_id, queue=args.queue, owner=config.owner)
+    try:
+        with psycopg.connect(config.database_url, autocommit=True) as conn:
+            ensure_schema(conn)
+            resources = Resources(conn)
+            try:
+                store = CheckpointStore(conn)
+                if args.queue:
+                    return run_queue(store, module, resources, config, drain, args.follow)
+                return run_one(store, args.run_id, module, resources, config, drain)
+            finally:
+                resources.close()
+    except Exception:
+        traceback.print_exc()
+        return EXIT_ERROR
+    finally:
+        shutdown.uninstall()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
