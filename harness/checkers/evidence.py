@@ -37,16 +37,32 @@ class Evidence:
     def faults(self) -> list[dict]:
         return [e for e in self.events if e["type"] == "fault"]
 
+    def aliases(self) -> dict[str, str]:
+        """Run-specific names and their placeholders: the run id, and each effect's id (a charge id
+        derives from the run's idempotency key) named by its service and run-free key."""
+        out = {self.run_id: RUN_PLACEHOLDER}
+        keyless: dict[str, int] = {}
+        for e in self.effects:
+            service = str(e.get("service"))
+            if e.get("key") is None:
+                keyless[service] = keyless.get(service, 0) + 1
+            key = str(e.get("key") or f"#{keyless.get(service)}").replace(self.run_id, RUN_PLACEHOLDER)
+            if e.get("id"):
+                out[str(e["id"])] = f"<{service}:{key}>"
+        return out
+
     def normalize(self, value: Any) -> Any:
-        """`value` with this run's id replaced by a placeholder, so two runs compare."""
-        return normalize(value, self.run_id)
+        """`value` with run-specific names replaced by placeholders, so two runs compare."""
+        return normalize(value, self.aliases())
 
 
-def normalize(value: Any, run_id: str) -> Any:
+def normalize(value: Any, aliases: dict[str, str]) -> Any:
     if isinstance(value, str):
-        return value.replace(run_id, RUN_PLACEHOLDER)
+        for old, new in aliases.items():
+            value = value.replace(old, new)
+        return value
     if isinstance(value, dict):
-        return {normalize(k, run_id): normalize(v, run_id) for k, v in value.items()}
+        return {normalize(k, aliases): normalize(v, aliases) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return type(value)(normalize(v, run_id) for v in value)
+        return type(value)(normalize(v, aliases) for v in value)
     return value

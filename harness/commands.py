@@ -1,0 +1,185 @@
+"""The crash-suite subcommands: run, replay, explore, scenarios, report.
+
+Each `cmd_*` takes parsed arguments and returns an exit code: 0 all pass, 1 a checker failed (or could
+not decide), 2 usage or environment error (raised as KillpointError and printed by the CLI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from rich.console import Console
+
+from harness.history import History
+from harness.options import RunOptions
+from harness.scenario import Context, Scenario, ScenarioResult, find, registry
+from harness.schedule import Schedule
+from harness.stepmodule import DEFAULT_STEPS, load
+from harness.trial import Session, Trial
+
+_console = Console(stderr=True, highlight=False)
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("environment")
+    g.add_argument("--steps", default=DEFAULT_STEPS, help=f"step module of the agent (default {DEFAULT_STEPS})")
+    g.add_argument("--postgres", default="auto", choices=["auto", "docker", "local", "embedded", "dsn"])
+    g.add_argument("--dsn", default=None, help="a test database to use (implies --postgres dsn)")
+    g.add_argument("--allow-any-dsn", action="store_true", help="accept a DSN whose name lacks 'test'")
+    g.add_argument("--spawn", default="fork", choices=["fork", "exec"],
+                   help="incarnations from a preloaded fork server (fast) or fresh interpreters")
+    g.add_argument("--worker-cmd", default=None, help="black-box worker command, e.g. 'node worker.js {run_id}'")
+    g.add_argument("--grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL (default 5)")
+    g.add_argument("--out", default=".killpoint/runs", help="where run directories go")
+    g.add_argument("--junit", default=None, help="also write JUnit XML here")
+    g.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run the crash suite (all scenarios, or --scenario NAME)")
+    p.add_argument("--scenario", action="append", default=None, help="a scenario to run (repeatable)")
+    p.add_argument("--seed", type=int, default=0, help="base seed of the randomised parts (default 0)")
+    p.add_argument("--budget", type=float, default=60.0, help="seconds of random exploration per scenario")
+    add_common(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("replay", help="replay one schedule (or the schedule of a seed)")
+    p.add_argument("--scenario", required=True)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--schedule", help="faults, e.g. 'email:effect.applied:kill'")
+    g.add_argument("--seed", type=int, help="the seed whose schedule to replay")
+    add_common(p)
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("explore", help="explore faults: every single fault, or N random schedules")
+    p.add_argument("--scenario", required=True)
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--exhaustive", action="store_true", help="every step x point x action, one fault each")
+    g.add_argument("--random", type=int, metavar="N", help="N random multi-fault schedules")
+    p.add_argument("--seed", type=int, default=0, help="base seed for --random (default 0)")
+    add_common(p)
+    p.set_defaults(func=cmd_explore)
+
+    p = sub.add_parser("scenarios", help="list the scenarios")
+    p.set_defaults(func=cmd_scenarios)
+
+
+def _say(args: argparse.Namespace):
+    if getattr(args, "quiet", False):
+        return lambda _msg: None
+    return lambda msg: _console.print(f"[dim]{msg}[/dim]")
+
+
+@contextlib.contextmanager
+def session(args: argparse.Namespace, label: str) -> Iterator[Session]:
+    """Load the agent, start the environment, and yield a Session; everything is torn down after."""
+    from harness.environment import Environment
+    from reference_agent.schema import ensure_schema
+
+    agent = load(args.steps)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    run_dir = Path(args.out) / f"{stamp}-{label}-{os.getpid()}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    history = History(run_dir / "history.jsonl")
+    postgres = "dsn" if args.dsn else args.postgres
+    say = _say(args)
+    try:
+        with Environment(postgres=postgres, dsn=args.dsn, allow_any_dsn=args.allow_any_dsn, spawn=args.spawn,
+                         worker_cmd=args.worker_cmd, preload=[agent.module], run_dir=run_dir, say=say,
+                         schema=ensure_schema) as env:
+            yield Session(env, history, agent, RunOptions(grace=args.grace))
+    finally:
+        history.close()
+
+
+def _context(args: argparse.Namespace, s: Session) -> Context:
+    return Context(session=s, seed=getattr(args, "seed", 0) or 0, budget=getattr(args, "budget", 60.0),
+                   say=_say(args))
+
+
+def _result(scenario: Scenario, trials: list[Trial], started: float) -> ScenarioResult:
+    outcomes = {t.outcome for t in trials}
+    outcome = "fail" if "fail" in outcomes else "unknown" if "unknown" in outcomes or not trials else "pass"
+    if scenario.expected_finding:
+        outcome = "expected" if outcome == "fail" else "fail"
+    return ScenarioResult(scenario.name, outcome, trials, time.monotonic() - started)  # type: ignore[arg-type]
+
+
+def finish(args: argparse.Namespace, s: Session, results: list[ScenarioResult], meta: dict) -> int:
+    """Print the summary and the failures in full; write the run dir and JUnit; return the exit code."""
+    from harness.report import junit_xml, scenario_line, trial_block, write_run_dir
+
+    print()
+    for r in results:
+        print(scenario_line(r))
+    for r in results:
+        for t in r.trials:
+            if t.outcome == "pass":
+                continue
+            title = "EXPECTED FINDING" if r.outcome == "expected" else t.outcome.upper()
+            print()
+            print("\n".join(trial_block(r.name, t, s.agent.module, title)))
+    write_run_dir(s.env.run_dir, results, {**meta, "steps": s.agent.module, "steps_digest": s.agent.digest})
+    if args.junit:
+        Path(args.junit).write_text(junit_xml(results, s.agent.module))
+    print(f"\nrun directory: {s.env.run_dir}")
+    bad = [r for r in results if r.outcome in ("fail", "unknown")]
+    return 1 if bad else 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    names = args.scenario or list(registry())
+    scenarios = [find(n) for n in names]
+    results = []
+    with session(args, "run") as s:
+        for scenario in scenarios:
+            started = time.monotonic()
+            ctx = _context(args, s)
+            ctx.say(f"{scenario.name}: {scenario.summary}")
+            trials = scenario.run(ctx)
+            failing = [t for t in trials if t.outcome == "fail" and len(t.schedule) > 1]
+            if failing and not scenario.expected_finding:
+                trials.append(scenario.shrink(ctx, failing[0]))
+            results.append(_result(scenario, trials, started))
+        return finish(args, s, results, {"command": "run", "seed": args.seed, "scenarios": names})
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    scenario = find(args.scenario)
+    with session(args, "replay") as s:
+        started = time.monotonic()
+        ctx = _context(args, s)
+        if args.schedule is not None:
+            schedule = Schedule.parse(args.schedule, s.agent.steps)
+            trial = scenario.trial(ctx, schedule)
+        else:
+            schedule = Schedule.from_seed(args.seed, scenario.step_points(ctx), actions=scenario.actions)
+            ctx.say(f"seed {args.seed} -> schedule {schedule}")
+            trial = scenario.trial(ctx, schedule, args.seed)
+        result = _result(scenario, [trial], started)
+        return finish(args, s, [result], {"command": "replay", "schedule": str(schedule), "seed": args.seed})
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    scenario = find(args.scenario)
+    with session(args, "explore") as s:
+        started = time.monotonic()
+        ctx = _context(args, s)
+        trials = scenario.exhaustive(ctx) if args.exhaustive else scenario.random(ctx, args.random)
+        failing = [t for t in trials if t.outcome == "fail" and len(t.schedule) > 1]
+        if failing:
+            trials.append(scenario.shrink(ctx, failing[0]))
+        result = _result(scenario, trials, started)
+        return finish(args, s, [result], {"command": "explore", "seed": args.seed,
+                                          "mode": "exhaustive" if args.exhaustive else f"random {args.random}"})
+
+
+def cmd_scenarios(args: argparse.Namespace) -> int:
+    for name, scenario in registry().items():
+        print(f"{name:<26} {scenario.summary}")
+    return 0

@@ -1,0 +1,74 @@
+"""Reports: the text a user reads, JUnit XML for CI, and the run directory's JSON records.
+
+A failure always ends with the seed (where there is one), the explicit schedule and the one line that
+replays it.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from pathlib import Path
+from xml.sax.saxutils import escape, quoteattr
+
+from harness import __version__
+from harness.scenario import ScenarioResult, replay_command
+from harness.trial import Trial
+
+MARK = {"pass": "PASS", "fail": "FAIL", "unknown": "UNKNOWN", "expected": "EXPECTED", "skipped": "SKIP"}
+
+
+def scenario_line(r: ScenarioResult) -> str:
+    """One line per scenario: outcome, name, schedules tried, time, figures."""
+    figures = f"  {r.figures}" if r.figures else ""
+    reason = f"  ({r.reason})" if r.reason else ""
+    return f"{MARK[r.outcome]:<8} {r.name:<26} {len(r.trials):>4} schedules {r.elapsed:7.1f}s{figures}{reason}"
+
+
+def trial_block(scenario: str, t: Trial, steps: str, title: str = "FAILED") -> list[str]:
+    """The failure in full: checkers that failed with their evidence, seed, schedule, replay line."""
+    lines = [f"--- {title}: {scenario} run {t.run_id}"]
+    for v in t.verdicts:
+        if v.outcome == "pass":
+            continue
+        lines.append(f"  {v.checker}: {v.outcome}: {v.reason}")
+        lines.extend(f"      {e}" for e in v.evidence)
+    if t.seed is not None:
+        lines.append(f"  seed:     {t.seed}")
+    lines.append(f"  schedule: {t.schedule or '(none: crash-free)'}")
+    lines.append(f"  replay:   {replay_command(scenario, t.schedule, None, steps)}")
+    return lines
+
+
+def write_run_dir(run_dir: Path, results: list[ScenarioResult], meta: dict) -> None:
+    """meta.json (seed, versions, step module digest) and verdicts.json (every trial) in the run dir."""
+    meta = {**meta, "killpoint": __version__, "python": sys.version.split()[0], "platform": platform.platform()}
+    (run_dir / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
+    verdicts = [{"scenario": r.name, "outcome": r.outcome, "elapsed": round(r.elapsed, 3),
+                 "trials": [{"run_id": t.run_id, "schedule": str(t.schedule), "seed": t.seed, "outcome": t.outcome,
+                             "verdicts": [v.to_dict() for v in t.verdicts]} for t in r.trials]}
+                for r in results]
+    (run_dir / "verdicts.json").write_text(json.dumps(verdicts, indent=2))
+
+
+def junit_xml(results: list[ScenarioResult], steps: str) -> str:
+    """One testsuite per scenario, one testcase per trial; a failing trial carries its replay line."""
+    out = ['<?xml version="1.0" encoding="utf-8"?>', "<testsuites>"]
+    for r in results:
+        fails = sum(1 for t in r.trials if t.outcome == "fail" and r.outcome != "expected")
+        out.append(f'  <testsuite name={quoteattr(r.name)} tests="{len(r.trials)}" failures="{fails}" '
+                   f'time="{r.elapsed:.3f}">')
+        if r.outcome == "skipped":
+            out.append(f'    <testcase name="{escape(r.name)}"><skipped message={quoteattr(r.reason)}/></testcase>')
+        for t in r.trials:
+            name = quoteattr(str(t.schedule) or "crash-free")
+            out.append(f"    <testcase classname={quoteattr(r.name)} name={name}>")
+            if t.outcome == "fail" and r.outcome != "expected":
+                body = escape("\n".join(trial_block(r.name, t, steps)))
+                first = t.failing()[0]
+                out.append(f"      <failure message={quoteattr(first.checker + ': ' + first.reason)}>{body}</failure>")
+            out.append("    </testcase>")
+        out.append("  </testsuite>")
+    out.append("</testsuites>")
+    return "\n".join(out) + "\n"
