@@ -9,6 +9,8 @@ from harness.checkers.evidence import Evidence
 from harness.checkers.verdict import Verdict, failed, passed, unknown
 from harness.points import PROCESS_ACTIONS
 
+DRAIN_DEADLINE_EXIT = 6
+
 
 def no_rewind(ev: Evidence, base: Evidence | None) -> Verdict:
     """The audit trail of committed checkpoint writes never goes back in seq."""
@@ -60,7 +62,7 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
     """After SIGTERM the worker exits by itself before the grace period ends, having checkpointed.
 
     With `options["drain_expect"] == "exit"` (a step longer than the drain deadline) only the clean
-    exit is required; otherwise the worker must also leave a `paused` (or `done`) checkpoint.
+    exit is required (0, or 6: the drain deadline passed first); otherwise the worker must also leave a `paused` (or `done`) checkpoint.
     """
     terms = [f for f in ev.faults() if f.get("action") == "term"]
     if not terms:
@@ -74,10 +76,12 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
                           f"({ev.options.get('grace')}s) and was SIGKILLed", [f"term at {f.get('step')}:{f.get('point')}"])
         if end is None:
             return unknown("drains_on_sigterm", f"no end recorded for {inc}")
-        if end.get("signal") is not None or end.get("exit_code") != 0:
-            return failed("drains_on_sigterm", f"{inc} ended with {_how(end)} after SIGTERM, not exit 0",
-                          [f"term at {f.get('step')}:{f.get('point')}"])
-        if ev.options.get("drain_expect", "checkpoint") == "checkpoint":
+        expect = ev.options.get("drain_expect", "checkpoint")
+        clean = (0, DRAIN_DEADLINE_EXIT) if expect == "exit" else (0,)
+        if end.get("signal") is not None or end.get("exit_code") not in clean:
+            return failed("drains_on_sigterm", f"{inc} ended with {_how(end)} after SIGTERM, not exit "
+                          f"{' or '.join(map(str, clean))}", [f"term at {f.get('step')}:{f.get('point')}"])
+        if expect == "checkpoint":
             statuses = [w.get("status") for w in ev.audit if w.get("app") == inc]
             if not statuses or statuses[-1] not in ("paused", "done"):
                 return failed("drains_on_sigterm", f"{inc} exited 0 after SIGTERM without checkpointing as paused",
