@@ -68,6 +68,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("scenarios", help="list the scenarios")
     p.set_defaults(func=cmd_scenarios)
 
+    p = sub.add_parser("report", help="write an HTML timeline of a run directory")
+    p.add_argument("run_dir", help="a directory under .killpoint/runs/")
+    p.set_defaults(func=cmd_report)
+
 
 def _say(args: argparse.Namespace):
     if getattr(args, "quiet", False):
@@ -182,4 +186,11 @@ def cmd_explore(args: argparse.Namespace) -> int:
 def cmd_scenarios(args: argparse.Namespace) -> int:
     for name, scenario in registry().items():
         print(f"{name:<26} {scenario.summary}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.timeline import render
+
+    print(render(Path(args.run_dir)))
     return 0
