@@ -76,7 +76,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 def _say(args: argparse.Namespace):
     if getattr(args, "quiet", False):
         return lambda _msg: None
-    return lambda msg: _console.print(f"[dim]{msg}[/dim]")
+    return lambda msg: _console.print(msg, style="dim", soft_wrap=True, markup=False)
 
 
 @contextlib.contextmanager
@@ -155,11 +155,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     scenario = find(args.scenario)
+    given = Schedule.parse(args.schedule, load(args.steps).steps) if args.schedule is not None else None
     with session(args, "replay") as s:
         started = time.monotonic()
         ctx = _context(args, s)
-        if args.schedule is not None:
-            schedule = Schedule.parse(args.schedule, s.agent.steps)
+        if given is not None:
+            schedule = given
             trial = scenario.trial(ctx, schedule)
         else:
             schedule = Schedule.from_seed(args.seed, scenario.step_points(ctx), actions=scenario.actions)
