@@ -29,6 +29,11 @@ def local_probe() -> str | None:
     return None
 
 
+FIXES = {
+    "docker": "start the Docker engine (or set DOCKER_HOST to one that answers), or use --postgres auto",
+    "local": "install Postgres server binaries (Debian/Ubuntu: apt-get install postgresql), or use --postgres auto",
+    "embedded": "pip install 'killpoint[embedded]', or use --postgres auto",
+}
 PROBES: dict[str, Callable[[], str | None]] = {
     "docker": docker.probe,
     "local": local_probe,

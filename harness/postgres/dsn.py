@@ -57,7 +57,7 @@ class DsnServer(PostgresHandle):
             with psycopg.connect(dsn, connect_timeout=5):
                 pass
         except psycopg.OperationalError as exc:
-            why = " ".join(str(exc).split())[:200]
+            why = str(exc).strip().splitlines()[0].rstrip(".?")[:200]
             where = urlsplit(dsn).hostname if "://" in dsn else "the server"
             raise EnvironmentProblem(
                 "dsn-refused",

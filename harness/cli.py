@@ -1,0 +1,96 @@
+"""The ``killpoint`` command.
+
+Subcommands are registered in one place, ``REGISTRARS``: each entry is a function that adds its parsers to
+the argparse sub-parser set and gives each one ``func`` (``args -> exit code``). ``main`` turns a
+``KillpointError`` into its one line on stderr and exit 2, Ctrl-C into exit 130 (after the ``with`` blocks
+of the command have cleaned up), and SIGTERM into the same orderly exit (143).
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from collections.abc import Callable, Sequence
+
+from harness import __version__
+from harness.errors import KillpointError
+
+KINDS = ("auto", "docker", "local", "embedded", "dsn")
+
+
+def add_postgres_options(p: argparse.ArgumentParser) -> None:
+    """The Postgres provider options shared by every command that needs a server."""
+    g = p.add_argument_group("postgres")
+    g.add_argument("--postgres", default="auto", choices=KINDS, help="provider (default auto)")
+    g.add_argument("--dsn", default=None, help="a test database to use instead of starting one")
+    g.add_argument(
+        "--allow-any-dsn", action="store_true", help="accept a DSN whose database name lacks 'test'"
+    )
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from harness import doctor  # noqa: PLC0415
+
+    return doctor.run(args.postgres, dsn=args.dsn, allow_any_dsn=args.allow_any_dsn)
+
+
+def add_doctor(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("doctor", help="what this machine offers; start, crash and stop a throwaway Postgres")
+    add_postgres_options(p)
+    p.set_defaults(func=cmd_doctor)
+
+
+def add_suite_commands(sub: argparse._SubParsersAction) -> None:
+    """run, replay, explore, scenarios, report: defined in ``harness.commands``."""
+    try:
+        from harness import commands  # noqa: PLC0415
+    except ModuleNotFoundError as exc:
+        if exc.name != "harness.commands":
+            raise
+        return
+    commands.add_parsers(sub)
+
+
+# The one place subcommands are registered.
+REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [add_doctor, add_suite_commands]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="killpoint", description="Crash-testing harness for durable AI agents.")
+    p.add_argument("--version", action="version", version=f"killpoint {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for register in REGISTRARS:
+        register(sub)
+    return p
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``killpoint`` console script; returns the exit code."""
+    p = parser()
+    args = p.parse_args(argv)
+    if getattr(args, "func", None) is None:
+        p.print_help(sys.stderr)
+        return 2
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return int(args.func(args) or 0)
+    except KillpointError as exc:
+        print(exc.line(), file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("killpoint: interrupted; cleaned up", file=sys.stderr)
+        return 130
+    finally:
+        if previous == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""``killpoint doctor``: what this machine offers, proven by starting and crashing a throwaway server.
+
+It reports Python, Docker, local Postgres binaries and the embedded server, which provider ``auto`` (or
+the one asked for) picks, then starts that server, writes a row, crashes and restarts it, reads the row
+back, stops it, and checks nothing was left behind. Exit 0 when that worked; otherwise the
+``KillpointError`` it raised becomes one line and exit 2 (in ``harness.cli``).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+
+from harness.errors import EnvironmentProblem
+
+
+def survey() -> list[tuple[str, str]]:
+    """(name, finding) rows for what this machine offers, without starting anything."""
+    from harness.postgres import auto, docker, embedded  # noqa: PLC0415
+    from harness.postgres.binaries import find_local, run_as  # noqa: PLC0415
+
+    rows = [("python", f"{platform.python_version()} ({sys.executable})")]
+    why = docker.probe()
+    rows.append(("docker", f"not usable: {why}" if why else f"engine answers; image {docker.IMAGE}"))
+    bins = find_local()
+    rows.append(
+        (
+            "local",
+            f"PostgreSQL {bins.version} at {bins.bindir} (found via {bins.source}); server runs as "
+            f"user {run_as().name}"
+            if bins
+            else f"not usable: {auto.local_probe()}",
+        )
+    )
+    why = embedded.probe()
+    bindir = embedded.bundled_bindir()
+    rows.append(("embedded", f"not usable: {why}" if why else f"pgserver binaries at {bindir}"))
+    return rows
+
+
+def run(
+    kind: str = "auto",
+    dsn: str | None = None,
+    allow_any_dsn: bool = False,
+    out: Callable[[str], None] = print,
+) -> int:
+    """Print the survey, prove the chosen provider end to end, return 0 (errors raise ``KillpointError``)."""
+    import psycopg  # noqa: PLC0415
+
+    from harness.postgres import provide  # noqa: PLC0415
+
+    out("killpoint doctor")
+    for name, finding in survey():
+        out(f"  {name:<10} {finding}")
+    t0 = time.monotonic()
+    with provide(
+        kind, dsn=dsn, allow_any_dsn=allow_any_dsn, on_choice=lambda m: out(f"  {'choice':<10} {m}")
+    ) as pg:
+        started = time.monotonic() - t0
+        folder = getattr(pg, "dir", None)
+        detail = f"started {pg.kind} in {started:.2f}s"
+        probe_db = pg.create_database("killpoint_doctor_test")
+        with psycopg.connect(probe_db, autocommit=True) as conn:
+            conn.execute("CREATE TABLE proof (x int)")
+            conn.execute("INSERT INTO proof VALUES (42)")
+        if pg.owned:
+            t1 = time.monotonic()
+            pg.crash()
+            pg.restart()
+            detail += f"; crash+restart in {time.monotonic() - t1:.2f}s"
+        with psycopg.connect(probe_db) as conn:
+            if conn.execute("SELECT x FROM proof").fetchone() != (42,):
+                raise EnvironmentProblem(
+                    "doctor-lost-row",
+                    f"a committed row was lost across the {pg.kind} crash and restart",
+                    "report this: the server is not durable",
+                )
+        pg.drop_database("killpoint_doctor_test")
+    if folder is not None and os.path.exists(folder):
+        raise EnvironmentProblem(
+            "doctor-left-behind",
+            f"the throwaway server's folder {folder} was not removed",
+            "report this with the output of `killpoint doctor`",
+        )
+    out(f"  {'server':<10} {detail}; committed row survived; stopped and removed")
+    out(f"ok: this machine can run killpoint (Postgres: {pg.kind})")
+    return 0
