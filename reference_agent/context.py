@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import anthropic
 import httpx2
@@ -21,6 +22,19 @@ from .done_keys import DoneKeys
 from .store import InTxn
 
 Point = Callable[[str], None]
+
+
+RUN_ID_SLOT = "{run_id}"
+"""In a service URL, stands for the run a step belongs to (see :func:`for_run`)."""
+
+
+def for_run(url: str, run_id: str) -> str:
+    """``url`` with every ``{run_id}`` replaced by ``run_id`` (percent-encoded); unchanged without one.
+
+    A queue worker serves many runs with one environment; a URL template such as
+    ``http://host/runs/{run_id}`` lets each run's requests reach a per-run endpoint.
+    """
+    return url.replace(RUN_ID_SLOT, quote(run_id, safe="")) if RUN_ID_SLOT in url else url
 
 
 def idempotency_key(run_id: str, cursor: str) -> str:
@@ -70,7 +84,8 @@ class Resources:
     """The worker's clients, created once per process (never at import: the fork server forks after import).
 
     Service URLs come from ``MAILER_URL``, ``LEDGER_URL``, ``WEBHOOK_URL``; the model from
-    ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` (``KILLPOINT_MODEL`` picks the model name).
+    ``ANTHROPIC_BASE_URL`` / ``ANTHROPIC_API_KEY`` (``KILLPOINT_MODEL`` picks the model name). Any of the
+    URLs may hold ``{run_id}``, filled in per run by :meth:`context` (:func:`for_run`).
     """
 
     def __init__(self, conn: psycopg.Connection, env: Mapping[str, str] | None = None,
@@ -85,7 +100,18 @@ class Resources:
                                        api_key=env.get("ANTHROPIC_API_KEY") or "test",
                                        max_retries=model_retries, timeout=60.0)
         self.model = ModelClient(self.sdk, env.get("KILLPOINT_MODEL") or DEFAULT_MODEL)
+        self.model_url = env.get("ANTHROPIC_BASE_URL") or ""
+        self._run_models: dict[str, ModelClient] = {}
         self.done_keys = DoneKeys(conn)
+
+    def _model_for(self, run_id: str) -> ModelClient:
+        """The model client of ``run_id``: the shared one, or a copy at the run's URL (same HTTP pool)."""
+        if RUN_ID_SLOT not in self.model_url:
+            return self.model
+        if run_id not in self._run_models:
+            sdk = self.sdk.with_options(base_url=for_run(self.model_url, run_id))
+            self._run_models[run_id] = ModelClient(sdk, self.model.model, self.model.max_tokens)
+        return self._run_models[run_id]
 
     def context(self, run_id: str, cursor: str, seq: int, point: Point) -> StepContext:
         def responded() -> None:
@@ -93,10 +119,10 @@ class Resources:
 
         return StepContext(
             run_id=run_id, cursor=cursor, seq=seq, idempotency_key=idempotency_key(run_id, cursor),
-            model=self.model,
-            mailer=Mailer(self.http, self.urls["mailer"], responded, self.retry),
-            ledger=Ledger(self.http, self.urls["ledger"], responded, self.retry),
-            webhook=Webhook(self.http, self.urls["webhook"], responded, self.retry),
+            model=self._model_for(run_id),
+            mailer=Mailer(self.http, for_run(self.urls["mailer"], run_id), responded, self.retry),
+            ledger=Ledger(self.http, for_run(self.urls["ledger"], run_id), responded, self.retry),
+            webhook=Webhook(self.http, for_run(self.urls["webhook"], run_id), responded, self.retry),
             done_keys=self.done_keys, point=point)
 
     def close(self) -> None:
