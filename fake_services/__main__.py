@@ -13,6 +13,7 @@ import sys
 import threading
 from types import FrameType
 
+from .server import POLL_SECONDS
 from .services import SERVERS, build_server
 from .state import State
 
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     print(f"fake {args.service} listening on {server.base_url}", flush=True)
     try:
-        server.serve_forever()
+        server.serve_forever(POLL_SECONDS)
     finally:
         server.stop()
     return 0

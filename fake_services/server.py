@@ -37,6 +37,8 @@ Endpoint = Callable[[Request], Reply]
 
 RUN_PREFIX = "/runs/"
 DEFAULT_RUN = "default"
+POLL_SECONDS = 0.02
+"""How often the accept loop looks for a stop request: bounds how long ``stop()`` takes."""
 _LINGER_RESET = struct.pack("ii", 1, 0)
 
 
@@ -207,7 +209,9 @@ class FakeServer(ThreadingHTTPServer):
 
     def start(self) -> FakeServer:
         """Serve in a daemon thread; return self."""
-        self._serving = threading.Thread(target=self.serve_forever, name=f"fake-{self.name}", daemon=True)
+        self._serving = threading.Thread(
+            target=self.serve_forever, args=(POLL_SECONDS,), name=f"fake-{self.name}", daemon=True,
+        )
         self._serving.start()
         return self
 
