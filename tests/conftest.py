@@ -7,7 +7,10 @@ isolation comes from giving every test its own database. The provider follows
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -57,3 +60,25 @@ def pg_dsn(pg_server: PostgresHandle, request: pytest.FixtureRequest) -> Iterato
         pg_server.drop_database(name)
     except psycopg.OperationalError:
         pass  # the test left the server crashed; the session teardown removes everything anyway
+
+
+@pytest.fixture
+def killpoint_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run ``killpoint ARGS...`` as a real subprocess (as a user would: no stdin, output captured).
+
+    Uses ``python -m harness.cli`` from the checkout, so it works installed or not; a subprocess because
+    exit codes, stderr lines and cleanup are only honest when the process really ends.
+    """
+    root = Path(__file__).resolve().parent.parent
+
+    def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "harness.cli", *args],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+
+    return run

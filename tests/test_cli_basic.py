@@ -3,36 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from harness import __version__, cli
 from harness.errors import EnvironmentProblem
 
-ROOT = Path(__file__).resolve().parent.parent
 
-
-def killpoint(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def test_version() -> None:
-    proc = killpoint("--version")
+def test_version(killpoint_cli) -> None:  # noqa: ANN001
+    proc = killpoint_cli("--version")
     assert proc.returncode == 0 and proc.stdout.strip() == f"killpoint {__version__}"
 
 
-def test_help_lists_doctor() -> None:
-    proc = killpoint("--help")
+def test_help_lists_doctor(killpoint_cli) -> None:  # noqa: ANN001
+    proc = killpoint_cli("--help")
     assert proc.returncode == 0 and "doctor" in proc.stdout
 
 

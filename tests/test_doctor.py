@@ -3,10 +3,6 @@ when something is missing, and nothing left behind either way."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import psutil
 import pytest
 
@@ -15,39 +11,37 @@ from harness.postgres import auto
 from harness.postgres.binaries import find_local
 from harness.postgres.handle import PostgresHandle
 from harness.postgres.local import free_port
-from harness.postgres.reaper import clusters_root
-
-ROOT = Path(__file__).resolve().parent.parent
+from harness.postgres.reaper import clusters_root, own_clusters, owner_alive
 
 
-def killpoint(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
+def leftovers() -> list[str]:
+    """Cluster folders (and so servers) whose owner process is gone: what a finished run left behind.
+
+    Folders of live processes are not counted: other sessions on this machine may be running."""
+    return [
+        p.name
+        for p in clusters_root().iterdir()
+        if not p.name.startswith("reaping-") and not owner_alive(p.name)
+    ]
 
 
-def my_servers() -> set[int]:
-    """Postmasters running out of killpoint cluster folders."""
+def orphan_servers() -> list[int]:
+    """Postmasters running out of a cluster folder whose owner is gone."""
     root = str(clusters_root())
-    found = set()
+    found = []
     for proc in psutil.process_iter(["name"]):
         try:
-            if proc.info["name"] == "postgres" and proc.cwd().startswith(root):
-                found.add(proc.pid)
+            cwd = proc.cwd() if proc.info["name"] == "postgres" else ""
         except psutil.Error:
             continue
+        if cwd.startswith(root + "/") and not owner_alive(cwd[len(root) + 1 :].split("/")[0]):
+            found.append(proc.pid)
     return found
 
 
 @pytest.mark.skipif(find_local() is None, reason="no Postgres server binaries on this machine")
-def test_doctor_end_to_end() -> None:
-    before_dirs, before_servers = set(clusters_root().iterdir()), my_servers()
-    proc = killpoint("doctor")
+def test_doctor_end_to_end(killpoint_cli) -> None:  # noqa: ANN001
+    proc = killpoint_cli("doctor")
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     for row in ("python", "docker", "local", "embedded", "choice", "server"):
@@ -55,19 +49,18 @@ def test_doctor_end_to_end() -> None:
     assert "auto chose" in out and "committed row survived" in out
     assert out.strip().splitlines()[-1].startswith("ok: this machine can run killpoint")
     assert "Traceback" not in proc.stderr
-    assert set(clusters_root().iterdir()) <= before_dirs
-    assert my_servers() <= before_servers
+    assert leftovers() == [] and orphan_servers() == []
 
 
-def test_doctor_dsn_refusing_connections_is_one_line() -> None:
-    proc = killpoint("doctor", "--dsn", f"postgresql://postgres@127.0.0.1:{free_port()}/killpoint_test")
+def test_doctor_dsn_refusing_connections_is_one_line(killpoint_cli) -> None:  # noqa: ANN001
+    proc = killpoint_cli("doctor", "--dsn", f"postgresql://postgres@127.0.0.1:{free_port()}/killpoint_test")
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("killpoint: error[dsn-refused]: ") and "Fix: " in lines[0]
 
 
-def test_doctor_unsafe_dsn_is_refused() -> None:
-    proc = killpoint("doctor", "--dsn", "postgresql://postgres@127.0.0.1:5432/orders")
+def test_doctor_unsafe_dsn_is_refused(killpoint_cli) -> None:  # noqa: ANN001
+    proc = killpoint_cli("doctor", "--dsn", "postgresql://postgres@127.0.0.1:5432/orders")
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("killpoint: error[dsn-not-test]: ")
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -84,15 +77,17 @@ def test_doctor_no_postgres_anywhere(
 
 @pytest.mark.skipif(find_local() is None, reason="no Postgres server binaries on this machine")
 def test_ctrl_c_while_starting_leaves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    before_dirs, before_servers = set(clusters_root().iterdir()), my_servers()
+    before = own_clusters()
+    started: list[int] = []
     original = PostgresHandle.create_database
 
     def interrupt(self: PostgresHandle, name: str) -> str:  # the server is up by the time this runs
-        assert getattr(self, "running", True)
+        assert self.running
+        started.append(self.proc.pid)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(PostgresHandle, "create_database", interrupt)
     assert cli.main(["doctor", "--postgres", "local"]) == 130
     monkeypatch.setattr(PostgresHandle, "create_database", original)
-    assert set(clusters_root().iterdir()) <= before_dirs
-    assert my_servers() <= before_servers
+    assert own_clusters() == before
+    assert len(started) == 1 and not psutil.pid_exists(started[0])

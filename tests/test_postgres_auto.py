@@ -12,7 +12,7 @@ from harness.postgres import auto, docker, open_server, provide
 from harness.postgres.binaries import find_local
 from harness.postgres.dsn import DsnServer, check_safe
 from harness.postgres.local import PORT_ATTEMPTS, LocalServer, free_port
-from harness.postgres.reaper import clusters_root
+from harness.postgres.reaper import own_clusters
 
 needs_local = pytest.mark.skipif(find_local() is None, reason="no Postgres server binaries on this machine")
 
@@ -58,14 +58,14 @@ def test_auto_order_prefers_docker_when_it_works(monkeypatch: pytest.MonkeyPatch
 
 def test_no_postgres_anywhere_is_one_clear_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(auto, "PROBES", {k: (lambda k=k: f"no {k} here") for k in auto.AUTO_ORDER})
-    before = set(clusters_root().iterdir())
+    before = own_clusters()
     with pytest.raises(EnvironmentProblem) as info:
         open_server("auto")
     line = info.value.line()
     assert "\n" not in line and line.startswith("killpoint: error[no-postgres]: ")
     assert "no docker here" in line and "no local here" in line and "no embedded here" in line
     assert "Fix: install Postgres" in line
-    assert set(clusters_root().iterdir()) <= before
+    assert own_clusters() == before
 
 
 @pytest.mark.parametrize(
@@ -133,7 +133,7 @@ def test_port_taken_between_choosing_and_binding_is_retried() -> None:
 
 @needs_local
 def test_port_always_taken_fails_clearly_and_leaves_nothing() -> None:
-    before = set(clusters_root().iterdir())
+    before = own_clusters()
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
@@ -145,4 +145,4 @@ def test_port_always_taken_fails_clearly_and_leaves_nothing() -> None:
         str(taken) in info.value.message
         and f"({', '.join([str(taken)] * PORT_ATTEMPTS)})" in info.value.message
     )
-    assert set(clusters_root().iterdir()) <= before
+    assert own_clusters() == before

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 
 from harness.postgres import auto, provide
-from harness.postgres.reaper import clusters_root
+from harness.postgres.reaper import own_clusters
 
 
 def reason_missing(kind: str) -> str | None:
@@ -29,7 +29,7 @@ def test_owned_provider_crash_restart(kind: str, hard: bool) -> None:
     why = reason_missing(kind)
     if why:
         pytest.skip(f"{kind} not available: {why}")
-    before = set(clusters_root().iterdir())
+    before = own_clusters()
     with provide(kind) as pg:
         assert pg.kind == kind and pg.owned
         folder = pg.dir
@@ -43,7 +43,7 @@ def test_owned_provider_crash_restart(kind: str, hard: bool) -> None:
         with psycopg.connect(pg.dsn) as conn:
             assert conn.execute("select x from t").fetchall() == [(7,)]
     assert not os.path.exists(folder)
-    assert set(clusters_root().iterdir()) <= before
+    assert own_clusters() == before
 
 
 def test_embedded_as_root_runs_as_unprivileged_user() -> None:

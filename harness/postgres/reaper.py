@@ -46,6 +46,13 @@ def new_cluster_dir(kind: str) -> Path:
     return path
 
 
+def own_clusters() -> set[Path]:
+    """Cluster folders this process owns right now (for tests and leak checks)."""
+    me = psutil.Process()
+    prefix = f"-{me.pid}-{_ctime_cs(me)}-"
+    return {p for p in clusters_root().iterdir() if prefix in p.name and not p.name.startswith("reaping-")}
+
+
 def owner_alive(name: str) -> bool:
     """True if the folder name's owner (pid + create time) is a live process; unparsable names count as alive."""
     m = NAME_RE.match(name)
