@@ -179,31 +179,26 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+_STOPS: dict[type[Exception], tuple[str, int]] = {
+    # why the worker stopped without finishing: the note it sends, the exit code
+    LeaseBusy: ("lease.busy", EXIT_LEASE_BUSY),
+    LeaseLost: ("lease.lost", EXIT_LEASE_BUSY),
+    NewerCheckpoint: ("refused.newer", EXIT_REFUSED),
+    IncompatibleCheckpoint: ("refused.incompatible", EXIT_REFUSED),
+    Fenced: ("fenced", EXIT_FENCED),
+}
+
+
 def run_one(store: CheckpointStore, run_id: str, module: StepModule, resources: Resources,
             config: WorkerConfig, drain: Drain) -> int:
     """Run ``run_id`` and map its outcome to an exit code (see :data:`EXIT_CODES`)."""
     try:
         cp = run_durable(store, run_id, module, resources, config.run_options(), drain, config.params)
-    except LeaseBusy as exc:
-        log.warning("%s", exc)
-        killpoints.note("lease.busy", run_id=run_id, holder=exc.holder)
-        return EXIT_LEASE_BUSY
-    except LeaseLost as exc:
-        log.warning("%s", exc)
-        killpoints.note("lease.lost", run_id=run_id)
-        return EXIT_LEASE_BUSY
-    except NewerCheckpoint as exc:
-        log.error("REFUSED: %s", exc)
-        killpoints.note("refused.newer", run_id=run_id, found=exc.found, supported=exc.supported)
-        return EXIT_REFUSED
-    except IncompatibleCheckpoint as exc:
-        log.error("REFUSED: %s", exc)
-        killpoints.note("refused.incompatible", run_id=run_id, reason=exc.reason)
-        return EXIT_REFUSED
-    except Fenced as exc:
-        log.error("FENCED: %s", exc)
-        killpoints.note("fenced", run_id=run_id, seq=exc.seq, stored_seq=exc.stored_seq)
-        return EXIT_FENCED
+    except tuple(_STOPS) as exc:
+        note, code = _STOPS[type(exc)]
+        log.error("%s: %s", note.upper(), exc)
+        killpoints.note(note, **{**vars(exc), "run_id": run_id, "message": str(exc)})
+        return code
     if cp.status == FINISHED:
         log.info("run %s done: seq=%s cost_usd=%s", run_id, cp.seq, cp.cost_usd)
         killpoints.note("run.done", run_id=run_id, seq=cp.seq)

@@ -217,6 +217,16 @@ class AgentEnv:
         return None if row is None else dict(zip(("seq", "status", "data", "text", "updated_at"), row,
                                                   strict=True))
 
+    def expire_lease(self, run_id: str) -> None:
+        """Let the lease of a dead worker run out (as the harness does, instead of waiting)."""
+        self.conn.execute("UPDATE leases SET expires_at = now() - interval '1 second' WHERE run_id = %s",
+                          (run_id,))
+
+    def kill(self, worker: Worker, run_id: str) -> None:
+        """SIGKILL the worker (no graceful shutdown at all), reap it, and let its lease run out."""
+        kill(worker)
+        self.expire_lease(run_id)
+
     def effects(self, run_id: str, service: str) -> list[dict[str, Any]]:
         return [e for e in self.services.effects(run_id) if e["service"] == service]
 
