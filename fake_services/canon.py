@@ -18,9 +18,14 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def text_digest(text: str) -> str:
+    """The sha256 hex digest (64 characters) of a text (e.g. a canonical JSON already made)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def full_digest(value: Any) -> str:
     """The sha256 hex digest (64 characters) of the canonical JSON of ``value``."""
-    return hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+    return text_digest(canonical_json(value))
 
 
 def digest(value: Any, length: int = DIGEST_LENGTH) -> str:

@@ -14,7 +14,9 @@ Contract:
   ``payload_digest``, ``payload``, ``id``, ``response``, ``attempt`` (order of the attempt that applied
   it), ``t``. "Retried but deduplicated" is two attempts and one effect; "done twice" is two effects.
 - Idempotency keys are scoped per (service, run_id).
-- Readers get deep copies; the journal's own records are never handed out.
+- Readers (``attempts``, ``effects``, ``model_requests``) get deep copies. Writers hand over ownership:
+  ``apply`` and ``add_model_request`` keep the objects they are given (freshly parsed bodies), and the
+  record ``apply`` returns is the journal's own, for reading only -- no copies on the request path.
 """
 
 from __future__ import annotations
@@ -84,7 +86,8 @@ class Journal:
         """Apply the attempt's effect atomically, unless its key was seen.
 
         Returns ``("applied", effect)``, ``("deduplicated", original)`` (same key, same payload) or
-        ``("conflict", original)`` (same key, other payload). ``respond(seed)`` builds ``(id, response)``
+        ``("conflict", original)`` (same key, other payload); the record is the journal's: read it only.
+        The journal keeps ``payload`` as given. ``respond(seed)`` builds ``(id, response)``
         from a deterministic seed: the key, or ``#N`` (the N-th effect of this service in this run) when
         there is no key or ``dedupe`` is off.
         """
@@ -94,24 +97,24 @@ class Journal:
                 original = self._by_key.get((service, run_id, key))
                 if original is not None:
                     same = original["payload_digest"] == attempt["payload_digest"]
-                    return ("deduplicated" if same else "conflict"), copy.deepcopy(original)
+                    return ("deduplicated" if same else "conflict"), original
             count = self._counts.get((service, run_id), 0) + 1
             self._counts[(service, run_id)] = count
             effect_id, response = respond(key if dedupe and key is not None else f"#{count}")
             effect: Record = {
                 "order": self._tick(), "service": service, "run_id": run_id, "key": key,
-                "payload_digest": attempt["payload_digest"], "payload": copy.deepcopy(payload),
+                "payload_digest": attempt["payload_digest"], "payload": payload,
                 "id": effect_id, "response": response, "attempt": attempt["order"], "t": time.monotonic(),
             }
             self._effects.append(effect)
             if dedupe and key is not None:
                 self._by_key[(service, run_id, key)] = effect
-            return "applied", copy.deepcopy(effect)
+            return "applied", effect
 
     def add_model_request(self, record: Record) -> None:
-        """Record one model request (its ``order`` is that of its attempt)."""
+        """Record one model request (its ``order`` is that of its attempt); the journal keeps ``record``."""
         with self._lock:
-            self._model.append(copy.deepcopy(record))
+            self._model.append(record)
 
     def attempts(self, run_id: str | None = None) -> list[Record]:
         with self._lock:

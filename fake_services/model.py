@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .canon import canonical_json, digest, full_digest
+from .canon import DIGEST_LENGTH, canonical_json, text_digest
 from .effects import info_for
 from .wire import BadRequest, Reply, Request
 
@@ -57,10 +57,19 @@ class Answer:
         return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
 
 
+def request_text(model: Any, system: Any, messages: Any) -> str:
+    """The canonical JSON of what the answer depends on (its digest names the request)."""
+    return canonical_json({"model": model, "system": system, "messages": messages})
+
+
 def answer(model: str, system: Any, messages: list[Any], max_tokens: int) -> Answer:
     """The answer the fake gives to (model, system, messages, max_tokens); pure."""
-    canonical = canonical_json({"model": model, "system": system, "messages": messages})
-    hexdigest = full_digest({"model": model, "system": system, "messages": messages})
+    return answer_for(request_text(model, system, messages), max_tokens)
+
+
+def answer_for(canonical: str, max_tokens: int) -> Answer:
+    """The answer to the request whose :func:`request_text` is ``canonical``."""
+    hexdigest = text_digest(canonical)
     text = f"answer {hexdigest[:12]} verdict={VERDICTS[int(hexdigest[12:20], 16) % len(VERDICTS)]}"
     stop_reason = "end_turn"
     if math.ceil(len(text) / 4) > max_tokens:
@@ -130,7 +139,8 @@ def messages(request: Request) -> Reply:
     except BadRequest as exc:
         body, problem = None, exc.message
     key = request.headers.get("idempotency-key")
-    request_digest = digest({k: body.get(k) for k in ("model", "system", "messages")}) if body else digest(None)
+    canonical = request_text(body["model"], body.get("system"), body["messages"]) if body else canonical_json(None)
+    request_digest = text_digest(canonical)[:DIGEST_LENGTH]
     attempt = state.journal.begin("model", request.run_id, key, request_digest, request.route)
     request.attempt = attempt
     headers = {"request-id": f"req_{attempt['order']:012d}"}
@@ -168,7 +178,7 @@ def messages(request: Request) -> Reply:
         if decision.action == "overload":
             return finish("injected-error", api_error(529, "overloaded_error", "Overloaded", headers))
         return finish("injected-error", api_error(500, "api_error", "Internal server error", headers))
-    ans = answer(body["model"], body.get("system"), body["messages"], body["max_tokens"])
+    ans = answer_for(canonical, body["max_tokens"])
     record.update(response_text=ans.text, usage=ans.usage, stop_reason=ans.stop_reason)
     if record["stream"]:
         reply = Reply(200, stream_body(body["model"], ans), "text/event-stream; charset=utf-8", headers)
@@ -187,8 +197,7 @@ def count_tokens(request: Request) -> Reply:
         return api_error(400, "invalid_request_error", exc.message)
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         return api_error(400, "invalid_request_error", "messages: a list is required")
-    canonical = canonical_json({"model": body.get("model"), "system": body.get("system"),
-                                "messages": body["messages"]})
+    canonical = request_text(body.get("model"), body.get("system"), body["messages"])
     return Reply.json(200, {"input_tokens": math.ceil(len(canonical) / 4)})
 
 
