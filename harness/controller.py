@@ -61,30 +61,7 @@ class RunController:
 
     def worker_env(self, inc: str) -> dict[str, str]:
         """The environment of one incarnation (docs/contracts.md section 2)."""
-        svc = self.env.services
-        env = dict(os.environ)
-        env.update({
-            "DATABASE_URL": self.env.pg.dsn,
-            "MAILER_URL": svc.url("mailer", self.run_id),
-            "LEDGER_URL": svc.url("ledger", self.run_id),
-            "WEBHOOK_URL": svc.url("webhook", self.run_id),
-            "ANTHROPIC_BASE_URL": svc.url("model", self.run_id),
-            "ANTHROPIC_API_KEY": "killpoint-fake-key",
-            "KILLPOINT_SOCKET": str(self.env.socket_path),
-            "KILLPOINT_INCARNATION": inc,
-            "KILLPOINT_RUN_ID": self.run_id,
-            "KILLPOINT_STEPS": self.steps_module,
-            "KILLPOINT_PARAMS": json.dumps(self.options.params, sort_keys=True),
-            "KILLPOINT_WORKER_ID": inc,
-            "KILLPOINT_LEASE_SECONDS": str(self.options.lease_seconds),
-            "KILLPOINT_DRAIN_SECONDS": str(self.options.drain_seconds),
-            "KILLPOINT_STEP_DELAY": str(self.options.step_delay),
-            "PGAPPNAME": inc,
-            "NO_PROXY": "127.0.0.1,localhost",
-            "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH")) if p),
-        })
-        env.update(self.options.extra_env)
-        return env
+        return incarnation_env(self.env, inc, self.run_id, self.options, self.steps_module)
 
     def spawn(self, role: str) -> Incarnation:
         with self._lock:
@@ -212,30 +189,73 @@ class RunController:
 
     # ---- evidence ---------------------------------------------------------------------------------
     def evidence(self, own_effects_sql: str | None, extra: dict | None = None) -> Evidence:
-        with self.env.connect() as conn:
-            row = conn.execute("SELECT data, data::text FROM checkpoints WHERE run_id = %s",
-                               (self.run_id,)).fetchone()
-            writes = audit.writes(conn, self.run_id)
-            own = [list(r) for r in conn.execute(own_effects_sql, (self.run_id,)).fetchall()] if own_effects_sql else []
-        svc = self.env.services
-        leftovers = []
-        for inc in self.incarnations:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                if inc.pid and psutil.Process(inc.pid).status() != psutil.STATUS_ZOMBIE and inc.alive():
-                    leftovers.append(f"pid {inc.pid} ({inc.inc})")
-        return Evidence(
-            run_id=self.run_id,
-            events=[e for e in self.history.events() if e.get("run_id") == self.run_id],
-            final=row[0] if row else None,
-            final_raw=row[1] if row else None,
-            audit=writes,
-            attempts=svc.attempts(self.run_id),
-            effects=svc.effects(self.run_id),
-            model_requests=svc.model_requests(self.run_id),
-            own_effects=own,
-            incarnations=[{"inc": i.inc, "role": i.role, "pid": i.pid, "exit_code": i.exit_code,
-                           "signal": i.signal} for i in self.incarnations],
-            limit=self.limit,
-            leftovers=leftovers,
-            options={"grace": self.options.grace, **(extra or {})},
-        )
+        return collect_evidence(self.env, self.history, self.run_id, self.incarnations, own_effects_sql,
+                                limit=self.limit, options={"grace": self.options.grace, **(extra or {})})
+
+
+def incarnation_env(env: Environment, inc: str, run_id: str | None, options: RunOptions,
+                    steps_module: str) -> dict[str, str]:
+    """The environment of one incarnation (docs/contracts.md section 2).
+
+    With `run_id` None the incarnation is a queue worker serving many runs: its service URLs carry the
+    `{run_id}` slot that the runtime fills in per run, so each request still lands under its run's prefix.
+    """
+    svc = env.services
+
+    def url(service: str) -> str:
+        return svc.url(service, run_id) if run_id is not None else f"{svc.base_url(service)}/runs/{{run_id}}"
+
+    out = dict(os.environ)
+    out.update({
+        "DATABASE_URL": env.pg.dsn,
+        "MAILER_URL": url("mailer"),
+        "LEDGER_URL": url("ledger"),
+        "WEBHOOK_URL": url("webhook"),
+        "ANTHROPIC_BASE_URL": url("model"),
+        "ANTHROPIC_API_KEY": "killpoint-fake-key",
+        "KILLPOINT_SOCKET": str(env.socket_path),
+        "KILLPOINT_INCARNATION": inc,
+        "KILLPOINT_RUN_ID": run_id or "",
+        "KILLPOINT_STEPS": steps_module,
+        "KILLPOINT_PARAMS": json.dumps(options.params, sort_keys=True),
+        "KILLPOINT_WORKER_ID": inc,
+        "KILLPOINT_LEASE_SECONDS": str(options.lease_seconds),
+        "KILLPOINT_DRAIN_SECONDS": str(options.drain_seconds),
+        "KILLPOINT_STEP_DELAY": str(options.step_delay),
+        "PGAPPNAME": inc,
+        "NO_PROXY": "127.0.0.1,localhost",
+        "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), out.get("PYTHONPATH")) if p),
+    })
+    out.update(options.extra_env)
+    return out
+
+
+def collect_evidence(env: Environment, history: History, run_id: str, incarnations: list[Incarnation],
+                     own_effects_sql: str | None, *, limit: str | None, options: dict) -> Evidence:
+    """Everything the checkers may look at for `run_id`, once its incarnations have ended."""
+    with env.connect() as conn:
+        row = conn.execute("SELECT data, data::text FROM checkpoints WHERE run_id = %s", (run_id,)).fetchone()
+        writes = audit.writes(conn, run_id)
+        own = [list(r) for r in conn.execute(own_effects_sql, (run_id,)).fetchall()] if own_effects_sql else []
+    svc = env.services
+    leftovers = []
+    for inc in incarnations:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if inc.pid and psutil.Process(inc.pid).status() != psutil.STATUS_ZOMBIE and inc.alive():
+                leftovers.append(f"pid {inc.pid} ({inc.inc})")
+    return Evidence(
+        run_id=run_id,
+        events=[e for e in history.events() if e.get("run_id") == run_id],
+        final=row[0] if row else None,
+        final_raw=row[1] if row else None,
+        audit=writes,
+        attempts=svc.attempts(run_id),
+        effects=svc.effects(run_id),
+        model_requests=svc.model_requests(run_id),
+        own_effects=own,
+        incarnations=[{"inc": i.inc, "role": i.role, "pid": i.pid, "exit_code": i.exit_code,
+                       "signal": i.signal} for i in incarnations],
+        limit=limit,
+        leftovers=leftovers,
+        options=options,
+    )
