@@ -81,9 +81,26 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """Silent: the journal is the log."""
 
-    def _dispatch(self, method: str) -> None:
+    def _read_body(self) -> bytes:
+        """The request body, by Content-Length or chunked transfer coding (trailers skipped)."""
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            chunks = []
+            while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+            while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                pass
+            return b"".join(chunks)
         length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length > 0 else b""
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _dispatch(self, method: str) -> None:
+        try:
+            body = self._read_body()
+        except ValueError:
+            self.close_connection = True
+            self._send(Reply.json(400, error_body("invalid_request_error", "malformed body framing")))
+            return
         headers = {name.lower(): value for name, value in self.headers.items()}
         reply = self.server.route(method, self.path, headers, body)
         self._send(reply)

@@ -172,6 +172,13 @@ def test_body_that_is_not_json_is_rejected(svc, client):
     assert response.status_code == 400 and outcomes(svc, "r-1") == ["rejected"]
 
 
+def test_chunked_body_is_read(svc, client):
+    chunks = iter([json.dumps(CHARGE)[:10].encode(), json.dumps(CHARGE)[10:].encode()])
+    response = client.post(svc.url("ledger", "r-1") + "/v1/charges", content=chunks, headers={"Idempotency-Key": "k"})
+    assert response.status_code == 200 and svc.effects("r-1")[0]["payload"] == CHARGE
+    assert post(client, svc, "ledger", "r-1", CHARGE, key="k").status_code == 200  # the connection is still sane
+
+
 def test_unknown_route_and_method(svc, client):
     assert client.post(svc.url("ledger", "r-1") + "/v1/refunds", json={}).status_code == 404
     assert client.get(svc.url("ledger", "r-1") + "/v1/charges").status_code == 405
