@@ -19,7 +19,9 @@ from harness.points import ACTIONS, POINTS, fits
 StepPoints = Mapping[str, Sequence[str]]
 """For each step, the kill points it reaches (in a crash-free run), in order."""
 
-_TOKEN = re.compile(r"^(?P<step>[A-Za-z0-9_.\-]+):(?P<point>[a-z.]+):(?P<action>[a-z\-]+)(?:@(?P<nth>.*))?$")
+_TOKEN = re.compile(r"^(?P<step>[^:@\s]+):(?P<point>[^:@\s]+):(?P<action>[^:@\s]+)(?:@(?P<nth>.*))?$")
+"""Three colon-separated names and an optional @N. Only the shape is checked here: a misspelt step, point
+or action parses, so the error can name the valid choices for the part that is wrong."""
 
 
 class ScheduleError(UsageError):
@@ -64,7 +66,7 @@ class Fault:
                                 f"use {action} at one of: {', '.join(valid)}")
         nth = 1
         if nth_text is not None:
-            if not nth_text.isdigit() or int(nth_text) < 1:
+            if not re.fullmatch(r"[0-9]+", nth_text) or int(nth_text) < 1:  # str.isdigit() accepts "²"
                 raise ScheduleError(token, f"bad occurrence @{nth_text}", "N in @N is a whole number from 1")
             nth = int(nth_text)
         return cls(step, point, action, nth)
