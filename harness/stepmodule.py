@@ -39,6 +39,11 @@ def load(module: str) -> AgentSpec:
     try:
         mod = importlib.import_module(module)
     except ModuleNotFoundError as exc:
+        if exc.name is not None and not _is_prefix(exc.name, module):
+            # the step module exists, but something it imports does not
+            raise UsageError("bad-steps-module", f"step module {module!r} imports {exc.name!r}, which is not installed",
+                             f"install {exc.name.split('.')[0]} in this environment, or run `python -c "
+                             f"'import {module}'` to see the full error") from None
         raise UsageError("bad-steps-module", f"cannot import step module {module!r}: {exc}",
                          "give a dotted module path importable from here (run from the project root or "
                          "pip install your package), e.g. --steps reference_agent.invoice_agent") from None
@@ -46,6 +51,11 @@ def load(module: str) -> AgentSpec:
         raise UsageError("bad-steps-module", f"importing step module {module!r} raised {type(exc).__name__}: {exc}",
                          f"run `python -c 'import {module}'` to see the full error") from None
     return check(mod, module)
+
+
+def _is_prefix(name: str, module: str) -> bool:
+    """True when `name` is `module` or one of its parent packages (the step module itself is missing)."""
+    return module == name or module.startswith(name + ".")
 
 
 def check(mod: ModuleType, module: str) -> AgentSpec:
@@ -56,13 +66,17 @@ def check(mod: ModuleType, module: str) -> AgentSpec:
     if not isinstance(start, str) or start not in steps:
         raise _bad(module, f"has START = {start!r}, which is not a step",
                    f"set START to one of the STEPS keys: {', '.join(map(str, steps))}")
+    if TERMINAL in steps:
+        raise _bad(module, f"has a step named {TERMINAL!r}, the terminal cursor",
+                   f"rename that step; a step returns {TERMINAL!r} as its next cursor to finish the run")
     for name, fn in steps.items():
         if not callable(fn):
             raise _bad(module, f"has step {name!r} that is not callable",
                        "make each STEPS value a function (checkpoint, context) -> StepResult")
     version = getattr(mod, "STATE_VERSION", None)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise _bad(module, "has no STATE_VERSION", "define STATE_VERSION = 1 (an int, raised with each state change)")
+        what = "has no STATE_VERSION" if version is None else f"has STATE_VERSION = {version!r}, not an int >= 1"
+        raise _bad(module, what, "define STATE_VERSION = 1 (an int, raised with each state change)")
     if not callable(getattr(mod, "initial_state", None)):
         raise _bad(module, "has no initial_state", "define initial_state(params: dict) -> dict")
     migrations = getattr(mod, "MIGRATIONS", {})
