@@ -1,0 +1,3 @@
+"""Not importable: the module raises while it is imported."""
+
+raise RuntimeError("configuration file agent.toml not found")
