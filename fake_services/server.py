@@ -132,6 +132,7 @@ class FakeServer(ThreadingHTTPServer):
 
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 128  # the default 5 drops SYNs when workers connect at once: 1 s retransmits
 
     def __init__(
         self, name: str, routes: Mapping[str, Endpoint], state: State, host: str = "127.0.0.1", port: int = 0,
