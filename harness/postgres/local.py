@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -73,7 +74,9 @@ class LocalServer(PostgresHandle):
 
     # -- construction -------------------------------------------------------------------------------
     @classmethod
-    def start(cls, bins: PgBinaries, kind: str = "local", port_chooser=free_port) -> LocalServer:  # noqa: ANN001
+    def start(
+        cls, bins: PgBinaries, kind: str = "local", port_chooser: Callable[[], int] = free_port
+    ) -> LocalServer:
         """Start a fresh cluster; on any failure (or Ctrl-C) nothing is left behind."""
         server = cls(bins, kind=kind)
         try:
@@ -83,7 +86,7 @@ class LocalServer(PostgresHandle):
             raise
         return server
 
-    def _boot(self, port_chooser) -> None:  # noqa: ANN001
+    def _boot(self, port_chooser: Callable[[], int]) -> None:
         t0 = time.monotonic()
         self.dir = new_cluster_dir(self.kind)
         self.user.chown(self.dir)  # the server creates its socket and lock file here

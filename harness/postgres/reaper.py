@@ -26,11 +26,12 @@ STALE_REAPING_SECONDS = 60.0
 
 
 def clusters_root() -> Path:
-    """``$KILLPOINT_PG_ROOT`` or ``<tmp>/killpoint-pg``; created world-traversable so a dropped user reaches it."""
+    """``$KILLPOINT_PG_ROOT`` or ``<tmp>/killpoint-pg``. Shared by all users like ``/tmp`` itself (mode 1777:
+    anyone may add a cluster, only its owner may remove it), so a server running as another user reaches it."""
     root = Path(os.environ.get("KILLPOINT_PG_ROOT") or Path(tempfile.gettempdir()) / "killpoint-pg")
     root.mkdir(parents=True, exist_ok=True)
-    if root.stat().st_uid == os.geteuid():
-        root.chmod(0o755)
+    if root.stat().st_uid == os.geteuid() and root.stat().st_mode & 0o7777 != 0o1777:
+        root.chmod(0o1777)
     return root
 
 
