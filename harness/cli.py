@@ -15,8 +15,7 @@ from collections.abc import Callable, Sequence
 
 from harness import __version__
 from harness.errors import KillpointError
-
-KINDS = ("auto", "docker", "local", "embedded", "dsn")
+from harness.postgres import KINDS
 
 
 def add_postgres_options(p: argparse.ArgumentParser) -> None:

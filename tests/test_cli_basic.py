@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
+import psutil
 import pytest
 
 from harness import __version__, cli
 from harness.errors import EnvironmentProblem
+from harness.postgres.binaries import find_local
 
 
 def test_version(killpoint_cli) -> None:  # noqa: ANN001
@@ -50,3 +57,43 @@ def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
     _with_command(monkeypatch, interrupted)
     assert cli.main(["boom"]) == 130
     assert "interrupted" in capsys.readouterr().err
+
+
+HOLDER = """
+import sys, threading
+from harness import cli
+from harness.postgres import provide
+
+def hold(_args):
+    with provide("local") as pg:
+        print(pg.dir, pg.proc.pid, flush=True)
+        threading.Event().wait()
+
+cli.REGISTRARS.append(lambda sub: sub.add_parser("hold").set_defaults(func=hold))
+sys.exit(cli.main(["hold"]))
+"""
+
+
+@pytest.mark.skipif(find_local() is None, reason="no Postgres server binaries on this machine")
+@pytest.mark.parametrize(
+    ("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"]
+)
+def test_signal_while_holding_a_server_cleans_up(sig: int, code: int) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.stdout is not None
+    folder, pid = proc.stdout.readline().split()
+    assert os.path.isdir(folder)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, err
+    assert "Traceback" not in err
+    assert not os.path.exists(folder)
+    assert not psutil.pid_exists(int(pid)) or psutil.Process(int(pid)).status() == psutil.STATUS_ZOMBIE
