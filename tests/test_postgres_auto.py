@@ -146,3 +146,12 @@ def test_port_always_taken_fails_clearly_and_leaves_nothing() -> None:
         and f"({', '.join([str(taken)] * PORT_ATTEMPTS)})" in info.value.message
     )
     assert own_clusters() == before
+
+
+def test_docker_engine_vanishing_before_start_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/gone.sock")
+    before = own_clusters()
+    with pytest.raises(EnvironmentProblem) as info:
+        docker.DockerServer.start()
+    assert info.value.code == "docker-start-failed" and "\n" not in info.value.line()
+    assert own_clusters() == before

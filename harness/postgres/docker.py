@@ -35,7 +35,12 @@ def probe() -> str | None:
     try:
         import docker  # noqa: PLC0415
 
-        client = docker.DockerClient(base_url=host, timeout=5)
+        # from_env honours DOCKER_HOST's TLS settings; a bare socket needs its URL
+        client = (
+            docker.from_env(timeout=5)
+            if os.environ.get("DOCKER_HOST")
+            else docker.DockerClient(host, timeout=5)
+        )
         try:
             client.ping()
         finally:
@@ -78,45 +83,31 @@ class DockerServer(PostgresHandle):
         return server
 
     def _boot(self) -> None:
-        from testcontainers.community.postgres import PostgresContainer  # noqa: PLC0415
-
         self.dir = new_cluster_dir(self.kind)
-        last: Exception | None = None
+        tried: list[int] = []
         for _ in range(PORT_ATTEMPTS):
             port = free_port()
-            pc = PostgresContainer(
-                IMAGE, username="postgres", password="postgres", dbname="postgres", driver=None
-            )
-            pc.with_env("POSTGRES_HOST_AUTH_METHOD", "trust")
-            pc.with_command("postgres -c fsync=off -c full_page_writes=off -c synchronous_commit=on")
-            pc.ports["5432/tcp"] = ("127.0.0.1", port)
+            tried.append(port)
             try:
-                pc.start()
-            except Exception as exc:  # noqa: BLE001 - port race or engine failure: retry, then report
-                last = exc
-                try:
-                    pc.stop()
-                except Exception:  # noqa: BLE001
-                    pass
-                if (
-                    "address already in use" in str(exc).lower()
-                    or "port is already allocated" in str(exc).lower()
-                ):
+                self.container = self._run_container(port)
+            except Exception as exc:  # noqa: BLE001 - port race (retry) or engine failure (report)
+                text = str(exc).lower()
+                if "address already in use" in text or "port is already allocated" in text:
                     continue
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
                 raise EnvironmentProblem(
                     "docker-start-failed",
-                    f"could not start {IMAGE} in Docker: {str(exc).splitlines()[0][:200]}",
-                    "check `docker run --rm "
-                    + IMAGE
-                    + " postgres --version` works (image pull needs network)",
+                    f"could not start {IMAGE} in Docker: {first}",
+                    f"check that `docker run --rm {IMAGE} postgres --version` works (pulling needs network), "
+                    "or use --postgres local",
                 ) from None
-            self.container, self.port = pc, port
-            (self.dir / CONTAINER_FILE).write_text(pc.get_container_id())
+            self.port = port
+            (self.dir / CONTAINER_FILE).write_text(self.container.get_container_id())
             break
         else:
             raise EnvironmentProblem(
                 "port-unavailable",
-                f"every port tried for Docker was taken ({last})",
+                f"every port tried for the Docker Postgres was taken ({', '.join(map(str, tried))})",
                 "free some local ports, then run again",
             )
         self._wait_ready()
@@ -131,6 +122,27 @@ class DockerServer(PostgresHandle):
         if self._dsn is None:
             raise EnvironmentProblem("not-started", "the docker server is not started", "use provide()")
         return self._dsn
+
+    @staticmethod
+    def _run_container(port: int) -> Any:
+        """Create and start the container bound to 127.0.0.1:``port``; remove it again if that fails."""
+        from testcontainers.community.postgres import PostgresContainer  # noqa: PLC0415
+
+        pc = PostgresContainer(
+            IMAGE, username="postgres", password="postgres", dbname="postgres", driver=None
+        )
+        pc.with_env("POSTGRES_HOST_AUTH_METHOD", "trust")
+        pc.with_command("postgres -c fsync=off -c full_page_writes=off -c synchronous_commit=on")
+        pc.ports["5432"] = ("127.0.0.1", port)  # replaces the random 0.0.0.0 binding PostgresContainer set
+        try:
+            pc.start()
+        except BaseException:
+            try:
+                pc.stop()
+            except Exception:  # noqa: BLE001 - never created, or already gone
+                pass
+            raise
+        return pc
 
     def _wait_ready(self) -> None:
         Wait(
