@@ -148,10 +148,25 @@ def test_port_always_taken_fails_clearly_and_leaves_nothing() -> None:
     assert own_clusters() == before
 
 
-def test_docker_engine_vanishing_before_start_is_one_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_docker_engine_vanishing_before_start_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/gone.sock")
     before = own_clusters()
     with pytest.raises(EnvironmentProblem) as info:
         docker.DockerServer.start()
     assert info.value.code == "docker-start-failed" and "\n" not in info.value.line()
     assert own_clusters() == before
+
+
+@needs_local
+def test_dsn_user_without_createdb_gets_one_line() -> None:
+    import psycopg
+
+    with provide("local") as pg:
+        with psycopg.connect(pg.dsn, autocommit=True) as conn:
+            conn.execute("CREATE ROLE weak LOGIN")
+        weak = DsnServer.open(pg.dsn.replace("postgres@", "weak@"), allow_any_dsn=True)
+        with pytest.raises(EnvironmentProblem) as info:
+            weak.create_database("scratch")
+        assert info.value.code == "createdb-denied" and "CREATEDB" in info.value.fix

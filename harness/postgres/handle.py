@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from harness.errors import UsageError
+from harness.errors import EnvironmentProblem, UsageError
 
 SAFE_NAME = re.compile(r"[^a-z0-9_]+")
 OWNED_COMMENT = "created by killpoint"
@@ -80,7 +80,14 @@ class PostgresHandle(ABC):
                         "drop it yourself or choose another name; killpoint never drops a database it did not make",
                     )
                 conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{name}"')
+            try:
+                conn.execute(f'CREATE DATABASE "{name}"')
+            except psycopg.errors.InsufficientPrivilege:
+                raise EnvironmentProblem(
+                    "createdb-denied",
+                    f"the user in the DSN may not create databases (needed for {name!r})",
+                    "grant it CREATEDB (ALTER ROLE ... CREATEDB), or let killpoint start its own Postgres",
+                ) from None
             conn.execute(f"COMMENT ON DATABASE \"{name}\" IS '{OWNED_COMMENT}'")
         return with_database(self.admin_dsn, name)
 

@@ -95,11 +95,15 @@ def template_key(bins: PgBinaries, user: RunAs) -> str:
 
 
 def ensure_template(bins: PgBinaries, user: RunAs) -> Path | None:
-    """The template's data dir for this build and user, built now if missing; ``None`` if no cache folder."""
+    """The template's data dir for this build and user, built now if missing; ``None`` if the cache folder
+    cannot be used (the caller then runs initdb per cluster). A failing ``initdb`` raises."""
     try:
-        cache = cache_dir()
+        return _ensure_template(cache_dir(), bins, user)
     except OSError:
         return None
+
+
+def _ensure_template(cache: Path, bins: PgBinaries, user: RunAs) -> Path:
     key = template_key(bins, user)
     final = cache / key
     if (final / READY).exists():
