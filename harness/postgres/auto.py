@@ -86,7 +86,8 @@ def open_server(
         try:
             server = start_kind(candidate)
         except EnvironmentProblem as exc:
-            passed.append(f"{candidate}: {exc.message.split(': ', 1)[-1]}")
+            reason = exc.message.split(": ", 1)[1] if exc.code == f"no-{candidate}" else exc.message
+            passed.append(f"{candidate}: {reason}")
             continue
         why = f"; passed over {'; '.join(passed)}" if passed else ""
         say(f"postgres: auto chose {candidate} ({server.describe()}){why}")
