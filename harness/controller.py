@@ -50,6 +50,7 @@ class RunController:
         self._pending: dict[tuple[str, str, int], Fault] = {(f.step, f.point, f.nth): f for f in schedule}
         self._counts: Counter = Counter()
         self._lock = threading.Lock()
+        self._registered = threading.Condition(self._lock)
         self._current: Incarnation | None = None
         self._step: str | None = None
         self._nemesis = Nemesis(self)
@@ -68,11 +69,19 @@ class RunController:
             inc_id = f"{self.run_id}#{len(self.incarnations) + 1}"
         log = str(self.env.run_dir / f"{inc_id.replace('#', '-')}.log")
         inc = self.env.launcher.spawn(inc_id, self.run_id, role, self.argv, self.worker_env(inc_id), log)
-        with self._lock:
+        self.on_start(inc)  # a no-op when the launcher has already reported it
+        return inc
+
+    def on_start(self, inc: Incarnation) -> None:
+        """Register a new incarnation and record `inc.start` (from the launcher, as soon as its pid is
+        known: before its end can be reported, and before its reports are handled, see `_find`)."""
+        with self._registered:
+            if any(i is inc for i in self.incarnations):
+                return
             self.incarnations.append(inc)
             self._current = inc
-        self.history.append("inc.start", run_id=self.run_id, inc=inc_id, role=role, pid=inc.pid)
-        return inc
+            self.history.append("inc.start", run_id=self.run_id, inc=inc.inc, role=inc.role, pid=inc.pid)
+            self._registered.notify_all()
 
     def on_exit(self, inc: Incarnation) -> None:
         self.history.append("inc.end", run_id=self.run_id, inc=inc.inc, exit_code=inc.exit_code, signal=inc.signal)
@@ -106,7 +115,7 @@ class RunController:
     def on_worker_point(self, msg: dict) -> bool:
         """A white-box worker reports a point; True releases it."""
         inc_id, step, point = msg.get("incarnation"), msg.get("step"), msg.get("point", "?")
-        inc = self._find(inc_id)
+        inc = self._find(inc_id)  # waits until its inc.start is recorded
         if inc is not None:
             with self._lock:
                 self._current = inc
@@ -135,11 +144,17 @@ class RunController:
         return Decision.GO if decision == HOLD else decision  # type: ignore[return-value]
 
     def on_note(self, msg: dict) -> None:
+        self._find(msg.get("incarnation"))  # a worker's first note may arrive before its spawn returned
         fields = {k: v for k, v in msg.items() if k not in ("v", "kind", "note", "incarnation", "pid", "run_id")}
         self.history.append("note", run_id=self.run_id, inc=msg.get("incarnation"), note=msg.get("note"), **fields)
 
-    def _find(self, inc_id: str | None) -> Incarnation | None:
-        with self._lock:
+    def _find(self, inc_id: str | None, timeout: float = 10.0) -> Incarnation | None:
+        """The incarnation `inc_id`. A forked worker may report before the launcher has told us its pid:
+        wait (up to `timeout`) for it to be registered, so its reports follow its `inc.start`."""
+        if inc_id is None:
+            return None
+        with self._registered:
+            self._registered.wait_for(lambda: any(i.inc == inc_id for i in self.incarnations), timeout)
             return next((i for i in self.incarnations if i.inc == inc_id), None)
 
     # ---- the loop -------------------------------------------------------------------------------

@@ -82,6 +82,7 @@ class Environment:
             launcher = ExecLauncher()
         else:
             launcher = ForkLauncher(self._preload)
+        launcher.on_start = self._on_start
         launcher.on_exit = self._on_exit
         self.launcher = launcher
         stack.callback(launcher.close)
@@ -115,6 +116,11 @@ class Environment:
     def _service_hook(self, point: str, info: dict) -> Decision:
         ctl = self._controller(info.get("run_id"))
         return Decision.GO if ctl is None else ctl.on_service_point(point, info)
+
+    def _on_start(self, inc: Incarnation) -> None:
+        on_start = getattr(self._controller(inc.run_id), "on_start", None)  # optional for a controller
+        if on_start is not None:
+            on_start(inc)
 
     def _on_exit(self, inc: Incarnation) -> None:
         ctl = self._controller(inc.run_id)

@@ -26,7 +26,12 @@ from harness.procutil import decode_status, die_with_parent
 
 @dataclass
 class Incarnation:
-    """One worker process. `exit_code`/`signal` are set before `ended` is."""
+    """One worker process.
+
+    When it ends, `exit_code`/`signal` and `exited` are set first, then the launcher's `on_exit` runs
+    (the history records the end), and only then is `ended` set: whoever waits on `ended` finds the end
+    already recorded, and whoever `on_exit` wakes already sees `alive()` False.
+    """
 
     inc: str
     run_id: str
@@ -35,16 +40,17 @@ class Incarnation:
     log: str | None = None
     exit_code: int | None = None
     signal: int | None = None
+    exited: bool = False
     ended: threading.Event = field(default_factory=threading.Event)
     stopped: threading.Event = field(default_factory=threading.Event)
     continued: threading.Event = field(default_factory=threading.Event)
 
     def alive(self) -> bool:
-        return not self.ended.is_set()
+        return not self.exited
 
     def send(self, sig: int) -> bool:
         """Signal the process if it still runs; False if it was already gone."""
-        if self.ended.is_set():
+        if self.exited:
             return False
         try:
             os.kill(self.pid, sig)
@@ -57,8 +63,13 @@ ExitCallback = Callable[[Incarnation], None]
 
 
 class Launcher:
-    """Interface: spawn(inc, run_id, role, argv, env, log) -> Incarnation; close() ends every child."""
+    """Interface: spawn(inc, run_id, role, argv, env, log) -> Incarnation; close() ends every child.
 
+    `on_start(incarnation)` runs as soon as the pid is known, before anything about the process's end
+    can be reported; `on_exit(incarnation)` runs once it has ended (see `Incarnation`).
+    """
+
+    on_start: ExitCallback | None = None
     on_exit: ExitCallback | None = None
 
     def spawn(self, inc: str, run_id: str, role: str, argv: list[str], env: dict[str, str],
@@ -68,12 +79,19 @@ class Launcher:
     def close(self) -> None:
         raise NotImplementedError
 
+    def _started(self, incarnation: Incarnation) -> None:
+        if self.on_start:
+            self.on_start(incarnation)
+
     def _finish(self, incarnation: Incarnation, code: int | None, sig: int | None) -> None:
         incarnation.exit_code, incarnation.signal = code, sig
+        incarnation.exited = True
         incarnation.stopped.clear()
-        incarnation.ended.set()
-        if self.on_exit:
-            self.on_exit(incarnation)
+        try:
+            if self.on_exit:
+                self.on_exit(incarnation)
+        finally:
+            incarnation.ended.set()
 
 
 class ForkLauncher(Launcher):
@@ -138,6 +156,7 @@ class ForkLauncher(Launcher):
             self._proc.stdin.flush()
             msg = self._spawned.get(timeout=30)
         incarnation.pid = msg["pid"]
+        self._started(incarnation)  # before its exit, which may already be waiting in _early
         with self._lock:
             self._by_pid[incarnation.pid] = incarnation
             early = self._early.pop(incarnation.pid, [])
@@ -160,7 +179,7 @@ class ForkLauncher(Launcher):
                 stream.close()
         with self._lock:
             for incarnation in self._by_pid.values():
-                if not incarnation.ended.is_set():
+                if not incarnation.exited:
                     self._finish(incarnation, None, signal.SIGKILL)
 
 
@@ -212,6 +231,7 @@ class ExecLauncher(Launcher):
             raise EnvironmentProblem("worker-cmd", f"cannot start worker {full[0]!r}: {proc.strerror}",
                                      "check --worker-cmd names an executable on PATH")
         incarnation = Incarnation(inc=inc, run_id=run_id, role=role, pid=proc.pid, log=log)
+        self._started(incarnation)  # before the thread that reports its exit
         with self._lock:
             self._procs.append((proc, incarnation))
         threading.Thread(target=self._wait, args=(proc, incarnation), daemon=True).start()
