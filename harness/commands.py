@@ -109,9 +109,23 @@ def _context(args: argparse.Namespace, s: Session) -> Context:
 def _result(scenario: Scenario, trials: list[Trial], started: float) -> ScenarioResult:
     outcomes = {t.outcome for t in trials}
     outcome = "fail" if "fail" in outcomes else "unknown" if "unknown" in outcomes or not trials else "pass"
+    reason = ""
     if scenario.expected_finding:
-        outcome = "expected" if outcome == "fail" else "fail"
-    return ScenarioResult(scenario.name, outcome, trials, time.monotonic() - started)  # type: ignore[arg-type]
+        outcome, reason = _negative_control(scenario, trials)
+    return ScenarioResult(scenario.name, outcome, trials, time.monotonic() - started,  # type: ignore[arg-type]
+                          figures=scenario.figures(trials), reason=reason)
+
+
+def _negative_control(scenario: Scenario, trials: list[Trial]) -> tuple[str, str]:
+    """A negative control is `expected` when it produced its finding and nothing else failed or stayed
+    undecided; when the finding is missing, the harness missed what it exists to catch: a failure."""
+    found = [t for t in trials if t.outcome == "fail" and scenario.finding(t)]
+    others = [t for t in trials if t.outcome != "pass" and all(t is not f for f in found)]
+    if not found:
+        return "fail", "negative control: the expected finding was not produced"
+    if others:
+        return "fail", f"negative control: {len(others)} trial(s) failed otherwise than by the expected finding"
+    return "expected", ""
 
 
 def finish(args: argparse.Namespace, s: Session, results: list[ScenarioResult], meta: dict) -> int:
@@ -155,7 +169,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     scenario = find(args.scenario)
-    given = Schedule.parse(args.schedule, load(args.steps).steps) if args.schedule is not None else None
+    steps = scenario.steps or args.steps  # a scenario with its own agent names that agent's steps
+    given = Schedule.parse(args.schedule, load(steps).steps) if args.schedule is not None else None
     with session(args, "replay") as s:
         started = time.monotonic()
         ctx = _context(args, s)

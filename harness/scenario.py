@@ -17,7 +17,7 @@ from harness.checkers import CRASH_CHECKERS
 from harness.errors import UsageError
 from harness.options import RunOptions
 from harness.schedule import Fault, Schedule, exhaustive, random_schedules
-from harness.stepmodule import DEFAULT_STEPS
+from harness.stepmodule import DEFAULT_STEPS, AgentSpec, load
 from harness.trial import Session, Setup, Trial, step_points
 
 ScenarioOutcome = Literal["pass", "fail", "unknown", "expected", "skipped"]
@@ -63,6 +63,9 @@ class Scenario:
     actions: tuple[str, ...] = ("kill", "term")
     expected_finding = False
     """A negative control: failing is the expected outcome, reported as a finding, not a failure."""
+    steps: str | None = None
+    """The scenario's own agent (a step module, e.g. a variant for a negative control), used instead of the
+    session's `--steps`; its schedules name that agent's steps."""
 
     def options(self, base: RunOptions) -> RunOptions:
         return base
@@ -70,12 +73,25 @@ class Scenario:
     def setup(self) -> Setup | None:
         return None
 
+    def figures(self, trials: list[Trial]) -> str:
+        """A short line of measurements for the summary (e.g. "drain 0.31s / grace 2.0s"), or ""."""
+        return ""
+
+    def finding(self, trial: Trial) -> bool:
+        """For a negative control: whether this failing trial is the finding the scenario exists to produce
+        (a failure of any other kind fails the scenario)."""
+        return True
+
+    def agent(self, ctx: Context) -> AgentSpec:
+        """The agent this scenario runs: its own `steps`, or the session's."""
+        return load(self.steps) if self.steps else ctx.session.agent
+
     def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None) -> Trial:
         return ctx.session.trial(schedule, prefix=self.name, seed=seed, options=self.options(ctx.session.options),
-                                 checkers=self.checkers, setup=self.setup())
+                                 checkers=self.checkers, setup=self.setup(), agent=self.agent(ctx))
 
     def step_points(self, ctx: Context) -> dict[str, list[str]]:
-        return step_points(ctx.session.baseline(self.options(ctx.session.options)))
+        return step_points(ctx.session.baseline(self.options(ctx.session.options), self.agent(ctx)))
 
     def exhaustive(self, ctx: Context) -> list[Trial]:
         trials = []
