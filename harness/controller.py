@@ -246,15 +246,17 @@ def incarnation_env(env: Environment, inc: str, run_id: str | None, options: Run
 
 
 def collect_evidence(env: Environment, history: History, run_id: str, incarnations: list[Incarnation],
-                     own_effects_sql: str | None, *, limit: str | None, options: dict) -> Evidence:
-    """Everything the checkers may look at for `run_id`, once its incarnations have ended."""
+                     own_effects_sql: str | None, *, limit: str | None, options: dict,
+                     watch: list[Incarnation] | None = None) -> Evidence:
+    """Everything the checkers may look at for `run_id`, once its incarnations have ended. A process of
+    `watch` (default: `incarnations`) still alive is a leftover."""
     with env.connect() as conn:
         row = conn.execute("SELECT data, data::text FROM checkpoints WHERE run_id = %s", (run_id,)).fetchone()
         writes = audit.writes(conn, run_id)
         own = [list(r) for r in conn.execute(own_effects_sql, (run_id,)).fetchall()] if own_effects_sql else []
     svc = env.services
     leftovers = []
-    for inc in incarnations:
+    for inc in incarnations if watch is None else watch:
         with contextlib.suppress(psutil.NoSuchProcess):
             if inc.pid and psutil.Process(inc.pid).status() != psutil.STATUS_ZOMBIE and inc.alive():
                 leftovers.append(f"pid {inc.pid} ({inc.inc})")
