@@ -56,7 +56,13 @@ class Session:
         self._counter = 0
 
     def next_run_id(self, prefix: str) -> str:
+        """`prefix-N`, N counting this session's runs. On a database that already saw that id (a `--dsn`
+        database kept from an earlier invocation) N moves on, so a run never resumes another's checkpoint."""
         self._counter += 1
+        with self.env.connect() as conn:
+            while conn.execute("SELECT 1 FROM killpoint_audit WHERE run_id = %s LIMIT 1",
+                               (f"{prefix}-{self._counter}",)).fetchone():
+                self._counter += 1
         return f"{prefix}-{self._counter}"
 
     def drive(self, run_id: str, schedule: Schedule, options: RunOptions, setup: Setup | None = None,
