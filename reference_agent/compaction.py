@@ -6,8 +6,9 @@ run compacts exactly as an uninterrupted one:
 
 - a window whose JSON size is within ``budget`` (characters) is kept as it is;
 - otherwise the first message (the task) is kept, followed by the longest tail of the window that fits and
-  starts with an assistant message (roles keep alternating), and the messages dropped between them are
-  replaced by a one-line note per message appended to the first message's text.
+  starts with an assistant message (roles keep alternating); the first message's text gets a note of how
+  many messages were dropped (counting earlier compactions), with a short excerpt of the last few, so the
+  note does not grow as the run goes on.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from typing import Any
 from .checkpoint import Message
 
 EXCERPT_CHARS = 60
-
+EXCERPTS = 4
+NOTE_MARK = "\n\n[compacted: "
 
 def size(window: list[Message]) -> int:
     """The size the budget is measured in: characters of the window's compact JSON."""
@@ -34,11 +36,21 @@ def text_of(content: Any) -> str:
     return str(content)
 
 
-def _note(dropped: list[Message]) -> str:
-    lines = [f"[compacted: {len(dropped)} earlier messages omitted]"]
-    for m in dropped:
+def _split_head(text: str) -> tuple[str, int]:
+    """The task text of a first message, and how many messages earlier compactions already dropped."""
+    if NOTE_MARK not in text:
+        return text, 0
+    task, note = text.split(NOTE_MARK, 1)
+    count = note.split(" ", 1)[0]
+    return task, int(count) if count.isdigit() else 0
+
+
+def _head(head: Message, dropped: list[Message]) -> Message:
+    task, earlier = _split_head(text_of(head.get("content")))
+    lines = [f"{NOTE_MARK.lstrip()}{earlier + len(dropped)} earlier messages omitted; the last ones:]"]
+    for m in dropped[-EXCERPTS:]:
         lines.append(f"- {m.get('role')}: {text_of(m.get('content'))[:EXCERPT_CHARS]}")
-    return "\n".join(lines)
+    return {"role": head.get("role", "user"), "content": task + "\n\n" + "\n".join(lines)}
 
 
 def compact(window: list[Message], budget: int) -> list[Message]:
@@ -55,9 +67,7 @@ def compact(window: list[Message], budget: int) -> list[Message]:
     for i in starts:  # earliest start first: the longest tail that fits wins
         if i == 0:
             continue  # dropping nothing is not compaction
-        new_head = {"role": head.get("role", "user"),
-                    "content": text_of(head.get("content")) + "\n\n" + _note(rest[:i])}
-        candidate = [new_head, *rest[i:]]
+        candidate = [_head(head, rest[:i]), *rest[i:]]
         best = candidate
         if size(candidate) <= budget:
             return candidate

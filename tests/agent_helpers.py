@@ -1,5 +1,7 @@
 """Helpers for the reference agent's tests: worker subprocesses, a kill-point server, polling.
 
+Test modules import ``agent_fixture`` to get the ``agent`` fixture (an :class:`AgentEnv`).
+
 Nothing here sleeps to synchronise: :func:`wait_for` polls a condition with a deadline, and
 :class:`PointServer` holds a worker at a kill point until the test releases it.
 """
@@ -14,11 +16,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 from fake_services import Services
 
@@ -96,6 +99,15 @@ class PointServer:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
+        # Keep reading while a point is held: notes (e.g. drain.signal) arrive while the worker waits.
+        def go(rule: Hold | None) -> None:
+            if rule is not None:
+                rule.released.wait()
+            try:
+                conn.sendall(b'{"go": true}\n')
+            except OSError:
+                pass
+
         try:
             for line in conn.makefile("rb"):
                 msg = json.loads(line)
@@ -104,11 +116,12 @@ class PointServer:
                     rule = self._match(msg) if msg["kind"] == "point" else None
                 if msg["kind"] != "point":
                     continue
-                if rule is not None:
-                    rule.message = msg
-                    rule.reached.set()
-                    rule.released.wait()
-                conn.sendall(b'{"go": true}\n')
+                if rule is None:
+                    go(None)
+                    continue
+                rule.message = msg
+                rule.reached.set()
+                threading.Thread(target=go, args=(rule,), daemon=True).start()
         except OSError:
             pass
 
@@ -227,6 +240,26 @@ class AgentEnv:
         kill(worker)
         self.expire_lease(run_id)
 
+    def crash_at(self, run_id: str, step: str, point: str, **extra: Any) -> dict[str, Any]:
+        """Start a worker, hold it at ``step:point``, SIGKILL it there and let its lease run out; return the
+        point's report."""
+        hold = self.points.hold(point, step)
+        worker = self.start(run_id, **extra)
+        report = hold.wait()
+        self.kill(worker, run_id)
+        return report
+
+    def term_at(self, run_id: str, step: str, point: str, **extra: Any) -> Worker:
+        """Start a worker, hold it at ``step:point``, SIGTERM it there, and let it go on once its handler has
+        run (the worker is then blocked reading the go); return the worker."""
+        hold = self.points.hold(point, step)
+        worker = self.start(run_id, **extra)
+        hold.wait()
+        worker.signal(signal.SIGTERM)
+        wait_for(lambda: self.points.notes("drain.signal"), what="the drain.signal note")
+        hold.release()
+        return worker
+
     def effects(self, run_id: str, service: str) -> list[dict[str, Any]]:
         return [e for e in self.services.effects(run_id) if e["service"] == service]
 
@@ -251,3 +284,11 @@ def kill(worker: Worker) -> None:
     """SIGKILL, no graceful shutdown at all, and reap."""
     worker.signal(signal.SIGKILL)
     worker.wait(10)
+
+
+@pytest.fixture(name="agent")
+def agent_fixture(pg_dsn: str, tmp_path: Path) -> Iterator[AgentEnv]:
+    """An :class:`AgentEnv` on the test's fresh database; every worker it started is killed afterwards."""
+    env = AgentEnv(pg_dsn, tmp_path)
+    yield env
+    env.close()

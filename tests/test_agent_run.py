@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from agent_helpers import AgentEnv, wait_for
+from agent_helpers import AgentEnv, agent_fixture, wait_for  # noqa: F401 (the `agent` fixture)
 
 from reference_agent import invoice_agent
-
-
-@pytest.fixture
-def agent(pg_dsn: str, tmp_path: Path) -> Iterator[AgentEnv]:
-    env = AgentEnv(pg_dsn, tmp_path)
-    yield env
-    env.close()
 
 
 def test_runs_to_done_with_one_effect_per_step(agent: AgentEnv) -> None:
@@ -58,10 +49,7 @@ def test_articles_hard_restart(agent: AgentEnv) -> None:
 @pytest.mark.parametrize("step", ["charge", "email"])
 def test_replay_trap_effect_responded(agent: AgentEnv, step: str) -> None:
     """Killed after the effect's response, before the checkpoint: the replay repeats the key, not the effect."""
-    hold = agent.points.hold("effect.responded", step)
-    worker = agent.start("r-trap")
-    hold.wait()
-    agent.kill(worker, "r-trap")
+    agent.crash_at("r-trap", step, "effect.responded")
     assert agent.row("r-trap")["data"]["cursor"] == step  # the checkpoint never heard of the effect
     resumed = agent.run("r-trap")
     assert resumed.proc.returncode == 0, resumed.output
@@ -74,10 +62,7 @@ def test_replay_trap_effect_responded(agent: AgentEnv, step: str) -> None:
 
 def test_key_is_the_cursor_not_the_seq(agent: AgentEnv) -> None:
     """A replay at a higher seq (a drained resumer wrote a pause checkpoint in between) keeps the key."""
-    hold = agent.points.hold("effect.responded", "email")
-    worker = agent.start("r-seq")
-    hold.wait()
-    agent.kill(worker, "r-seq")
+    agent.crash_at("r-seq", "email", "effect.responded")
     agent.conn.execute(
         "UPDATE checkpoints SET seq = seq + 1, status = 'paused', data = jsonb_set(jsonb_set(data, "
         "'{seq}', to_jsonb(seq + 1)), '{status}', '\"paused\"') WHERE run_id = %s", ("r-seq",))
@@ -88,10 +73,7 @@ def test_key_is_the_cursor_not_the_seq(agent: AgentEnv) -> None:
 
 def test_own_database_effect_commits_with_the_checkpoint(agent: AgentEnv) -> None:
     """Killed inside the checkpoint transaction of `record`: the invoice row goes with the checkpoint."""
-    hold = agent.points.hold("checkpoint.writing", "record")
-    worker = agent.start("r-rec")
-    hold.wait()
-    agent.kill(worker, "r-rec")
+    agent.crash_at("r-rec", "record", "checkpoint.writing")
     assert agent.invoices("r-rec") == []
     assert agent.row("r-rec")["data"]["cursor"] == "record"
     resumed = agent.run("r-rec")
@@ -123,18 +105,12 @@ def test_webhook_variant_guard_narrows_but_does_not_close_the_window(agent: Agen
     assert agent.conn.execute("SELECT key FROM done_keys").fetchall() == [("r-wh-ok:notify",)]
 
     # killed after mark_done but before the checkpoint: the guard skips the repeat
-    hold = agent.points.hold("checkpoint.writing", "notify")
-    worker = agent.start("r-wh-skip", **steps)
-    hold.wait()
-    agent.kill(worker, "r-wh-skip")
+    agent.crash_at("r-wh-skip", "notify", "checkpoint.writing", **steps)
     assert agent.run("r-wh-skip", **steps).proc.returncode == 0
     assert len(agent.effects("r-wh-skip", "webhook")) == 1
 
     # killed between the post and mark_done: the webhook fires twice
-    hold = agent.points.hold("effect.responded", "notify")
-    worker = agent.start("r-wh-dup", **steps)
-    hold.wait()
-    agent.kill(worker, "r-wh-dup")
+    agent.crash_at("r-wh-dup", "notify", "effect.responded", **steps)
     assert agent.run("r-wh-dup", **steps).proc.returncode == 0
     assert len(agent.effects("r-wh-dup", "webhook")) == 2
     assert len(agent.effects("r-wh-dup", "mailer")) == 1

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
-from agent_helpers import AgentEnv
+from agent_helpers import AgentEnv, agent_fixture  # noqa: F401 (the `agent` fixture)
 
 from reference_agent.checkpoint import Checkpoint
 from reference_agent.lease import Lease, LeaseBusy, LeaseLost
@@ -20,13 +19,6 @@ def conn(pg_dsn: str) -> Iterator[psycopg.Connection]:
     with psycopg.connect(pg_dsn, autocommit=True) as c:
         ensure_schema(c)
         yield c
-
-
-@pytest.fixture
-def agent(pg_dsn: str, tmp_path: Path) -> Iterator[AgentEnv]:
-    env = AgentEnv(pg_dsn, tmp_path)
-    yield env
-    env.close()
 
 
 def cp(seq: int, cursor: str = "plan", run_id: str = "r-1") -> Checkpoint:

@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_helpers import AgentEnv
+from agent_helpers import AgentEnv, agent_fixture  # noqa: F401 (the `agent` fixture)
 
 from reference_agent import invoice_agent
 from reference_agent.checkpoint import Checkpoint
 from reference_agent.versioning import IncompatibleCheckpoint, NewerCheckpoint, parse, upgrade
 
 V = invoice_agent.STATE_VERSION
-
-
-@pytest.fixture
-def agent(pg_dsn: str, tmp_path: Path) -> Iterator[AgentEnv]:
-    env = AgentEnv(pg_dsn, tmp_path)
-    yield env
-    env.close()
 
 
 def v1_state(validated: bool) -> dict[str, Any]:
