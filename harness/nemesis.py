@@ -23,6 +23,13 @@ HOLD = "hold"
 
 SERVICE_DECISION = {"drop": Decision.DROP, "error": Decision.ERROR, "overload": Decision.OVERLOAD}
 SLOW_MS = 250
+STOP_POLL_SECONDS = 0.02
+BLOCKED_BY_SQL = """
+SELECT 1 FROM pg_stat_activity s JOIN pg_stat_activity z ON z.pid = ANY(pg_blocking_pids(s.pid))
+WHERE s.application_name = %s AND z.application_name = %s
+"""
+"""A row when the successor's session waits on a lock the zombie's session holds (sessions are named
+by incarnation through PGAPPNAME)."""
 
 
 class Nemesis:
@@ -74,15 +81,31 @@ class Nemesis:
         return Decision.GO  # the worker drains: it finishes the step it is in
 
     def _stop(self, inc: Incarnation) -> Decision:
-        """Freeze the worker, let its lease lapse, run a successor to its end, then thaw the zombie."""
+        """Freeze the worker, let its lease lapse, run a successor to its end, then thaw the zombie.
+
+        A zombie frozen inside a transaction (e.g. at checkpoint.writing) holds its row locks, and a
+        successor that needs them waits for as long as the zombie is frozen: then it is thawed at once,
+        as a real frozen worker would eventually be, and the two race for the row.
+        """
         inc.send(signal.SIGSTOP)
         inc.stopped.wait(timeout=10)
         self.ctl.expire_lease()
         successor = self.ctl.spawn(role="successor")
-        successor.ended.wait(timeout=self.ctl.remaining())
-        self.ctl.history.append("thaw", run_id=self.ctl.run_id, inc=inc.inc)
+        why = self._await_successor(inc, successor)
+        self.ctl.history.append("thaw", run_id=self.ctl.run_id, inc=inc.inc, why=why)
         inc.send(signal.SIGCONT)
         return Decision.GO
+
+    def _await_successor(self, zombie: Incarnation, successor: Incarnation) -> str:
+        """Wait until the successor ends, waits on a lock the zombie's session holds, or time runs out."""
+        with self.ctl.env.connect() as conn:
+            while not successor.ended.wait(timeout=STOP_POLL_SECONDS):
+                if self.ctl.remaining() <= 0:
+                    return "time budget spent"
+                row = conn.execute(BLOCKED_BY_SQL, (successor.inc, zombie.inc)).fetchone()
+                if row is not None:
+                    return "successor waits on a lock the zombie holds"
+        return "successor ended"
 
     def _db_crash(self) -> Decision:
         pg = self.ctl.env.pg

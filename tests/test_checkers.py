@@ -144,10 +144,11 @@ def _zombie_wrote(ev: Evidence) -> None:
 
 
 def _zombie_exit_0(ev: Evidence) -> None:
-    zombie = f"{ev.run_id}#1"
+    zombie, successor = f"{ev.run_id}#1", f"{ev.run_id}#2"
     fault(ev, "stop", "email", "effect.responded", zombie)
-    ev.incarnations.append({"inc": f"{ev.run_id}#2", "role": "successor", "pid": 101, "exit_code": 0,
-                            "signal": None})
+    ev.audit = ev.audit[:4] + [{"seq": 4, "cursor": "record", "status": "running", "app": successor},
+                               {"seq": 5, "cursor": "done", "status": "done", "app": successor}]
+    ev.incarnations.append({"inc": successor, "role": "successor", "pid": 101, "exit_code": 0, "signal": None})
 
 
 def _orphan(ev: Evidence) -> None:

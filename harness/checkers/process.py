@@ -39,23 +39,35 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
 
 
 def fenced_zombie(ev: Evidence, base: Evidence | None) -> Verdict:
-    """A stopped-then-thawed worker writes nothing once another incarnation has written after it."""
+    """A stopped-then-thawed worker writes nothing once an incarnation started after it has written, and
+    then stops as fenced (exit 3, 4 or 5). A zombie whose successors wrote nothing (they found the run
+    done, or lost the race for a row the zombie held locked) has nothing to be fenced from."""
     zombies = [f.get("inc") for f in ev.faults() if f.get("action") == "stop"]
     if not zombies:
         return passed("fenced_zombie", "not exercised: no stop fault in this run")
     for z in zombies:
+        later = _started_after(ev, z)
         others_wrote = False
         for w in ev.audit:
             if w.get("app") == z and others_wrote:
                 return failed("fenced_zombie", f"zombie {z} wrote a checkpoint after another worker took over",
                               [f"seq {w['seq']} cursor {w.get('cursor')} status {w.get('status')} by {z}"])
-            if w.get("app") not in (z, None):
+            if w.get("app") not in (z, None) and (later is None or w.get("app") in later):
                 others_wrote = True
         end = _incarnation(ev, z)
-        if end and end.get("exit_code") not in (3, 4, 5) and end.get("signal") is None:
+        if others_wrote and end and end.get("exit_code") not in (3, 4, 5) and end.get("signal") is None:
             return failed("fenced_zombie", f"zombie {z} exited {end.get('exit_code')} instead of stopping as fenced",
                           ["expected exit 4 (fenced) or 5 (lease lost)"])
     return passed("fenced_zombie", f"{len(zombies)} zombie(s) fenced")
+
+
+def _started_after(ev: Evidence, inc: str | None) -> set[str] | None:
+    """The incarnations started after `inc` (the list is in start order); None if `inc` is not in it.
+
+    Only these can have taken over from it: an earlier incarnation's writes (before a nested freeze, say)
+    do not make `inc` a zombie."""
+    names = [i.get("inc") for i in ev.incarnations]
+    return set(names[names.index(inc) + 1:]) if inc in names else None
 
 
 def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
