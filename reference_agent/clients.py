@@ -2,8 +2,9 @@
 
 - :class:`ModelClient`: the Anthropic Messages API through the ``anthropic`` SDK (base URL from
   ``ANTHROPIC_BASE_URL``); turns the usage it returns into dollars with :data:`PRICES`.
-- :class:`Mailer` and :class:`Ledger`: downstreams with idempotency keys. A 5xx answer or a transport error
-  is retried with the *same* key, so the service can recognise the repeat; a 4xx is final.
+- :class:`Mailer` and :class:`Ledger`: downstreams with idempotency keys. A 5xx, 408 or 429 answer or a
+  transport error is retried with the *same* key, so the service can recognise the repeat; other 4xx are
+  final (:class:`EffectFailed`); retries running out raise :class:`ServiceUnavailable` or the transport error.
 - :class:`Webhook`: a downstream without key support. It is retried only when the request surely never left
   (connection refused): retrying an ambiguous failure would repeat the effect.
 
@@ -48,12 +49,21 @@ def cost_usd(model: str, usage: Any) -> float:
 
 
 class EffectFailed(Exception):
-    """A service answered with a final error (4xx): retrying with the same key will not help."""
+    """A service answered with a final error (4xx): retrying with the same key will not help. The runtime
+    checkpoints the run as ``failed``."""
 
     def __init__(self, service: str, status: int, body: str) -> None:
         super().__init__(f"{service} answered {status}: {body[:200]}")
         self.service = service
         self.status = status
+
+
+class ServiceUnavailable(EffectFailed):
+    """A service kept answering 5xx or 429 (or, without keys, answered it once): the effect may or may not
+    have happened. Not a failure of the run: the worker stops with an error and the run is resumed later."""
+
+
+TRANSIENT_STATUSES = frozenset({408, 429})
 
 
 @dataclass(frozen=True)
@@ -114,10 +124,14 @@ class _HttpService:
                 if last or not self._retryable(exc):
                     raise
             else:
-                if response.status_code < 500 or last or not self.keyed:
+                status = response.status_code
+                if status in TRANSIENT_STATUSES or status >= 500:
+                    if last or not self.keyed:
+                        raise ServiceUnavailable(self.name, status, response.text)
+                else:
                     self.responded()
-                    if response.status_code >= 400:
-                        raise EffectFailed(self.name, response.status_code, response.text)
+                    if status >= 400:
+                        raise EffectFailed(self.name, status, response.text)
                     return response.json() if response.content else {}
             time.sleep(self.retry.backoff_seconds * 2 ** (attempt - 1))
         raise AssertionError("unreachable")

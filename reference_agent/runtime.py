@@ -15,21 +15,24 @@ This module also re-exports the names a step module needs (contracts.md section 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+
 from . import killpoints
 from .checkpoint import DONE, FAILED, FINISHED, PAUSED, RUNNING, TERMINAL_STATUSES, Checkpoint, now_iso
-from .clients import EffectFailed
+from .clients import EffectFailed, ServiceUnavailable
 from .compaction import compact
 from .context import Point, Resources, StepContext, StepResult
 from .lease import Lease
 from .step_module import StepModule
 from .store import CheckpointStore
-from .versioning import CheckpointRefused, IncompatibleCheckpoint, parse, upgrade
+from .versioning import IncompatibleCheckpoint, parse, upgrade
 
 __all__ = ["DONE", "Checkpoint", "Drain", "RunOptions", "StepContext", "StepFailed", "StepResult",
            "run_durable"]
@@ -96,21 +99,22 @@ def run_durable(store: CheckpointStore, run_id: str, module: StepModule, resourc
     lease.acquire()
     try:
         cp = _start_or_resume(store, run_id, module, params)
-    except CheckpointRefused:
-        lease.release()
-        raise
-    while cp.cursor != DONE and cp.status not in TERMINAL_STATUSES:
-        if drain.requested:
-            if cp.status != PAUSED:
-                cp = cp.replace(seq=cp.seq + 1, status=PAUSED, updated_at=now_iso())
-                store.save(cp)
-            break
-        lease.renew()
-        cp = _step(store, cp, module, resources, options, drain)
+        while cp.cursor != DONE and cp.status not in TERMINAL_STATUSES:
+            if drain.requested:
+                if cp.status != PAUSED:
+                    cp = cp.replace(seq=cp.seq + 1, status=PAUSED, updated_at=now_iso())
+                    store.save(cp)
+                break
+            lease.renew()
+            cp = _step(store, cp, module, resources, options, drain)
+    finally:
+        # Whatever ended this worker's part (done, drained, refused, fenced, an error), it will not touch the
+        # run again: let the next worker in at once. Only the lease's own owner row is deleted.
+        with contextlib.suppress(psycopg.Error):
+            lease.release()
     if cp.status == PAUSED:
         log.warning("yielding for shutdown: run_id=%s cursor=%s seq=%s", run_id, cp.cursor, cp.seq)
         killpoints.note("drain.yield", run_id=run_id, step=cp.cursor, seq=cp.seq)
-    lease.release()
     return cp
 
 
@@ -124,6 +128,8 @@ def _step(store: CheckpointStore, cp: Checkpoint, module: StepModule, resources:
     ctx = resources.context(cp.run_id, step, cp.seq, point)
     try:
         result = module.steps[step](cp, ctx)
+    except ServiceUnavailable:
+        raise  # transient: the run stays as it is, to be resumed
     except (StepFailed, EffectFailed) as exc:
         log.error("run %s failed at step %s: %s", cp.run_id, step, exc)
         failed = cp.replace(seq=cp.seq + 1, status=FAILED, state={**cp.state, "error": str(exc)},

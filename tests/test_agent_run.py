@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 
+import httpx2
 import pytest
 from agent_helpers import AgentEnv, agent_fixture, wait_for  # noqa: F401 (the `agent` fixture)
 
@@ -114,3 +115,17 @@ def test_webhook_variant_guard_narrows_but_does_not_close_the_window(agent: Agen
     assert agent.run("r-wh-dup", **steps).proc.returncode == 0
     assert len(agent.effects("r-wh-dup", "webhook")) == 2
     assert len(agent.effects("r-wh-dup", "mailer")) == 1
+
+
+def test_final_service_refusal_fails_the_run_for_good(agent: AgentEnv) -> None:
+    """A 422 (the key was used with another payload) cannot be retried away: the run is checkpointed failed."""
+    httpx2.post(agent.services.url("ledger", "r-fail") + "/v1/charges", headers={"Idempotency-Key": "r-fail:charge"},
+                json={"account": "acct-42", "amount_cents": 1, "currency": "usd"}).raise_for_status()
+    worker = agent.run("r-fail")
+    assert worker.proc.returncode == 1, worker.output
+    row = agent.row("r-fail")
+    assert (row["status"], row["data"]["cursor"]) == ("failed", "charge")
+    assert "422" in row["data"]["state"]["error"]
+    again = agent.run("r-fail")  # a failed run is terminal: nothing more happens
+    assert again.proc.returncode == 1 and agent.row("r-fail") == row
+    assert agent.effects("r-fail", "mailer") == []
