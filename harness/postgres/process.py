@@ -104,9 +104,9 @@ def die_with_parent(sig: int = signal.SIGQUIT) -> Callable[[], None] | None:
     Only from the main thread: the kernel fires on the death of the *thread* that forked, so a server
     started from a short-lived thread would be shut down with it.
     """
-    if threading.current_thread() is not threading.main_thread():
+    prctl = getattr(_LIBC, "prctl", None)  # Linux only
+    if prctl is None or threading.current_thread() is not threading.main_thread():
         return None
-    prctl = _LIBC.prctl
 
     def _set() -> None:
         prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
