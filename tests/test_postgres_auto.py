@@ -170,3 +170,9 @@ def test_dsn_user_without_createdb_gets_one_line() -> None:
         with pytest.raises(EnvironmentProblem) as info:
             weak.create_database("scratch")
         assert info.value.code == "createdb-denied" and "CREATEDB" in info.value.fix
+
+
+def test_dsn_with_an_owned_kind_is_a_usage_error() -> None:
+    with pytest.raises(UsageError) as info:
+        open_server("local", dsn="postgresql://u@localhost/x_test")
+    assert info.value.code == "dsn-with-owned-kind"

@@ -78,6 +78,12 @@ def open_server(
         say("postgres: using the DSN you gave (dsn)" + (" (auto: a DSN was given)" if kind == "auto" else ""))
         return server
     if kind != "auto":
+        if dsn:
+            raise UsageError(
+                "dsn-with-owned-kind",
+                f"--dsn was given with --postgres {kind}, which starts its own server and would ignore it",
+                "drop --dsn, or use --postgres dsn (or auto) to use that database",
+            )
         server = start_kind(kind)
         say(f"postgres: {server.describe()}")
         return server
