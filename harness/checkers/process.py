@@ -26,16 +26,26 @@ def no_rewind(ev: Evidence, base: Evidence | None) -> Verdict:
 
 
 def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
-    """A fault costs at most the step it hit: each step starts at most once plus once per fault on it."""
+    """A fault costs at most the step it hit, and that step repeats at most one effect.
+
+    Each step starts at most once plus once per process fault on it; and the services see an effect they
+    had already applied (a retry they deduplicated) at most once per fault of any kind: a replayed step
+    with one externally visible effect repeats one operation (the articles' "one effect per step").
+    """
     starts = Counter(e.get("step") for e in ev.events if e["type"] == "point" and e.get("point") == "step.start")
     if not starts:
         return unknown("bounded_rework", "the worker reports no step.start points (black-box worker)")
     hits = Counter(f.get("step") for f in ev.faults() if f.get("action") in PROCESS_ACTIONS)
     over = {s: n for s, n in starts.items() if n > 1 + hits.get(s, 0)}
-    if not over:
-        return passed("bounded_rework", f"{sum(starts.values())} step starts for {len(starts)} steps")
-    return failed("bounded_rework", "steps were re-done more often than the faults that hit them explain",
-                  [f"{s}: started {n}x, {hits.get(s, 0)} fault(s) on it" for s, n in sorted(over.items())])
+    if over:
+        return failed("bounded_rework", "steps were re-done more often than the faults that hit them explain",
+                      [f"{s}: started {n}x, {hits.get(s, 0)} fault(s) on it" for s, n in sorted(over.items())])
+    repeats = [a for a in ev.attempts if a.get("outcome") == "deduplicated"]
+    if len(repeats) > len(ev.faults()):
+        return failed("bounded_rework", f"{len(repeats)} effects were repeated after {len(ev.faults())} "
+                      "fault(s): a replay repeated more than one operation per fault",
+                      [f"repeated: {a.get('service')} key={ev.normalize(a.get('key'))}" for a in repeats])
+    return passed("bounded_rework", f"{sum(starts.values())} step starts for {len(starts)} steps")
 
 
 def fenced_zombie(ev: Evidence, base: Evidence | None) -> Verdict:
