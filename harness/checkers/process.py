@@ -10,6 +10,8 @@ from harness.checkers.verdict import Verdict, failed, passed, unknown
 from harness.points import PROCESS_ACTIONS
 
 DRAIN_DEADLINE_EXIT = 6
+INTERRUPTING = frozenset({"kill", "stop", "db-crash"})
+"""Faults that end or freeze a worker from outside: a drain they cut short says nothing about the drain."""
 
 
 def no_rewind(ev: Evidence, base: Evidence | None) -> Verdict:
@@ -90,8 +92,11 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
     if not terms:
         return passed("drains_on_sigterm", "not exercised: no term fault in this run")
     escalated = {e.get("inc") for e in ev.events if e["type"] == "escalate"}
+    faults = ev.faults()
     for f in terms:
         inc = f.get("inc")
+        if any(g.get("inc") == inc and g.get("action") in INTERRUPTING for g in faults[faults.index(f) + 1:]):
+            continue  # a later fault of the schedule killed or froze this worker while it drained: not judged
         end = _incarnation(ev, inc)
         if inc in escalated:
             return failed("drains_on_sigterm", f"{inc} was still running when the grace period ended "
