@@ -28,7 +28,7 @@ Points the reference runtime reports: ``step.start``, ``effect.responded``, ``ch
 
 Signals: a SIGTERM that arrives while the worker is blocked reading the answer runs its Python handler
 and the read resumes (PEP 475), so the handler must only set flags. A handler may call :func:`note`;
-if it interrupted a write in progress, the note is queued and written after that write, so lines never
+if it interrupted a connect or a write in progress, the note is queued and written after it, so lines never
 interleave.
 """
 
@@ -52,26 +52,30 @@ class _Channel:
         self.pid: int | None = None
         self.sock: socket.socket | None = None
         self.reader: Any = None
-        self.writing = False
+        self.busy = False  # connecting or writing: a signal handler's note must wait
         self.pending: list[bytes] = []
 
     def ensure(self, path: str) -> None:
-        if self.sock is not None and self.pid == os.getpid():
+        if self.busy or (self.sock is not None and self.pid == os.getpid()):
             return
         # A forked child must not share its parent's socket: open its own.
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.busy = True
         try:
-            sock.connect(path)
-        except OSError as exc:
-            _gone(f"cannot reach kill-point socket {path}: {exc}")
-        self.sock, self.reader, self.pid = sock, sock.makefile("rb"), os.getpid()
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(path)
+            except OSError as exc:
+                _gone(f"cannot reach kill-point socket {path}: {exc}")
+            self.sock, self.reader, self.pid = sock, sock.makefile("rb"), os.getpid()
+        finally:
+            self.busy = False
 
     def send(self, line: bytes) -> None:
-        if self.writing:
-            # Re-entered from a signal handler in the middle of a write: send after it.
+        if self.busy or self.sock is None or self.pid != os.getpid():
+            # Re-entered from a signal handler in the middle of a connect or a write: send after it.
             self.pending.append(line)
             return
-        self.writing = True
+        self.busy = True
         try:
             assert self.sock is not None
             self.sock.sendall(line)
@@ -80,7 +84,7 @@ class _Channel:
         except OSError as exc:
             _gone(f"kill-point socket write failed: {exc}")
         finally:
-            self.writing = False
+            self.busy = False
 
     def read_line(self) -> bytes:
         try:
