@@ -53,6 +53,7 @@ class RunController:
         self._registered = threading.Condition(self._lock)
         self._current: Incarnation | None = None
         self._step: str | None = None
+        self._reported: set[str] = set()  # steps a white-box worker reported at step.start
         self._nemesis = Nemesis(self)
         self._deadline = time.monotonic() + options.time_budget
 
@@ -121,6 +122,7 @@ class RunController:
                 self._current = inc
         if point == "step.start":
             self._step = step
+            self._reported.add(step)
         fault = self._reach(step, point, inc_id, "worker")
         if fault is None:
             return True
@@ -132,7 +134,10 @@ class RunController:
         """A fake service holds a request of this run at `point`; the decision releases it."""
         key = info.get("key") or ""
         prefix = f"{self.run_id}:"
-        step = key[len(prefix):].split(":")[0] if key.startswith(prefix) else self._step
+        named = key[len(prefix):].split(":")[0] if key.startswith(prefix) else None
+        # A key names its step only if it is one: a worker that reports its steps may key on anything else
+        # (a seq, a hash) that merely starts with the run id.
+        step = named if named is not None and (not self._reported or named in self._reported) else self._step
         inc = self._owner()
         inc_id = inc.inc if inc else None
         fault = self._reach(step, point, inc_id, info.get("service", "service"))

@@ -1,0 +1,77 @@
+"""fleet: many runs served by several queue workers at once, with faults across the fleet.
+
+`runs` runs are submitted (first checkpoint and a job each) and `workers` queue workers
+(`worker --queue --follow`) take them. A fleet-wide schedule from the seed kills or terminates workers
+at `faults` (step, point, occurrence) places: `charge:effect.applied:kill@5` is the fifth time any run
+of the fleet reaches charge:effect.applied. A worker that ends is replaced; the leases it held lapse;
+the agent's sweeper queues the runs nobody is moving. Every run must complete, with every effect
+exactly once and as in the crash-free run, and no process may outlive the fleet.
+
+Which run a fault lands on depends on how the workers interleave; the faults themselves (their steps,
+points, actions and occurrences) are the schedule's, so a replay of the schedule, or of the seed, hits
+the fleet the same way. One trial per run; the summary gives runs, faults and throughput.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+
+import psycopg
+
+from harness.fleet import FLEET_ACTIONS, FaultPlan, Fleet, fleet_schedule
+from harness.options import RunOptions
+from harness.scenario import Context, Scenario
+from harness.schedule import Schedule
+from harness.trial import Trial
+from reference_agent.sweeper import sweep_stalled
+
+
+class FleetScenario(Scenario):
+    name = "fleet"
+    summary = "12 runs, 3 queue workers, seeded kills and terms across the fleet; all complete exactly once"
+    actions = FLEET_ACTIONS
+    runs = 12
+    workers = 3
+    faults = 6
+    stale_seconds = 300.0
+
+    def options(self, base: RunOptions) -> RunOptions:
+        return replace(base, time_budget=min(base.time_budget, 40.0), grace=min(base.grace, 5.0))
+
+    def sweep(self, conn: psycopg.Connection, stale_seconds: float) -> list[str]:
+        return sweep_stalled(conn, stale_seconds)
+
+    def schedule_for(self, ctx: Context, seed: int) -> Schedule:
+        return fleet_schedule(seed, self.step_points(ctx), self.runs, self.faults, self.actions)
+
+    def run(self, ctx: Context) -> list[Trial]:
+        schedule = self.schedule_for(ctx, ctx.seed)
+        ctx.say(f"{self.name}: seed {ctx.seed} -> schedule {schedule}")
+        return self.fleet(ctx, schedule, ctx.seed)
+
+    def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None) -> Trial:
+        """The fleet under `schedule` (with a seed: under the seed's fleet schedule); its first failing
+        run (or its first run) stands for it."""
+        if seed is not None:
+            schedule = self.schedule_for(ctx, seed)
+        trials = self.fleet(ctx, schedule, seed)
+        return next((t for t in trials if t.outcome != "pass"), trials[0])
+
+    def figures(self, trials: list[Trial]) -> str:
+        stats = trials[0].evidence.options.get("fleet") if trials else None
+        if not stats:
+            return ""
+        rate = stats["done"] / stats["elapsed"] if stats["elapsed"] > 0 else 0.0
+        return (f"{stats['done']}/{stats['runs']} runs done, {stats['faults']} faults, "
+                f"{stats['incarnations']} worker incarnations, {stats['sweeps_queued']} resumes swept, "
+                f"{rate:.1f} runs/s")
+
+    def fleet(self, ctx: Context, schedule: Schedule, seed: int | None) -> list[Trial]:
+        options = self.options(ctx.session.options)
+        fleet, base = Fleet.new(ctx.session, self.name, self.runs, options, self.agent(ctx),
+                                FaultPlan(schedule, "fleet"))
+        with fleet.attached():
+            fleet.submit(options.params)
+            fleet.drive_queue(self.workers, self.sweep, self.stale_seconds)
+        stats = asdict(fleet.stats)
+        return [fleet.trial(r, schedule, seed, self.checkers, base, {"fleet": stats}) for r in fleet.run_ids]

@@ -1,0 +1,21 @@
+"""A sweeper without the dedupe job id: every sweep queues each stalled run under a fresh job id, so two
+sweepers that find the same run queue it twice (the reference uses `resume-<run_id>`, ON CONFLICT DO
+NOTHING)."""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+
+from reference_agent.queue import RESUME
+from reference_agent.sweeper import find_stalled
+
+
+def sweep(conn: psycopg.Connection, stale_seconds: float) -> list[str]:
+    queued = []
+    for run_id in find_stalled(conn, stale_seconds):
+        conn.execute("INSERT INTO jobs (id, run_id, kind) VALUES (%s, %s, %s)",
+                     (f"job-{uuid.uuid4().hex}", run_id, RESUME))  # BUG: no dedupe id
+        queued.append(run_id)
+    return queued
