@@ -178,7 +178,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
             schedule = given
             trial = scenario.trial(ctx, schedule)
         else:
-            schedule = Schedule.from_seed(args.seed, scenario.step_points(ctx), actions=scenario.actions)
+            schedule = scenario.schedule_from_seed(ctx, args.seed)
             ctx.say(f"seed {args.seed} -> schedule {schedule}")
             trial = scenario.trial(ctx, schedule, args.seed)
         result = _result(scenario, [trial], started)

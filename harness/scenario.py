@@ -93,6 +93,10 @@ class Scenario:
     def step_points(self, ctx: Context) -> dict[str, list[str]]:
         return step_points(ctx.session.baseline(self.options(ctx.session.options), self.agent(ctx)))
 
+    def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
+        """The schedule a seed stands for in this scenario (what `replay --seed` runs)."""
+        return Schedule.from_seed(seed, self.step_points(ctx), actions=self.actions)
+
     def exhaustive(self, ctx: Context) -> list[Trial]:
         trials = []
         schedules = exhaustive(self.step_points(ctx), self.actions)

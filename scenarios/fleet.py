@@ -36,16 +36,17 @@ class FleetScenario(Scenario):
     stale_seconds = 300.0
 
     def options(self, base: RunOptions) -> RunOptions:
-        return replace(base, time_budget=min(base.time_budget, 40.0), grace=min(base.grace, 5.0))
+        return replace(base, time_budget=min(base.time_budget, 40.0))
 
     def sweep(self, conn: psycopg.Connection, stale_seconds: float) -> list[str]:
         return sweep_stalled(conn, stale_seconds)
 
-    def schedule_for(self, ctx: Context, seed: int) -> Schedule:
+    def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
+        """The fleet-wide schedule of a seed (`fleet_schedule`), not a single run's."""
         return fleet_schedule(seed, self.step_points(ctx), self.runs, self.faults, self.actions)
 
     def run(self, ctx: Context) -> list[Trial]:
-        schedule = self.schedule_for(ctx, ctx.seed)
+        schedule = self.schedule_from_seed(ctx, ctx.seed)
         ctx.say(f"{self.name}: seed {ctx.seed} -> schedule {schedule}")
         return self.fleet(ctx, schedule, ctx.seed)
 
@@ -53,7 +54,7 @@ class FleetScenario(Scenario):
         """The fleet under `schedule` (with a seed: under the seed's fleet schedule); its first failing
         run (or its first run) stands for it."""
         if seed is not None:
-            schedule = self.schedule_for(ctx, seed)
+            schedule = self.schedule_from_seed(ctx, seed)
         trials = self.fleet(ctx, schedule, seed)
         return next((t for t in trials if t.outcome != "pass"), trials[0])
 

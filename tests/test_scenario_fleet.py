@@ -55,8 +55,10 @@ def test_a_fleet_refuses_actions_it_cannot_apply() -> None:
 
 def test_every_run_of_the_fleet_completes_exactly_once(session: Session) -> None:
     scenario = FleetScenario()
-    trials = scenario.run(Context(session=session, seed=0))
+    ctx = Context(session=session, seed=0)
+    trials = scenario.run(ctx)
     assert len(trials) == scenario.runs
+    assert {(str(t.schedule), t.seed) for t in trials} == {(str(scenario.schedule_from_seed(ctx, 0)), 0)}
     assert all(t.outcome == "pass" for t in trials), _why(trials)
     hit = [t for t in trials if t.evidence.faults()]
     assert len(hit) >= 3, "the seeded faults must land on several runs"
@@ -69,7 +71,7 @@ def test_every_run_of_the_fleet_completes_exactly_once(session: Session) -> None
         for inc in t.evidence.incarnations:  # nothing outlives the fleet
             assert not psutil.pid_exists(inc["pid"]) or psutil.Process(inc["pid"]).status() == psutil.STATUS_ZOMBIE
     figures = scenario.figures(trials)
-    assert figures.startswith(f"{scenario.runs}/{scenario.runs} runs done, {len(scenario.schedule_for(Context(session=session), 0))} faults")
+    assert figures.startswith(f"{scenario.runs}/{scenario.runs} runs done, {len(trials[0].schedule)} faults")
     assert "runs/s" in figures
 
 
