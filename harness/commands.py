@@ -34,6 +34,8 @@ def add_common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--spawn", default="fork", choices=["fork", "exec"],
                    help="incarnations from a preloaded fork server (fast) or fresh interpreters")
     g.add_argument("--worker-cmd", default=None, help="black-box worker command, e.g. 'node worker.js {run_id}'")
+    g.add_argument("--previous-steps", default=None,
+                   help="the agent's previous code (a step module), for the schema scenarios")
     g.add_argument("--grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL (default 5)")
     g.add_argument("--out", default=".killpoint/runs", help="where run directories go")
     g.add_argument("--junit", default=None, help="also write JUnit XML here")
@@ -103,7 +105,7 @@ def session(args: argparse.Namespace, label: str) -> Iterator[Session]:
 
 def _context(args: argparse.Namespace, s: Session) -> Context:
     return Context(session=s, seed=getattr(args, "seed", 0) or 0, budget=getattr(args, "budget", 60.0),
-                   say=_say(args))
+                   say=_say(args), previous_steps=getattr(args, "previous_steps", None))
 
 
 def _result(scenario: Scenario, trials: list[Trial], started: float) -> ScenarioResult:
@@ -159,6 +161,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             started = time.monotonic()
             ctx = _context(args, s)
             ctx.say(f"{scenario.name}: {scenario.summary}")
+            skip = scenario.skip_reason(ctx)
+            if skip is not None:
+                ctx.say(f"{scenario.name}: skipped: {skip}")
+                results.append(ScenarioResult(scenario.name, "skipped", [], time.monotonic() - started, reason=skip))
+                continue
             trials = scenario.run(ctx)
             failing = [t for t in trials if t.outcome == "fail" and len(t.schedule) > 1]
             if failing and not scenario.expected_finding:

@@ -55,6 +55,9 @@ class RunController:
         self._step: str | None = None
         self._reported: set[str] = set()  # steps a white-box worker reported at step.start
         self._nemesis = Nemesis(self)
+        self._earlier = sum(1 for e in history.events("inc.start") if e.get("run_id") == run_id)
+        """Incarnations of this run id started by earlier controllers (a run paused under one agent and
+        resumed under another): numbering goes on after them, so an incarnation id names one process."""
         self._deadline = time.monotonic() + options.time_budget
 
     # ---- time and processes ------------------------------------------------------------------
@@ -67,7 +70,7 @@ class RunController:
 
     def spawn(self, role: str) -> Incarnation:
         with self._lock:
-            inc_id = f"{self.run_id}#{len(self.incarnations) + 1}"
+            inc_id = f"{self.run_id}#{self._earlier + len(self.incarnations) + 1}"
         log = str(self.env.run_dir / f"{inc_id.replace('#', '-')}.log")
         inc = self.env.launcher.spawn(inc_id, self.run_id, role, self.argv, self.worker_env(inc_id), log)
         self.on_start(inc)  # a no-op when the launcher has already reported it
@@ -105,12 +108,15 @@ class RunController:
         return None
 
     # ---- kill points -----------------------------------------------------------------------------
-    def _reach(self, step: str | None, point: str, inc: str | None, source: str) -> Fault | None:
+    def _reach(self, step: str | None, point: str, inc: str | None, source: str,
+               seq: int | None = None) -> Fault | None:
         with self._lock:
             key = (step or "?", point)
             self._counts[key] += 1
             nth = self._counts[key]
-            self.history.append("point", run_id=self.run_id, inc=inc, step=step, point=point, nth=nth, source=source)
+            where = {"seq": seq} if seq is not None else {}  # a worker's report names its checkpoint seq
+            self.history.append("point", run_id=self.run_id, inc=inc, step=step, point=point, nth=nth, source=source,
+                                **where)
             return self._pending.pop((step or "?", point, nth), None)
 
     def on_worker_point(self, msg: dict) -> bool:
@@ -123,7 +129,7 @@ class RunController:
         if point == "step.start":
             self._step = step
             self._reported.add(step)
-        fault = self._reach(step, point, inc_id, "worker")
+        fault = self._reach(step, point, inc_id, "worker", msg.get("seq"))
         if fault is None:
             return True
         self.history.append("fault", run_id=self.run_id, inc=inc_id, step=step, point=point,

@@ -34,6 +34,8 @@ class Context:
     say: Callable[[str], None] = lambda _msg: None
     random_count: int = 8
     started: float = field(default_factory=time.monotonic)
+    previous_steps: str | None = None
+    """The agent's previous code (`--previous-steps pkg.module`), for the schema scenarios."""
 
     def over_budget(self) -> bool:
         return time.monotonic() - self.started > self.budget
@@ -73,6 +75,10 @@ class Scenario:
     def setup(self) -> Setup | None:
         return None
 
+    def skip_reason(self, ctx: Context) -> str | None:
+        """Why this scenario cannot run in this session (reported as skipped, never as passed), or None."""
+        return None
+
     def figures(self, trials: list[Trial]) -> str:
         """A short line of measurements for the summary (e.g. "drain 0.31s / grace 2.0s"), or ""."""
         return ""
@@ -106,14 +112,18 @@ class Scenario:
             trials.append(trial)
         return trials
 
+    def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
+        """The (seed, schedule) pairs `random` runs; each schedule is `Schedule.from_seed(seed, ...)`."""
+        return random_schedules(ctx.seed, count, self.step_points(ctx), actions=self.actions)
+
     def random(self, ctx: Context, count: int, *, stop_on_budget: bool = False) -> list[Trial]:
         trials = []
-        for i, (seed, schedule) in enumerate(random_schedules(ctx.seed, count, self.step_points(ctx),
-                                                              actions=self.actions), 1):
+        plan = self.random_plan(ctx, count)
+        for i, (seed, schedule) in enumerate(plan, 1):
             if stop_on_budget and ctx.over_budget():
                 break
             trial = self.trial(ctx, schedule, seed)
-            ctx.say(f"{self.name}: random [{i}/{count}] seed {seed} {schedule} -> {trial.outcome}")
+            ctx.say(f"{self.name}: random [{i}/{len(plan)}] seed {seed} {schedule} -> {trial.outcome}")
             trials.append(trial)
         return trials
 
@@ -170,8 +180,9 @@ def find(name: str) -> Scenario:
 
 
 def replay_command(scenario: str, schedule: Schedule | None = None, seed: int | None = None,
-                   steps: str = DEFAULT_STEPS) -> str:
-    """The one line that reproduces a trial."""
+                   steps: str = DEFAULT_STEPS, grace: float | None = None) -> str:
+    """The one line that reproduces a trial (with `--grace` when the trial ran with another grace than
+    the default)."""
     parts = ["killpoint replay", f"--scenario {scenario}"]
     if schedule is not None:
         parts.append(f"--schedule '{schedule}'")
@@ -179,4 +190,6 @@ def replay_command(scenario: str, schedule: Schedule | None = None, seed: int | 
         parts.append(f"--seed {seed}")
     if steps != DEFAULT_STEPS:
         parts.append(f"--steps {steps}")
+    if grace is not None and grace != RunOptions.grace:
+        parts.append(f"--grace {grace:g}")
     return " ".join(parts)

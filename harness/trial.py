@@ -102,9 +102,13 @@ class Session:
         base = baseline if baseline is not None else self.baseline(options, agent)
         run_id = self.next_run_id(prefix)
         ctl, extra = self.drive(run_id, schedule, options, setup, agent)
-        ev = ctl.evidence(agent.own_effects_sql, extra)
-        verdicts = run_checkers(checkers, ev, base)
-        trial = Trial(run_id, schedule, seed, ev, verdicts)
+        return self.judge(run_id, schedule, seed, ctl.evidence(agent.own_effects_sql, extra), base, checkers)
+
+    def judge(self, run_id: str, schedule: Schedule, seed: int | None, ev: Evidence, base: Evidence | None,
+              checkers: Iterable[str], more: Iterable[Verdict] = ()) -> Trial:
+        """Judge a run's evidence with `checkers` (plus verdicts `more` a scenario reached itself) and
+        record the outcome: for scenarios that drive a run their own way (several drives, own evidence)."""
+        trial = Trial(run_id, schedule, seed, ev, run_checkers(checkers, ev, base) + list(more))
         self.history.append("verdict", run_id=run_id, outcome=trial.outcome,
                             failing=[v.checker for v in trial.failing()])
         return trial

@@ -151,6 +151,31 @@ def _zombie_exit_0(ev: Evidence) -> None:
     ev.incarnations.append({"inc": successor, "role": "successor", "pid": 101, "exit_code": 0, "signal": None})
 
 
+def _term_took_new_work(ev: Evidence) -> None:  # ignored SIGTERM at charge and went on to email, record
+    ev.events.insert(5, {"type": "fault", "run_id": ev.run_id, "inc": f"{ev.run_id}#1", "step": "charge",
+                         "point": "step.start", "action": "term", "nth": 1})
+
+
+def _db_crash_at(ev: Evidence, point: str, seq: int) -> None:
+    inc = f"{ev.run_id}#1"
+    ev.events.insert(-1, {"type": "point", "run_id": ev.run_id, "inc": inc, "step": "validate", "point": point,
+                          "seq": seq})
+    fault(ev, "db-crash", "validate", point, inc)
+
+
+def _commit_lost(ev: Evidence) -> None:  # the crash took a committed write with it
+    _db_crash_at(ev, "checkpoint.committed", 2)
+    ev.audit = [w for w in ev.audit if w["seq"] != 2]
+
+
+def _open_write_kept(ev: Evidence) -> None:  # a write still open at the crash was stored anyway
+    _db_crash_at(ev, "checkpoint.writing", 2)
+
+
+def _retry_new_key(ev: Evidence) -> None:  # a retry minted a fresh key
+    ev.attempts.append({"service": "mailer", "key": f"{ev.run_id}:email:retry", "outcome": "applied"})
+
+
 def _orphan(ev: Evidence) -> None:
     ev.leftovers = ["pid 4242 (run-2#1)"]
 
@@ -164,9 +189,13 @@ VIOLATIONS: dict[str, list[tuple[Callable[[Evidence], None], str]]] = {
     "bounded_rework": [(_redone_without_fault, "re-done")],
     "context_fidelity": [(_other_context, "never sent")],
     "cost_accounted": [(_billed_twice, "0.024600")],
-    "drains_on_sigterm": [(_term_escalated, "grace period"), (_term_exit_without_pause, "without checkpointing")],
+    "drains_on_sigterm": [(_term_escalated, "grace period"), (_term_exit_without_pause, "without checkpointing"),
+                          (_term_took_new_work, "started email, record")],
     "fenced_zombie": [(_zombie_wrote, "wrote a checkpoint after"), (_zombie_exit_0, "exited 0")],
     "no_orphans": [(_orphan, "still alive")],
+    "commits_survive": [(_commit_lost, "committed before the crash and is gone"),
+                        (_open_write_kept, "still open at the crash")],
+    "retries_keep_keys": [(_retry_new_key, "never used")],
 }
 
 CASES = [(name, change, words) for name, changes in VIOLATIONS.items() for change, words in changes]

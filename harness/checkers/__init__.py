@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 
 from harness.checkers.effects import context_fidelity, exactly_once
 from harness.checkers.evidence import Evidence
+from harness.checkers.faults import commits_survive, retries_keep_keys
 from harness.checkers.outcome import completes, cost_accounted, same_final_state
 from harness.checkers.process import bounded_rework, drains_on_sigterm, fenced_zombie, no_orphans, no_rewind
 from harness.checkers.verdict import Verdict, combine, unknown
@@ -29,6 +30,8 @@ CHECKERS: dict[str, Checker] = {
     "drains_on_sigterm": drains_on_sigterm,
     "fenced_zombie": fenced_zombie,
     "no_orphans": no_orphans,
+    "commits_survive": commits_survive,
+    "retries_keep_keys": retries_keep_keys,
 }
 
 CRASH_CHECKERS = ("completes", "exactly_once", "same_final_state", "no_rewind", "bounded_rework",

@@ -83,7 +83,8 @@ def _started_after(ev: Evidence, inc: str | None) -> set[str] | None:
 
 
 def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
-    """After SIGTERM the worker exits by itself before the grace period ends, having checkpointed.
+    """After SIGTERM the worker takes no new step and exits by itself before the grace period ends,
+    having checkpointed.
 
     With `options["drain_expect"] == "exit"` (a step longer than the drain deadline) only the clean
     exit is required (0, or 6: the drain deadline passed first); otherwise the worker must also leave a `paused` (or `done`) checkpoint.
@@ -101,6 +102,12 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
         if inc in escalated:
             return failed("drains_on_sigterm", f"{inc} was still running when the grace period ended "
                           f"({ev.options.get('grace')}s) and was SIGKILLed", [f"term at {f.get('step')}:{f.get('point')}"])
+        after = ev.events[ev.events.index(f) + 1:]
+        taken = [e.get("step") for e in after if e["type"] == "point" and e.get("point") == "step.start"
+                 and e.get("inc") == inc]
+        if taken:
+            return failed("drains_on_sigterm", f"{inc} took new work after SIGTERM: started {', '.join(taken)}",
+                          [f"term at {f.get('step')}:{f.get('point')}"])
         if end is None:
             return unknown("drains_on_sigterm", f"no end recorded for {inc}")
         expect = ev.options.get("drain_expect", "checkpoint")

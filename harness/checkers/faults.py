@@ -1,0 +1,47 @@
+"""Checkers of what particular faults must leave behind: commits_survive (db-crash) and
+retries_keep_keys (service faults)."""
+
+from __future__ import annotations
+
+from harness.checkers.evidence import Evidence
+from harness.checkers.verdict import Verdict, failed, passed, unknown
+
+
+def commits_survive(ev: Evidence, base: Evidence | None) -> Verdict:
+    """A database crash keeps what was committed and drops what was not: the checkpoint write committed
+    just before a `db-crash` is in the audit trail afterwards, and the one still open at it is not.
+
+    Needs the worker to report the seq it writes at its checkpoint points (white-box workers do)."""
+    crashes = [f for f in ev.faults() if f.get("action") == "db-crash"]
+    if not crashes:
+        return passed("commits_survive", "not exercised: no db-crash in this run")
+    written = {(w.get("app"), w.get("seq")) for w in ev.audit}
+    problems = []
+    for f in crashes:
+        if f.get("point") not in ("checkpoint.writing", "checkpoint.committed"):
+            continue
+        at = next((e for e in reversed(ev.events[:ev.events.index(f)]) if e["type"] == "point"
+                   and e.get("inc") == f.get("inc") and e.get("point") == f.get("point")), None)
+        if at is None or at.get("seq") is None:
+            return unknown("commits_survive", f"the worker did not report the seq it was writing at {f.get('point')}")
+        kept = (f.get("inc"), at["seq"]) in written
+        if f.get("point") == "checkpoint.committed" and not kept:
+            problems.append(f"seq {at['seq']} by {f.get('inc')} was committed before the crash and is gone")
+        if f.get("point") == "checkpoint.writing" and kept:
+            problems.append(f"seq {at['seq']} by {f.get('inc')} was still open at the crash, yet is stored")
+    if problems:
+        return failed("commits_survive", "the database crash changed what was committed", problems)
+    return passed("commits_survive", f"{len(crashes)} crash(es): committed writes kept, open ones rolled back")
+
+
+def retries_keep_keys(ev: Evidence, base: Evidence | None) -> Verdict:
+    """Every service request, first try or retry, carried an idempotency key the crash-free run used."""
+    if base is None:
+        return unknown("retries_keep_keys", "no crash-free baseline to compare with")
+    known = {(a.get("service"), base.normalize(a.get("key"))) for a in base.attempts}
+    strange = [a for a in ev.attempts if (a.get("service"), ev.normalize(a.get("key"))) not in known]
+    if strange:
+        return failed("retries_keep_keys", f"{len(strange)} request(s) with a key the crash-free run never used",
+                      [f"{a.get('service')} key={ev.normalize(a.get('key'))} ({a.get('outcome')})" for a in strange])
+    retried = len(ev.attempts) - len({(a.get("service"), a.get("key")) for a in ev.attempts})
+    return passed("retries_keep_keys", f"{len(ev.attempts)} requests, {retried} retried, all with the crash-free keys")
