@@ -44,6 +44,7 @@ from harness.history import History
 from harness.launcher import Incarnation
 from harness.nemesis import HOLD, Nemesis
 from harness.options import RunOptions
+from harness.points import fits
 from harness.schedule import Fault, Schedule, ScheduleError, derive_seed
 from harness.stepmodule import AgentSpec
 from harness.trial import Session, Trial
@@ -75,7 +76,6 @@ class FaultPlan:
         self.schedule = schedule
         self.scope = scope
         self._counts: Counter = Counter()
-        self._fired: set[tuple[str, str, str, int]] = set()
         self._faults = {(f.step, f.point, f.nth): f for f in schedule}
 
     def most(self, runs: int) -> int:
@@ -87,11 +87,7 @@ class FaultPlan:
         owner = run_id if self.scope == "run" else "*"
         self._counts[(owner, step, point)] += 1
         nth = self._counts[(owner, step, point)]
-        fault = self._faults.get((step, point, nth))
-        if fault is None or (owner, step, point, nth) in self._fired:
-            return nth, None
-        self._fired.add((owner, step, point, nth))
-        return nth, fault
+        return nth, self._faults.get((step, point, nth))  # each occurrence is counted once: it fires once
 
 
 def fleet_schedule(seed: int, step_points: dict[str, list[str]], runs: int, faults: int,
@@ -99,7 +95,9 @@ def fleet_schedule(seed: int, step_points: dict[str, list[str]], runs: int, faul
     """A fleet-wide schedule, a pure function of its arguments: `faults` faults, each at a step, a point
     that step reaches, an action, and an occurrence `@N` with N in 1..runs (so the faults spread over
     the fleet's runs). Collisions on (step, point, N) are skipped."""
-    candidates = [(s, p, a) for s in step_points for p in step_points[s] for a in actions]
+    candidates = [(s, p, a) for s in step_points for p in step_points[s] for a in actions if fits(a, p)]
+    if not candidates:
+        return Schedule()
     chosen: dict[tuple[str, str, int], Fault] = {}
     for i in range(faults):
         step, point, action = candidates[derive_seed(seed, 2 * i) % len(candidates)]
