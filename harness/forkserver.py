@@ -74,6 +74,7 @@ def serve(modules: list[str]) -> int:
     for name in modules:
         importlib.import_module(name)
     importlib.import_module("reference_agent.worker")
+    _warm()
     rfd, wfd = os.pipe()
     os.set_blocking(rfd, False)
     os.set_blocking(wfd, False)
@@ -115,6 +116,17 @@ def serve(modules: list[str]) -> int:
         for pid in list(children):
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
+
+
+def _warm() -> None:
+    """Do once here what every child would otherwise do on its own: httpx2 imports its transport stack
+    (httpcore2, anyio, trio: ~0.3 s) only when the first client is made, which the worker does per
+    process. Making and closing one client starts no thread and opens no socket."""
+    try:
+        import httpx2  # noqa: PLC0415 - the reference runtime's HTTP client
+    except ImportError:
+        return
+    httpx2.Client().close()
 
 
 def _reap(children: set[int]) -> None:
