@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ from harness import audit
 from harness.barrier import BarrierServer
 from harness.launcher import ExecLauncher, ForkLauncher, Incarnation, Launcher
 from harness.postgres import provide
+from harness.postgres.reaper import new_cluster_dir
 
 if TYPE_CHECKING:
     from harness.controller import RunController
@@ -61,9 +61,10 @@ class Environment:
     def _start(self) -> None:
         stack = self._stack
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix="killpoint-env-"))
+        # Named after this process, among the Postgres clusters: if the harness is SIGKILLed, the reaper of
+        # the next start (provide() below, or any later run) removes it as it removes a dead owner's cluster.
+        tmp = new_cluster_dir("env")
         stack.callback(shutil.rmtree, tmp, ignore_errors=True)
-        tmp.chmod(0o755)
         self.socket_path = tmp / "kp.sock"
         self.pg = stack.enter_context(provide(kind=self._postgres, dsn=self._dsn, allow_any_dsn=self._allow_any_dsn,
                                               on_choice=self._say))
