@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -81,7 +83,10 @@ class Sandbox:
 
     `env()` is the environment to start the CLI with; `survivors()` lists live processes carrying the
     tag (or serving a cluster under the sandbox's root); `leftover_dirs()` lists temp dirs and clusters
-    still on disk. A clean harness leaves both empty.
+    still on disk. A clean harness leaves both empty. `close()` removes whatever is left.
+
+    The cluster root is outside `root` (pytest's folders are private to root, and as root the server runs
+    as an unprivileged user who must reach its data directory).
     """
 
     root: Path
@@ -90,6 +95,14 @@ class Sandbox:
     def __post_init__(self) -> None:
         for d in (self.cwd, self.tmp, self.pg_root):
             d.mkdir(parents=True, exist_ok=True)
+        self.pg_root.chmod(0o755)
+
+    def close(self) -> None:
+        """Kill what the sandbox's harness left running and remove its cluster root."""
+        for line in self.survivors():
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(int(line.split()[0])).kill()
+        shutil.rmtree(self.pg_root, ignore_errors=True)
 
     @property
     def cwd(self) -> Path:
@@ -101,7 +114,7 @@ class Sandbox:
 
     @property
     def pg_root(self) -> Path:
-        return self.root / "pg"
+        return Path(tempfile.gettempdir()) / f"killpoint-test-pg-{self.tag[:16]}"
 
     @property
     def out(self) -> Path:

@@ -3,6 +3,7 @@ is one line naming the bad token and the valid choices, from the function and fr
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -157,8 +158,10 @@ def test_bad_schedule_names_token_and_choices(text: str, bad: str, choices: str)
 
 
 @pytest.fixture(scope="module")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Sandbox:
-    return Sandbox(tmp_path_factory.mktemp("schedule-cli"))
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    made = Sandbox(tmp_path_factory.mktemp("schedule-cli"))
+    yield made
+    made.close()
 
 
 @pytest.mark.parametrize(("text", "bad", "choices"), [BAD[0], BAD[6]])

@@ -4,6 +4,7 @@ the fix (exit 2 from the CLI, no traceback, nothing left running); a good one lo
 from __future__ import annotations
 
 import types
+from collections.abc import Iterator
 
 import pytest
 from helpers_harness import Sandbox, describe
@@ -70,8 +71,10 @@ def test_reference_agent_loads() -> None:
 
 
 @pytest.fixture(scope="module")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Sandbox:
-    return Sandbox(tmp_path_factory.mktemp("stepmodule-cli"))
+def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    made = Sandbox(tmp_path_factory.mktemp("stepmodule-cli"))
+    yield made
+    made.close()
 
 
 @pytest.mark.parametrize("name", sorted(BAD_MODULES))

@@ -1,0 +1,120 @@
+"""No process or temp dir outlives the harness: not after Ctrl-C (SIGINT), not after its own SIGKILL.
+
+The harness runs as a real `killpoint explore --exhaustive` subprocess in a sandbox (its own TMPDIR and
+Postgres cluster root, and a tag in its environment that every process it starts inherits). It is
+interrupted once it is mid-trial, with workers running; then psutil must find no forkserver, worker or
+postgres left, and the sandbox's temp dirs must be empty. After a SIGKILL the fork server and workers die
+by their parent-death signal and the Postgres server by its own; what is left on disk is reaped by the
+next start.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from agent_helpers import wait_for
+from helpers_harness import Sandbox, describe
+
+EXPLORE = ("explore", "--scenario", "crash-points", "--exhaustive", "--postgres", "local")
+
+
+def trial_started(sandbox: Sandbox) -> bool:
+    """True once the journal shows a trial's (not the baseline's) second incarnation: mid-trial."""
+    for journal in sandbox.out.glob("*/history.jsonl"):
+        for line in journal.read_text().splitlines():
+            event = json.loads(line) if line.endswith("}") else {}
+            if event.get("type") == "inc.start" and not event["run_id"].startswith("baseline") \
+                    and event["inc"].endswith("#2"):
+                return True
+    return False
+
+
+def descendants(proc: subprocess.Popen[str]) -> list[psutil.Process]:
+    return psutil.Process(proc.pid).children(recursive=True)
+
+
+def names(procs: list[psutil.Process]) -> set[str]:
+    out = set()
+    for p in procs:
+        try:
+            cmd = " ".join(p.cmdline())
+        except psutil.Error:
+            continue
+        out |= {n for n in ("harness.forkserver", "postgres") if n in cmd}
+    return out
+
+
+def start_mid_trial(sandbox: Sandbox) -> tuple[subprocess.Popen[str], list[psutil.Process]]:
+    proc = sandbox.start(*EXPLORE, "--out", str(sandbox.out))
+    try:
+        wait_for(lambda: trial_started(sandbox) or proc.poll() is not None, 90, "a trial to start")
+        assert proc.poll() is None, "the harness ended before it was interrupted"
+        kids = descendants(proc)
+        assert names(kids) == {"harness.forkserver", "postgres"}, [p.cmdline() for p in kids]
+        return proc, kids
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
+
+
+def gone(kids: list[psutil.Process]) -> bool:
+    return not any(k.is_running() and k.status() != psutil.STATUS_ZOMBIE for k in kids)
+
+
+def test_sigint_mid_run_leaves_nothing(sandbox: Sandbox) -> None:
+    proc, kids = start_mid_trial(sandbox)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    assert proc.returncode == 130, describe(result)
+    assert "interrupted" in err and "Traceback" not in err, describe(result)
+    # everything was stopped before the harness exited: nothing to wait for
+    assert gone(kids), [k.cmdline() for k in kids if k.is_running()]
+    assert sandbox.survivors() == []
+    assert sandbox.leftover_dirs() == []
+
+
+def test_sigint_while_starting_leaves_nothing(sandbox: Sandbox) -> None:
+    proc = sandbox.start(*EXPLORE, "--out", str(sandbox.out))
+    try:
+        wait_for(lambda: "postgres" in names(descendants(proc)) or proc.poll() is not None, 60, "postgres to start")
+        kids = descendants(proc)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, describe(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    assert "Traceback" not in err, err
+    assert gone(kids) and sandbox.survivors() == [] and sandbox.leftover_dirs() == []
+
+
+def test_sigkill_of_the_harness_leaves_no_process_and_next_start_reaps(sandbox: Sandbox) -> None:
+    proc, kids = start_mid_trial(sandbox)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
+    # fork server and workers (SIGKILL) and postgres (SIGQUIT) die by parent-death signals
+    wait_for(lambda: gone(kids) and not sandbox.survivors(), 30, "the harness's processes to die")
+    assert sandbox.leftover_dirs() != []  # a SIGKILLed harness cannot clean up its folders...
+    # ...the next start does, and itself leaves nothing
+    nxt = sandbox.run("replay", "--scenario", "crash-points", "--schedule", "plan:step.start:kill",
+                      "--postgres", "local", "--out", str(sandbox.out), "--quiet")
+    assert nxt.returncode == 0, describe(nxt)
+    assert sandbox.survivors() == [] and sandbox.leftover_dirs() == []
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
+    """A sandbox; whatever the test did, what its harness left is killed and removed afterwards (so one
+    failure does not leak into the machine)."""
+    made = Sandbox(tmp_path)
+    yield made
+    made.close()
