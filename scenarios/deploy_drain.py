@@ -1,0 +1,123 @@
+"""deploy-drain: SIGTERM mid-step, as a rolling deploy sends it, with grace periods longer and shorter
+than the step.
+
+- Grace longer than the step (the session's `--grace`, default 5 s; steps of 0.3 s, the worker's drain
+  deadline at 0.8 x grace): the worker finishes the step in flight, checkpoints it as `paused` and exits
+  0 before the grace period ends, taking no new step; a new worker resumes. One trial per step (SIGTERM at
+  its start) and one with a service request in flight.
+- Grace shorter than the step (steps of 0.8 s, drain deadline 0.3 s): with a grace of 0.7 s the worker
+  gives up at its own drain deadline (exit 6) before the SIGKILL would come; with a grace of 0.1 s the
+  SIGKILL comes first. Either way the step in flight is lost, and the resume must still be correct.
+
+The figures compare the drain time (SIGTERM to exit, from the history's monotonic `t`) with the grace
+period. The variant follows from the grace alone, so `killpoint replay ... --grace G` reproduces a trial.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from harness.checkers import CRASH_CHECKERS
+from harness.scenario import Context, Scenario
+from harness.schedule import Fault, Schedule
+from harness.trial import Trial
+from scenarios.common import run_each
+
+LONG_GRACE_FROM = 1.0
+"""A grace of at least this many seconds is "longer than the step"."""
+LONG_STEP_SECONDS = 0.3
+SHORT_STEP_SECONDS = 0.8
+SHORT_DRAIN_SECONDS = 0.3
+SHORT_GRACES = (0.7, 0.1)
+"""Above the short drain deadline (the worker exits 6 first), and below it (SIGKILL comes first)."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """How long steps take, when the worker gives up draining, and what a correct worker then does:
+    `checkpoint` (drain: exit 0, paused), `exit` (exit 6 at its drain deadline) or `kill` (SIGKILLed)."""
+
+    grace: float
+    step_delay: float
+    drain_seconds: float
+
+    @classmethod
+    def for_grace(cls, grace: float) -> Variant:
+        if grace >= LONG_GRACE_FROM:
+            return cls(grace, LONG_STEP_SECONDS, round(0.8 * grace, 3))
+        return cls(grace, SHORT_STEP_SECONDS, SHORT_DRAIN_SECONDS)
+
+    @property
+    def expect(self) -> str:
+        if self.step_delay < self.drain_seconds:
+            return "checkpoint"
+        return "exit" if self.drain_seconds < self.grace else "kill"
+
+    def checkers(self) -> tuple[str, ...]:
+        """All crash checkers; a SIGKILL after a too-short grace is expected, so drains_on_sigterm is off."""
+        if self.expect == "kill":
+            return tuple(c for c in CRASH_CHECKERS if c != "drains_on_sigterm")
+        return CRASH_CHECKERS
+
+
+class DeployDrain(Scenario):
+    name = "deploy-drain"
+    summary = "SIGTERM mid-step: drain and exit 0 within a long grace; resume correctly after a short one"
+    actions = ("term",)
+
+    def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None,
+              grace: float | None = None) -> Trial:
+        """One run under `schedule` with the variant of `grace` (default: the session's `--grace`)."""
+        v = Variant.for_grace(ctx.session.options.grace if grace is None else grace)
+        options = replace(self.options(ctx.session.options), grace=v.grace, step_delay=v.step_delay,
+                          drain_seconds=v.drain_seconds)
+        extra = {"drain_expect": "checkpoint" if v.expect == "checkpoint" else "exit", "expect": v.expect,
+                 "step_delay": v.step_delay, "drain_seconds": v.drain_seconds}
+        return ctx.session.trial(schedule, prefix=self.name, seed=seed, options=options,
+                                 checkers=v.checkers(), setup=lambda _conn, _run_id: extra)
+
+    def run(self, ctx: Context) -> list[Trial]:
+        points = self.step_points(ctx)
+        effect_steps = [s for s, ps in points.items() if "effect.received" in ps] or list(points)
+        long = [Fault(s, "step.start", "term") for s in points]
+        long += [Fault(s, "effect.received", "term") for s in effect_steps[-1:] if "effect.received" in points[s]]
+        plan = [(Schedule((f,)), None) for f in long]
+        plan += [(Schedule((Fault(effect_steps[0], "step.start", "term"),)), SHORT_GRACES[0]),
+                 (Schedule((Fault(effect_steps[-1], "step.start", "term"),)), SHORT_GRACES[1])]
+        return run_each(ctx, self.name, plan, lambda item: self.trial(ctx, item[0], grace=item[1]),
+                        lambda item, t: f"{item[0]} grace {t.evidence.options['grace']}s ({_ending(t)})")
+
+    def exhaustive(self, ctx: Context) -> list[Trial]:
+        return self.run(ctx)
+
+    def figures(self, trials: list[Trial]) -> str:
+        """E.g. "drain 0.31s / grace 5.0s; grace 0.7s: exit 6; grace 0.1s: SIGKILL"."""
+        parts = []
+        drains = [(d, t.evidence.options["grace"]) for t in trials if t.evidence.options.get("expect") == "checkpoint"
+                  for d in drain_times(t)]
+        if drains:
+            d, g = max(drains)
+            parts.append(f"drain {d:.2f}s / grace {g:.1f}s")
+        for t in trials:
+            if t.evidence.options.get("expect") in ("exit", "kill"):
+                parts.append(f"grace {t.evidence.options['grace']:g}s: {_ending(t)}")
+        return "; ".join(parts)
+
+
+def drain_times(trial: Trial) -> list[float]:
+    """Seconds from each SIGTERM (the `term` fault) to the end of the incarnation it hit."""
+    events = trial.evidence.events
+    out = []
+    for f in (e for e in events if e["type"] == "fault" and e.get("action") == "term"):
+        end = next((e for e in events if e["type"] == "inc.end" and e.get("inc") == f.get("inc")), None)
+        if end is not None:
+            out.append(end["t"] - f["t"])
+    return out
+
+
+def _ending(trial: Trial) -> str:
+    """How the incarnations that got a SIGTERM ended: "exit 0", "exit 6", "SIGKILL"."""
+    hit = {f.get("inc") for f in trial.evidence.faults() if f.get("action") == "term"}
+    ends = [i for i in trial.evidence.incarnations if i.get("inc") in hit]
+    return ", ".join("SIGKILL" if i.get("signal") == 9 else f"signal {i['signal']}" if i.get("signal")
+                     else f"exit {i.get('exit_code')}" for i in ends) or "no SIGTERM landed"

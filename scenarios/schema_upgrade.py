@@ -1,0 +1,106 @@
+"""schema-upgrade: a run paused under the previous code (version N-1) is resumed under the current code
+(version N), which migrates its checkpoint; the result equals a run done wholly at version N.
+
+Each trial drives one run twice on the same run id: first under the previous step module for one
+incarnation, which a fault stops at some step (`term` at a step's start: it drains and pauses; `kill`
+after an effect: it dies with the effect applied and not checkpointed), then under the current module
+until done. The evidence covers both drives. Judged by completes, exactly_once, same_final_state (against
+a crash-free run wholly at version N), migrates_older_version, no_rewind, context_fidelity, no_orphans.
+
+The previous code is `--previous-steps pkg.module`; for the reference agent it defaults to
+`reference_agent.invoice_agent_v2`. Without it (a user's step module), the scenario is skipped with the
+reason, never passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from harness.controller import collect_evidence
+from harness.errors import UsageError
+from harness.scenario import Context, Scenario
+from harness.schedule import Fault, Schedule
+from harness.stepmodule import AgentSpec, load
+from harness.trial import Trial
+from scenarios.common import run_each
+
+PREVIOUS = {"reference_agent.invoice_agent": "reference_agent.invoice_agent_v2"}
+"""The previous code of the project's own agents."""
+
+
+class SchemaUpgrade(Scenario):
+    name = "schema-upgrade"
+    summary = "pause under the previous code (version N-1), resume under version N with a migration"
+    checkers = ("completes", "exactly_once", "same_final_state", "migrates_older_version", "no_rewind",
+                "context_fidelity", "no_orphans")
+    actions = ("term", "kill")
+
+    def agents(self, ctx: Context) -> tuple[AgentSpec, AgentSpec]:
+        """(previous code, current code); UsageError when there is no usable previous code."""
+        current = self.agent(ctx)
+        module = ctx.previous_steps or PREVIOUS.get(current.module)
+        if module is None:
+            raise UsageError("no-previous-steps", f"schema-upgrade needs the code before {current.module}",
+                             "give --previous-steps pkg.module: the step module at the version before")
+        previous = load(module)
+        if previous.state_version >= current.state_version:
+            raise UsageError("previous-not-older", f"--previous-steps {module} is at version "
+                             f"{previous.state_version}, not older than {current.module}'s {current.state_version}",
+                             "give the step module of an older STATE_VERSION")
+        return previous, current
+
+    def skip_reason(self, ctx: Context) -> str | None:
+        try:
+            self.agents(ctx)
+        except UsageError as exc:
+            return f"{exc.message} ({exc.fix})"
+        return None
+
+    def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None) -> Trial:
+        """Stop the previous code with `schedule` (one incarnation), then finish under the current code."""
+        previous, current = self.agents(ctx)
+        s = ctx.session
+        options = self.options(s.options)
+        base = s.baseline(options, current)
+        run_id = s.next_run_id(self.name)
+        first, _ = s.drive(run_id, schedule, replace(options, max_incarnations=1), agent=previous)
+        with s.env.connect() as conn:
+            row = conn.execute("SELECT (data->>'version')::int, data->>'cursor', status FROM checkpoints "
+                               "WHERE run_id = %s", (run_id,)).fetchone()
+        second, _ = s.drive(run_id, Schedule(), options, agent=current)
+        extra = {"previous_steps": previous.module, "state_version": current.state_version,
+                 "seeded_version": row[0] if row else None, "paused_at": row[1] if row else None,
+                 "paused_status": row[2] if row else None}
+        ev = collect_evidence(s.env, s.history, run_id, first.incarnations + second.incarnations,
+                              current.own_effects_sql, limit=second.limit,
+                              options={"grace": options.grace, **extra})
+        return s.judge(run_id, schedule, seed, ev, base, self.checkers)
+
+    def run(self, ctx: Context) -> list[Trial]:
+        """Pause after each step but the last (term at its start), and after each effect (kill)."""
+        previous, _ = self.agents(ctx)
+        points = step_points_of(ctx, self, previous)
+        steps = list(points)[:-1]  # the last step finishes the run: nothing left for the new code
+        faults = [Fault(st, "step.start", "term") for st in steps]
+        faults += [Fault(st, "effect.applied", "kill") for st in steps if "effect.applied" in points[st]]
+        return run_each(ctx, self.name, faults, lambda fault: self.trial(ctx, Schedule((fault,))),
+                        lambda fault, t: f"{fault}: v{t.evidence.options.get('seeded_version')} paused at "
+                                         f"{t.evidence.options.get('paused_at')}")
+
+    def exhaustive(self, ctx: Context) -> list[Trial]:
+        return self.run(ctx)
+
+    def figures(self, trials: list[Trial]) -> str:
+        """E.g. "v2 -> v3 (previous code: reference_agent.invoice_agent_v2), paused at 5 points"."""
+        if not trials:
+            return ""
+        o = trials[0].evidence.options
+        return (f"v{o.get('seeded_version')} -> v{o.get('state_version')} (previous code: "
+                f"{o.get('previous_steps')}), paused at {len(trials)} points")
+
+
+def step_points_of(ctx: Context, scenario: Scenario, agent: AgentSpec) -> dict[str, list[str]]:
+    """The kill points of `agent`'s steps in its crash-free run."""
+    from harness.trial import step_points
+
+    return step_points(ctx.session.baseline(scenario.options(ctx.session.options), agent))
