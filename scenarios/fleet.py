@@ -21,7 +21,7 @@ import psycopg
 from harness.fleet import FLEET_ACTIONS, FaultPlan, Fleet, fleet_schedule
 from harness.options import RunOptions
 from harness.scenario import Context, Scenario
-from harness.schedule import Schedule
+from harness.schedule import Schedule, derive_seed
 from harness.trial import Trial
 from reference_agent.sweeper import sweep_stalled
 
@@ -44,6 +44,11 @@ class FleetScenario(Scenario):
     def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
         """The fleet-wide schedule of a seed (`fleet_schedule`), not a single run's."""
         return fleet_schedule(seed, self.step_points(ctx), self.runs, self.faults, self.actions)
+
+    def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
+        """`explore --random N`: N fleets, each under the fleet schedule of a seed derived from the base seed."""
+        seeds = [derive_seed(ctx.seed, i) for i in range(count)]
+        return [(seed, self.schedule_from_seed(ctx, seed)) for seed in seeds]
 
     def run(self, ctx: Context) -> list[Trial]:
         schedule = self.schedule_from_seed(ctx, ctx.seed)
