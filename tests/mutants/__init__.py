@@ -16,6 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+PACKAGE = "tests.mutants"
+"""The dotted path the harness imports mutants by (the repository root on the path); tests import this
+catalog as `mutants` too, with tests/ on the path."""
+
 
 @dataclass(frozen=True)
 class Mutant:
@@ -26,10 +30,17 @@ class Mutant:
     scenario: str
     schedule: str
     checker: str
+    args: tuple[str, ...] = ()
+    """Further arguments of the scenario the catching trial needs (e.g. a grace period)."""
 
     @property
     def module(self) -> str:
-        return f"{__name__}.{self.name}"
+        return f"{PACKAGE}.{self.name}"
+
+    def replay_args(self, steps: str | None = None) -> list[str]:
+        """`killpoint replay` arguments of the catching trial, for this mutant (or for `steps`)."""
+        what = ["--schedule", self.schedule] if self.schedule else []
+        return ["replay", "--scenario", self.scenario, *what, *self.args, "--steps", steps or self.module]
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -47,19 +58,25 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("window_rebuilt", "the window rebuilt from state instead of saved", "crash-points",
            "validate:step.start:kill", "context_fidelity"),
     Mutant("no_version_check", "no version check (a newer checkpoint is resumed with fields missing)",
-           "rollback-refusal", "", "refuses_newer_version"),
+           "rollback-refusal", "", "refuses_newer_version", ("--seed", "0")),
     Mutant("missing_migration", "a missing migration defaults a boolean to False and re-does an approved step",
-           "schema-upgrade", "", "bounded_rework"),
+           "schema-upgrade", "validate:step.start:term", "context_fidelity",
+           ("--previous-steps", f"{PACKAGE}.invoice_agent_v1")),
     Mutant("exit_on_sigterm", "a SIGTERM handler that exits at once without draining", "crash-points",
            "charge:step.start:term", "drains_on_sigterm"),
     Mutant("drain_over_grace", "a drain deadline longer than the grace period (the handler is decorative)",
-           "deploy-drain", "", "drains_on_sigterm"),
-    Mutant("sweeper_no_dedupe", "a sweeper without the dedupe job id", "stalled-sweep", "", "bounded_rework"),
+           "deploy-drain", "charge:step.start:term", "drains_on_sigterm", ("--grace", "0.7")),
+    Mutant("sweeper_no_dedupe", "a sweeper without the dedupe job id", "stalled-sweep",
+           "charge:checkpoint.committed:kill", "resumed_once"),
     Mutant("torn_checkpoint", "a checkpoint saved in two statements outside one transaction", "crash-points",
            "record:checkpoint.writing:kill", "completes"),
     Mutant("cost_on_replay", "cost added again on replay", "crash-points", "validate:checkpoint.writing:kill",
            "cost_accounted"),
 )
-"""Every mutant. ``schedule`` is empty where the scenario's own setup (not a fault) exercises the bug."""
+"""Every mutant. ``schedule`` is empty where the scenario's own seeded trial (``--seed`` in ``args``), not a
+fault, exercises the bug."""
+
+PREVIOUS_CODE = {f"{PACKAGE}.invoice_agent_v1"}
+"""Modules here that are not mutants: the agent's previous code, for the schema-upgrade scenario."""
 
 BY_NAME: dict[str, Mutant] = {m.name: m for m in MUTANTS}

@@ -1,0 +1,198 @@
+"""Detection power: the harness flags every mutant agent (tests/mutants/) with the right checker, and never
+the reference agent.
+
+Each mutant is the reference agent with one of the mistakes the articles warn about. For each, the real CLI
+replays the one schedule that catches it, in a subprocess of its own (a runtime mutant patches the reference
+runtime at import, in the fork server and in the harness process alike): it must exit 1, name the expected
+checker and print the line that replays it. The same schedules on the reference agent must pass, so it is
+the mutation that is caught, not the schedule. One full `killpoint run` and one random exploration show
+the search finding a mutant by itself, shrinking a multi-fault schedule to a single fault, and the printed
+replay line reproducing the failure. Finally the reference agent passes random seeds of every scenario.
+
+Nothing here names a mutant to the harness: the checkers judge properties (effects exactly once, no rewind,
+the same context, bounded rework...), so the same checks catch bugs this gallery does not have.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from subprocess import CompletedProcess
+
+import pytest
+from helpers_harness import Sandbox, describe, harness_session
+from mutants import BY_NAME, MUTANTS, PREVIOUS_CODE, Mutant
+
+from harness.checkers.evidence import Evidence
+from harness.checkers.process import bounded_rework
+from harness.postgres import PostgresHandle
+from harness.scenario import Context, find, registry
+from harness.schedule import Schedule
+
+MUTANTS_DIR = Path(__file__).resolve().parent / "mutants"
+REPLAY = re.compile(r"^\s*replay:\s+(killpoint replay .*)$", re.MULTILINE)
+SCHEDULE = re.compile(r"^\s*schedule:\s+(\S.*)$", re.MULTILINE)
+
+REFERENCE_RANDOM = {"crash-points": 12, "zombie-worker": 4, "deploy-drain": 4, "db-crash": 4, "flaky-services": 4}
+"""Random multi-fault schedules the reference agent must pass, per scenario that draws random schedules
+(seeds from base seed 11): 28 in all, none may fail. The scenarios with fixed plans (schema-upgrade,
+rollback-refusal, stalled-sweep, fleet) run their whole `killpoint run` plan instead."""
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
+    box = Sandbox(tmp_path)
+    yield box
+    assert not box.survivors(), "the harness left processes behind"
+
+
+@pytest.fixture
+def dsn_args(pg_server: PostgresHandle, request: pytest.FixtureRequest) -> Iterator[list[str]]:
+    """`--dsn` of a fresh database on the test session's Postgres (no server start per subprocess)."""
+    name = "mut_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:40]
+    dsn = pg_server.create_database(name)
+    yield ["--dsn", dsn, "--allow-any-dsn"]
+    pg_server.drop_database(name)
+
+
+def failing_checkers(stdout: str) -> set[str]:
+    return set(re.findall(r"^\s+(\w+): fail:", stdout, re.MULTILINE))
+
+
+def cli_args(replay_line: str) -> list[str]:
+    """The argv after `killpoint` of a printed replay line."""
+    argv = shlex.split(replay_line)
+    assert argv[0] == "killpoint"
+    return argv[1:]
+
+
+# ---- the gallery is what it says ---------------------------------------------------------------------
+
+def test_every_mutant_module_is_catalogued_and_names_its_bug() -> None:
+    modules = {p.stem for p in MUTANTS_DIR.glob("*.py") if p.stem != "__init__"}
+    previous = {m.rsplit(".", 1)[1] for m in PREVIOUS_CODE}
+    assert modules - previous == set(BY_NAME), "a mutant module is missing from the catalog, or the reverse"
+    assert len(MUTANTS) == 14
+    for m in MUTANTS:
+        source = (MUTANTS_DIR / f"{m.name}.py").read_text()
+        assert "# BUG:" in source, f"{m.name} does not name its bug in a comment"
+        assert m.schedule or "--seed" in m.args, f"{m.name} has no catching trial"
+
+
+def test_bounded_rework_allows_one_repeated_effect_per_fault() -> None:
+    """The property that catches two effects in one step: a replay repeats at most one operation."""
+    events = [{"type": "point", "step": "charge", "point": "step.start", "run_id": "r"}] * 2
+    fault = {"type": "fault", "step": "charge", "point": "checkpoint.writing", "action": "kill", "inc": "r#1"}
+    dedup = {"service": "ledger", "key": "r:charge", "outcome": "deduplicated"}
+    one = Evidence("r", events=[*events, fault], attempts=[dedup])
+    two = dataclasses.replace(one, attempts=[dedup, {**dedup, "service": "mailer"}])
+    assert bounded_rework(one, None).outcome == "pass"
+    verdict = bounded_rework(two, None)
+    assert verdict.outcome == "fail" and "2 effects were repeated after 1 fault" in verdict.reason
+
+
+# ---- each mutant is caught, by the right checker, with a replay line ----------------------------------
+
+@pytest.fixture(scope="module")
+def caught(pg_server: PostgresHandle, tmp_path_factory: pytest.TempPathFactory) -> dict[str, CompletedProcess[str]]:
+    """Every mutant's catching replay, three subprocesses at a time (each on a fresh database)."""
+    def replay(m: Mutant) -> CompletedProcess[str]:
+        box = Sandbox(tmp_path_factory.mktemp(m.name))
+        dsn = pg_server.create_database(f"mut_caught_{m.name}")
+        try:
+            proc = box.run(*m.replay_args(), "--dsn", dsn, "--allow-any-dsn", timeout=300)
+        finally:
+            pg_server.drop_database(f"mut_caught_{m.name}")
+        assert not box.survivors(), f"{m.name}: the harness left processes behind"
+        return proc
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        return dict(zip(BY_NAME, pool.map(replay, MUTANTS), strict=True))
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
+def test_mutant_is_caught_by_its_checker(mutant: Mutant, caught: dict[str, CompletedProcess[str]]) -> None:
+    proc = caught[mutant.name]
+    assert proc.returncode == 1, describe(proc)
+    assert mutant.checker in failing_checkers(proc.stdout), describe(proc)
+    lines = REPLAY.findall(proc.stdout)
+    assert lines and all(f"--steps {mutant.module}" in line for line in lines), describe(proc)
+    if mutant.schedule:
+        assert f"--schedule '{mutant.schedule}'" in lines[0], describe(proc)
+
+
+def test_the_catching_schedules_pass_on_the_reference_agent(pg_server: PostgresHandle, tmp_path: Path) -> None:
+    """The same trials on the reference agent pass: the mutation is what is caught, not the schedule."""
+    with harness_session(pg_server, tmp_path / "runs", "mut_reference_catching") as s:
+        base_options = s.options
+        for m in MUTANTS:
+            scenario = find(m.scenario)
+            args = dict(zip(m.args[::2], m.args[1::2], strict=True))
+            s.options = dataclasses.replace(base_options, grace=float(args.get("--grace", base_options.grace)))
+            ctx = Context(session=s, previous_steps=args.get("--previous-steps"))
+            if m.schedule:
+                trial = scenario.trial(ctx, Schedule.parse(m.schedule, s.agent.steps))
+            else:
+                seed = int(args["--seed"])
+                trial = scenario.trial(ctx, Schedule.from_seed(seed, scenario.step_points(ctx),
+                                                               actions=scenario.actions), seed)
+            assert trial.outcome == "pass", (m.name, m.scenario, m.schedule, trial.failing())
+
+
+# ---- the search finds mutants by itself, shrinks, and its replay line reproduces -----------------------
+
+def test_run_finds_a_mutant_and_its_printed_replay_reproduces(sandbox: Sandbox, dsn_args: list[str]) -> None:
+    """`killpoint run` on a mutant exits 1 naming the checker, and the first printed replay line
+    reproduces the failure with the same checker."""
+    mutant = BY_NAME["exit_on_sigterm"]
+    proc = sandbox.run("run", "--scenario", mutant.scenario, "--steps", mutant.module, "--budget", "0",
+                       *dsn_args, timeout=300)
+    assert proc.returncode == 1, describe(proc)
+    assert mutant.checker in failing_checkers(proc.stdout), describe(proc)
+    line = REPLAY.findall(proc.stdout)[0]
+    again = sandbox.run(*cli_args(line), *dsn_args, timeout=120)
+    assert again.returncode == 1, describe(again)
+    assert mutant.checker in failing_checkers(again.stdout), describe(again)
+
+
+def test_random_exploration_shrinks_to_a_single_fault(sandbox: Sandbox, dsn_args: list[str]) -> None:
+    """Random multi-fault schedules find a mutant; the failure is shrunk to one fault, and that minimal
+    schedule's replay line reproduces it."""
+    mutant = BY_NAME["no_key"]
+    proc = sandbox.run("explore", "--scenario", mutant.scenario, "--random", "3", "--seed", "5",
+                       "--steps", mutant.module, *dsn_args, timeout=300)
+    assert proc.returncode == 1, describe(proc)
+    schedules = SCHEDULE.findall(proc.stdout)
+    assert any("," in s for s in schedules), "no multi-fault schedule failed: pick another seed\n" + describe(proc)
+    shrunk = schedules[-1]
+    assert "," not in shrunk, f"not shrunk to a single fault: {shrunk}\n" + describe(proc)
+    line = REPLAY.findall(proc.stdout)[-1]
+    assert f"--schedule '{shrunk}'" in line
+    again = sandbox.run(*cli_args(line), *dsn_args, timeout=120)
+    assert again.returncode == 1 and mutant.checker in failing_checkers(again.stdout), describe(again)
+
+
+# ---- the reference agent is never flagged ------------------------------------------------------------
+
+def test_reference_agent_passes_random_seeds_of_every_scenario(pg_server: PostgresHandle, tmp_path: Path) -> None:
+    """28 random multi-fault schedules over the scenarios that draw them, and the fixed plans of the
+    others, all pass on the reference agent (the negative control is left out: it is meant to fail)."""
+    assert set(REFERENCE_RANDOM) <= set(registry())
+    failures = []
+    with harness_session(pg_server, tmp_path / "runs", "mut_reference_random") as s:
+        for name, scenario in registry().items():
+            if scenario.expected_finding:
+                continue
+            ctx = Context(session=s, seed=11)
+            if scenario.skip_reason(ctx) is not None:
+                continue
+            count = REFERENCE_RANDOM.get(name)
+            trials = scenario.random(ctx, count) if count else scenario.run(ctx)
+            assert trials, name
+            failures += [(name, str(t.schedule), t.seed, [v.checker for v in t.failing()])
+                         for t in trials if t.outcome != "pass"]
+    assert not failures
