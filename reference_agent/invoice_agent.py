@@ -125,3 +125,6 @@ def record(cp: Checkpoint, ctx: StepContext) -> StepResult:
 
 
 STEPS = {"plan": plan, "validate": validate, "charge": charge, "email": email, "record": record}
+
+OWN_EFFECTS_SQL = "SELECT invoice_id, amount_cents FROM invoices WHERE run_id = %s ORDER BY invoice_id"
+"""The own-database effect (the invoice row), for a harness comparing effects with a crash-free run."""

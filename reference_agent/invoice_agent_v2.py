@@ -51,3 +51,4 @@ def _v2(step: Step) -> Step:
 
 
 STEPS = {name: _v2(step) for name, step in current.STEPS.items()}
+OWN_EFFECTS_SQL = current.OWN_EFFECTS_SQL

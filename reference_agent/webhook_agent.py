@@ -16,10 +16,10 @@ import dataclasses
 from typing import Any
 
 from . import invoice_agent
-from .invoice_agent import MIGRATIONS, START, STATE_VERSION, charge, plan, record, validate
+from .invoice_agent import MIGRATIONS, OWN_EFFECTS_SQL, START, STATE_VERSION, charge, plan, record, validate
 from .runtime import Checkpoint, StepContext, StepResult
 
-__all__ = ["MIGRATIONS", "START", "STATE_VERSION", "STEPS", "initial_state"]
+__all__ = ["MIGRATIONS", "OWN_EFFECTS_SQL", "START", "STATE_VERSION", "STEPS", "initial_state"]
 
 
 def initial_state(params: dict[str, Any]) -> dict[str, Any]:
