@@ -26,11 +26,11 @@ from .checkpoint import Message
 
 PRICES: dict[str, tuple[float, float]] = {
     # model: (USD per million input tokens, USD per million output tokens)
-    "claude-opus-4-5": (5.0, 25.0),
-    "claude-sonnet-4-5": (3.0, 15.0),
+    "claude-opus-4-6": (5.0, 25.0),
+    "claude-sonnet-4-6": (3.0, 15.0),
     "claude-haiku-4-5": (1.0, 5.0),
 }
-DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MODEL = "claude-sonnet-4-6"  # not on the SDK's deprecated list, so no warning on every call
 CACHE_WRITE_FACTOR, CACHE_READ_FACTOR = 1.25, 0.1
 
 

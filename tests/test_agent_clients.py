@@ -117,5 +117,5 @@ def test_cost_counts_cache_tokens_and_prices_unknown_models_as_the_default() -> 
         input_tokens, output_tokens = 1_000_000, 1_000_000
         cache_creation_input_tokens, cache_read_input_tokens = 1_000_000, 1_000_000
 
-    price_in, price_out = PRICES["claude-sonnet-4-5"]
+    price_in, price_out = PRICES["claude-sonnet-4-6"]
     assert cost_usd("some-future-model", Usage()) == pytest.approx(price_in * (1 + 1.25 + 0.1) + price_out)
