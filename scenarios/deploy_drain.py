@@ -73,8 +73,8 @@ class DeployDrain(Scenario):
                           drain_seconds=v.drain_seconds)
         extra = {"drain_expect": "checkpoint" if v.expect == "checkpoint" else "exit", "expect": v.expect,
                  "step_delay": v.step_delay, "drain_seconds": v.drain_seconds}
-        return ctx.session.trial(schedule, prefix=self.name, seed=seed, options=options,
-                                 checkers=v.checkers(), setup=lambda _conn, _run_id: extra)
+        return ctx.session.trial(schedule, prefix=self.name, seed=seed, options=options, checkers=v.checkers(),
+                                 setup=lambda _conn, _run_id: extra, agent=self.agent(ctx))
 
     def run(self, ctx: Context) -> list[Trial]:
         points = self.step_points(ctx)
