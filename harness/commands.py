@@ -152,6 +152,15 @@ def finish(args: argparse.Namespace, s: Session, results: list[ScenarioResult], 
     return 1 if bad else 0
 
 
+def _skipped(scenario: Scenario, ctx: Context, started: float) -> ScenarioResult | None:
+    """The `skipped` result (with its reason) of a scenario that cannot run in this session, else None."""
+    reason = scenario.skip_reason(ctx)
+    if reason is None:
+        return None
+    ctx.say(f"{scenario.name}: skipped: {reason}")
+    return ScenarioResult(scenario.name, "skipped", [], time.monotonic() - started, reason=reason)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     names = args.scenario or list(registry())
     scenarios = [find(n) for n in names]
@@ -161,10 +170,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             started = time.monotonic()
             ctx = _context(args, s)
             ctx.say(f"{scenario.name}: {scenario.summary}")
-            skip = scenario.skip_reason(ctx)
-            if skip is not None:
-                ctx.say(f"{scenario.name}: skipped: {skip}")
-                results.append(ScenarioResult(scenario.name, "skipped", [], time.monotonic() - started, reason=skip))
+            skipped = _skipped(scenario, ctx, started)
+            if skipped is not None:
+                results.append(skipped)
                 continue
             trials = scenario.run(ctx)
             failing = [t for t in trials if t.outcome == "fail" and len(t.schedule) > 1]
@@ -181,6 +189,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     with session(args, "replay") as s:
         started = time.monotonic()
         ctx = _context(args, s)
+        skipped = _skipped(scenario, ctx, started)
+        if skipped is not None:
+            return finish(args, s, [skipped], {"command": "replay", "skipped": skipped.reason})
         if given is not None:
             schedule = given
             trial = scenario.trial(ctx, schedule)
@@ -197,6 +208,9 @@ def cmd_explore(args: argparse.Namespace) -> int:
     with session(args, "explore") as s:
         started = time.monotonic()
         ctx = _context(args, s)
+        skipped = _skipped(scenario, ctx, started)
+        if skipped is not None:
+            return finish(args, s, [skipped], {"command": "explore", "skipped": skipped.reason})
         trials = scenario.exhaustive(ctx) if args.exhaustive else scenario.random(ctx, args.random)
         failing = [t for t in trials if t.outcome == "fail" and len(t.schedule) > 1]
         if failing:
