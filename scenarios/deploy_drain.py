@@ -5,7 +5,7 @@ than the step.
   deadline at 0.8 x grace): the worker finishes the step in flight, checkpoints it as `paused` and exits
   0 before the grace period ends, taking no new step; a new worker resumes. One trial per step (SIGTERM at
   its start) and one with a service request in flight.
-- Grace shorter than the step (steps of 0.8 s, drain deadline 0.3 s): with a grace of 0.7 s the worker
+- Grace shorter than the step (steps of 1 s, drain deadline 0.4 s): with a grace of 0.8 s the worker
   gives up at its own drain deadline (exit 6) before the SIGKILL would come; with a grace of 0.1 s the
   SIGKILL comes first. Either way the step in flight is lost, and the resume must still be correct.
 
@@ -26,9 +26,9 @@ from scenarios.common import run_each
 LONG_GRACE_FROM = 1.0
 """A grace of at least this many seconds is "longer than the step"."""
 LONG_STEP_SECONDS = 0.3
-SHORT_STEP_SECONDS = 0.8
-SHORT_DRAIN_SECONDS = 0.3
-SHORT_GRACES = (0.7, 0.1)
+SHORT_STEP_SECONDS = 1.0
+SHORT_DRAIN_SECONDS = 0.4
+SHORT_GRACES = (0.8, 0.1)
 """Above the short drain deadline (the worker exits 6 first), and below it (SIGKILL comes first)."""
 
 
@@ -91,7 +91,7 @@ class DeployDrain(Scenario):
         return self.run(ctx)
 
     def figures(self, trials: list[Trial]) -> str:
-        """E.g. "drain 0.31s / grace 5.0s; grace 0.7s: exit 6; grace 0.1s: SIGKILL"."""
+        """E.g. "drain 0.31s / grace 5.0s; grace 0.8s: exit 6; grace 0.1s: SIGKILL"."""
         parts = []
         drains = [(d, t.evidence.options["grace"]) for t in trials if t.evidence.options.get("expect") == "checkpoint"
                   for d in drain_times(t)]

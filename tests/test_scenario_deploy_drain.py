@@ -50,7 +50,7 @@ def test_a_long_grace_drains_the_step_and_a_new_worker_resumes(outcome: tuple[li
 def test_short_graces_end_in_exit_6_or_sigkill_and_resume_correctly(
         outcome: tuple[list[Trial], ScenarioResult]) -> None:
     (exits,) = _expecting(outcome[0], "exit")
-    assert exits.evidence.options["grace"] == 0.7
+    assert exits.evidence.options["grace"] == 0.8
     assert _ends(exits)[0]["exit_code"] == 6
     (killed,) = _expecting(outcome[0], "kill")
     assert killed.evidence.options["grace"] == 0.1
@@ -65,7 +65,7 @@ def test_short_graces_end_in_exit_6_or_sigkill_and_resume_correctly(
 def test_figures_compare_drain_time_with_grace(outcome: tuple[list[Trial], ScenarioResult]) -> None:
     figures = outcome[1].figures
     assert figures.startswith("drain 0.") and "/ grace 5.0s" in figures, figures
-    assert "grace 0.7s: exit 6" in figures and "grace 0.1s: SIGKILL" in figures, figures
+    assert "grace 0.8s: exit 6" in figures and "grace 0.1s: SIGKILL" in figures, figures
     term = next(e for e in outcome[0][0].evidence.events if e["type"] == "fault")
     end = next(e for e in outcome[0][0].evidence.events if e["type"] == "inc.end")
     assert end["t"] > term["t"]
@@ -75,7 +75,7 @@ def test_replay_line_of_a_short_grace_trial_names_the_grace(outcome: tuple[list[
                                                             session: Session) -> None:
     (exits,) = _expecting(outcome[0], "exit")
     block = "\n".join(trial_block("deploy-drain", exits, session.agent.module))
-    assert "killpoint replay --scenario deploy-drain --schedule 'charge:step.start:term' --grace 0.7" in block
+    assert "killpoint replay --scenario deploy-drain --schedule 'charge:step.start:term' --grace 0.8" in block
 
 
 def test_a_worker_that_swallows_sigterm_fails(session: Session) -> None:
@@ -85,6 +85,6 @@ def test_a_worker_that_swallows_sigterm_fails(session: Session) -> None:
     long = scenario.trial(ctx, Schedule.parse("charge:step.start:term"))
     assert long.outcome == "fail" and failing(long) == {"drains_on_sigterm"}, why([long])
     assert "took new work after SIGTERM: started email, record" in long.failing()[0].reason
-    short = scenario.trial(ctx, Schedule.parse("charge:step.start:term"), grace=0.7)
+    short = scenario.trial(ctx, Schedule.parse("charge:step.start:term"), grace=0.8)
     assert short.outcome == "fail" and "drains_on_sigterm" in failing(short), why([short])
     assert "SIGKILLed" in next(v.reason for v in short.failing() if v.checker == "drains_on_sigterm")
