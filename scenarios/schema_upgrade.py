@@ -21,7 +21,7 @@ from harness.errors import UsageError
 from harness.scenario import Context, Scenario
 from harness.schedule import Fault, Schedule
 from harness.stepmodule import AgentSpec, load
-from harness.trial import Trial
+from harness.trial import Trial, step_points
 from scenarios.common import run_each
 
 PREVIOUS = {"reference_agent.invoice_agent": "reference_agent.invoice_agent_v2"}
@@ -79,7 +79,7 @@ class SchemaUpgrade(Scenario):
     def run(self, ctx: Context) -> list[Trial]:
         """Pause after each step but the last (term at its start), and after each effect (kill)."""
         previous, _ = self.agents(ctx)
-        points = step_points_of(ctx, self, previous)
+        points = step_points(ctx.session.baseline(self.options(ctx.session.options), previous))
         steps = list(points)[:-1]  # the last step finishes the run: nothing left for the new code
         faults = [Fault(st, "step.start", "term") for st in steps]
         faults += [Fault(st, "effect.applied", "kill") for st in steps if "effect.applied" in points[st]]
@@ -97,10 +97,3 @@ class SchemaUpgrade(Scenario):
         o = trials[0].evidence.options
         return (f"v{o.get('seeded_version')} -> v{o.get('state_version')} (previous code: "
                 f"{o.get('previous_steps')}), paused at {len(trials)} points")
-
-
-def step_points_of(ctx: Context, scenario: Scenario, agent: AgentSpec) -> dict[str, list[str]]:
-    """The kill points of `agent`'s steps in its crash-free run."""
-    from harness.trial import step_points
-
-    return step_points(ctx.session.baseline(scenario.options(ctx.session.options), agent))
