@@ -5,6 +5,10 @@ report is handed to `on_point(msg)`, which may block for as long as the harness 
 there, and returns True to answer `{"go": true}` or False to leave the worker waiting (it is being
 killed). `note` reports go to `on_note(msg)` and get no answer. Closing the server closes every
 connection, which a conforming worker takes as "harness gone" and exits.
+
+A worker's last reports (a `run.done` note, say) may still be in its socket when its exit is reported
+by another thread: `settle(pid)` waits until the connection of process `pid` has been read to its end,
+so the harness records a process's end after everything the process said.
 """
 
 from __future__ import annotations
@@ -13,12 +17,32 @@ import contextlib
 import json
 import os
 import socket
+import struct
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 PointHandler = Callable[[dict], bool]
 NoteHandler = Callable[[dict], None]
+
+
+class _Peer:
+    """The state of one worker connection: whether its reader is inside a point handler, and whether it
+    has read the connection to its end."""
+
+    def __init__(self) -> None:
+        self.busy = False
+        self.closed = False
+
+
+def _peer_pid(conn: socket.socket) -> int | None:
+    """The pid of the process at the other end of a unix socket (Linux SO_PEERCRED), or None."""
+    try:
+        pid, _uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                              struct.calcsize("3i")))
+        return pid
+    except (AttributeError, OSError):
+        return None
 
 
 class BarrierServer:
@@ -30,6 +54,8 @@ class BarrierServer:
         self._on_note = on_note
         self._conns: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._peers: dict[int, _Peer] = {}
+        self._changed = threading.Condition(self._lock)
         self._closed = False
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.bind(str(path))
@@ -44,14 +70,18 @@ class BarrierServer:
                 conn, _ = self._sock.accept()
             except OSError:
                 return
+            pid, peer = _peer_pid(conn), _Peer()
             with self._lock:
                 if self._closed:
                     conn.close()
                     return
                 self._conns.add(conn)
-            threading.Thread(target=self._serve, args=(conn,), name="killpoint-barrier-conn", daemon=True).start()
+                if pid is not None:
+                    self._peers[pid] = peer
+            threading.Thread(target=self._serve, args=(conn, pid, peer), name="killpoint-barrier-conn",
+                             daemon=True).start()
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _serve(self, conn: socket.socket, pid: int | None, peer: _Peer) -> None:
         try:
             with conn.makefile("rb") as reader:
                 for raw in reader:
@@ -62,15 +92,36 @@ class BarrierServer:
                     if msg.get("kind") == "note":
                         self._on_note(msg)
                         continue
-                    if self._on_point(msg):
+                    self._set(peer, busy=True)
+                    try:
+                        go = self._on_point(msg)
+                    finally:
+                        self._set(peer, busy=False)
+                    if go:
                         conn.sendall(b'{"go": true}\n')
         except OSError:
             pass  # the worker died while we answered; its end is recorded by the launcher
         finally:
             with self._lock:
                 self._conns.discard(conn)
+                peer.closed = True
+                if pid is not None and self._peers.get(pid) is peer:
+                    del self._peers[pid]
+                self._changed.notify_all()
             with contextlib.suppress(OSError):
                 conn.close()
+
+    def _set(self, peer: _Peer, busy: bool) -> None:
+        with self._lock:
+            peer.busy = busy
+            self._changed.notify_all()
+
+    def settle(self, pid: int, timeout: float = 5.0) -> None:
+        """Wait until everything process `pid` (which has ended) sent has been handled: its connection is
+        read to its end, or there is none. A reader inside a point handler counts as settled: the process
+        died at that point (the handler may itself be waiting for the end to be recorded)."""
+        with self._changed:
+            self._changed.wait_for(lambda: (p := self._peers.get(pid)) is None or p.closed or p.busy, timeout)
 
     def close(self) -> None:
         with self._lock:

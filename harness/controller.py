@@ -88,6 +88,7 @@ class RunController:
             self._registered.notify_all()
 
     def on_exit(self, inc: Incarnation) -> None:
+        self.env.barrier.settle(inc.pid)  # its last notes (run.done...) go in the journal before its end
         self.history.append("inc.end", run_id=self.run_id, inc=inc.inc, exit_code=inc.exit_code, signal=inc.signal)
 
     def expire_lease(self) -> None:
