@@ -8,12 +8,16 @@ resumes in a new incarnation and passes every crash checker. Checked at each of 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from helpers_harness import harness_session, run_events
 
+from harness.barrier import BarrierServer
 from harness.history import History
 from harness.postgres import PostgresHandle
 from harness.schedule import Schedule
@@ -100,3 +104,34 @@ def test_every_incarnation_is_bracketed_by_its_start_and_end(session: Session) -
     bad = {inc: types for inc, types in by_inc.items() if types[0] != "inc.start" or types[-1] != "inc.end"
            or types.count("inc.start") != 1 or types.count("inc.end") != 1}
     assert bad == {}
+
+
+NOTE_AND_EXIT = """
+import json, os, socket, sys
+sock = socket.socket(socket.AF_UNIX)
+sock.connect(sys.argv[1])
+sock.sendall((json.dumps({"v": 1, "kind": "note", "note": "run.done", "incarnation": "r#1"}) + "\\n").encode())
+"""
+
+
+def test_barrier_settles_a_dead_workers_last_note_before_its_end(tmp_path: Path) -> None:
+    """A worker's last note can still be unread when its exit is known; `settle(pid)` waits for it."""
+    order: list[str] = []
+    entered, release = threading.Event(), threading.Event()
+
+    def on_note(msg: dict) -> None:
+        entered.set()
+        assert release.wait(timeout=30)
+        order.append(msg["note"])
+
+    with BarrierServer(tmp_path / "kp.sock", lambda msg: True, on_note) as server:
+        proc = subprocess.Popen([sys.executable, "-c", NOTE_AND_EXIT, str(server.path)])
+        assert proc.wait(timeout=60) == 0 and entered.wait(timeout=30)  # gone; its note held in our handler
+        settler = threading.Thread(target=lambda: (server.settle(proc.pid), order.append("settled")))
+        settler.start()
+        settler.join(timeout=0.5)
+        assert settler.is_alive(), "settle returned while the worker's note was still unhandled"
+        release.set()
+        settler.join(timeout=10)
+        assert order == ["run.done", "settled"]
+        server.settle(2**22 + 1, timeout=10)  # no connection from that pid: nothing to wait for
