@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -135,9 +136,10 @@ class Sandbox:
                               timeout=timeout, stdin=subprocess.DEVNULL)
 
     def start(self, *args: str) -> subprocess.Popen[str]:
-        """`killpoint ARGS` in the background, output captured."""
+        """`killpoint ARGS` in the background, output captured, with SIGINT at its default (a shell
+        starts background jobs with SIGINT ignored, and Python keeps an ignored SIGINT ignored)."""
         return subprocess.Popen(self.argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                cwd=self.cwd, env=self.env(), stdin=subprocess.DEVNULL)
+                                cwd=self.cwd, env=self.env(), stdin=subprocess.DEVNULL, preexec_fn=_default_sigint)
 
     def survivors(self) -> list[str]:
         """Live processes the sandbox's harness started (directly or not), as 'pid name cmdline'."""
@@ -158,6 +160,10 @@ class Sandbox:
     def leftover_dirs(self) -> list[str]:
         """Temp dirs and Postgres clusters still on disk."""
         return sorted(str(p) for d in (self.tmp, self.pg_root) for p in d.iterdir())
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def describe(proc: subprocess.CompletedProcess[str]) -> str:

@@ -64,6 +64,17 @@ def start_mid_trial(sandbox: Sandbox) -> tuple[subprocess.Popen[str], list[psuti
         raise
 
 
+def postmaster(procs: list[psutil.Process]) -> bool:
+    """True once a Postgres server (not initdb, not `postgres --version`) is among `procs`."""
+    for p in procs:
+        try:
+            if p.name() == "postgres" and "-D" in p.cmdline():
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
 def gone(kids: list[psutil.Process]) -> bool:
     return not any(k.is_running() and k.status() != psutil.STATUS_ZOMBIE for k in kids)
 
@@ -84,7 +95,7 @@ def test_sigint_mid_run_leaves_nothing(sandbox: Sandbox) -> None:
 def test_sigint_while_starting_leaves_nothing(sandbox: Sandbox) -> None:
     proc = sandbox.start(*EXPLORE, "--out", str(sandbox.out))
     try:
-        wait_for(lambda: "postgres" in names(descendants(proc)) or proc.poll() is not None, 60, "postgres to start")
+        wait_for(lambda: postmaster(descendants(proc)) or proc.poll() is not None, 60, "the postmaster to start")
         kids = descendants(proc)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
