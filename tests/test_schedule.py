@@ -164,9 +164,11 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     made.close()
 
 
-@pytest.mark.parametrize(("text", "bad", "choices"), [BAD[0], BAD[6]])
+@pytest.mark.parametrize(("text", "bad", "choices"), [("emial:effect.applied:kill", "emial", "email, plan"), BAD[6]])
 def test_cli_bad_schedule_exits_2_with_one_line(sandbox: Sandbox, text: str, bad: str, choices: str) -> None:
-    proc = sandbox.run("replay", "--scenario", "crash-points", "--schedule", text, "--out", str(sandbox.out))
+    # a light step module (steps plan and email): the schedule is refused before anything starts
+    proc = sandbox.run("replay", "--scenario", "crash-points", "--schedule", text, "--steps", "bad_steps.tiny_agent",
+                       "--out", str(sandbox.out))
     assert proc.returncode == 2, describe(proc)
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, describe(proc)
