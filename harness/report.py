@@ -44,7 +44,9 @@ def trial_block(scenario: str, t: Trial, steps: str, title: str = "FAILED") -> l
 def _replay(scenario: str, t: Trial, steps: str) -> str:
     """The replay line: by schedule, or by seed when the seed alone names the trial (empty schedule)."""
     by_seed = not t.schedule and t.seed is not None
-    return replay_command(scenario, None if by_seed else t.schedule, t.seed, steps, t.evidence.options.get("grace"))
+    o = t.evidence.options
+    return replay_command(scenario, None if by_seed else t.schedule, t.seed, steps, o.get("grace"),
+                          o.get("previous_steps"))
 
 
 def write_run_dir(run_dir: Path, results: list[ScenarioResult], meta: dict) -> None:

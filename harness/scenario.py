@@ -180,9 +180,9 @@ def find(name: str) -> Scenario:
 
 
 def replay_command(scenario: str, schedule: Schedule | None = None, seed: int | None = None,
-                   steps: str = DEFAULT_STEPS, grace: float | None = None) -> str:
+                   steps: str = DEFAULT_STEPS, grace: float | None = None, previous_steps: str | None = None) -> str:
     """The one line that reproduces a trial (with `--grace` when the trial ran with another grace than
-    the default)."""
+    the default, and `--previous-steps` when it resumed a run of the agent's previous code)."""
     parts = ["killpoint replay", f"--scenario {scenario}"]
     if schedule is not None:
         parts.append(f"--schedule '{schedule}'")
@@ -192,4 +192,6 @@ def replay_command(scenario: str, schedule: Schedule | None = None, seed: int | 
         parts.append(f"--steps {steps}")
     if grace is not None and grace != RunOptions.grace:
         parts.append(f"--grace {grace:g}")
+    if previous_steps:
+        parts.append(f"--previous-steps {previous_steps}")
     return " ".join(parts)
