@@ -58,15 +58,17 @@ def test_an_effect_outside_the_checkpoint_transaction_fails(session: Session) ->
 def test_on_a_database_it_does_not_own_the_scenario_is_skipped(pg_server: PostgresHandle,
                                                                 tmp_path_factory: pytest.TempPathFactory) -> None:
     dsn = pg_server.create_database("t_scenario_db_crash_dsn")
+    box = Sandbox(tmp_path_factory.mktemp("db-crash-dsn"))
     try:
-        box = Sandbox(tmp_path_factory.mktemp("db-crash-dsn"))
         dsn_args = ("--dsn", dsn, "--allow-any-dsn", "--out", str(box.out))
         procs = [box.run("run", "--scenario", "db-crash", *dsn_args),
                  box.run("replay", "--scenario", "db-crash", "--schedule", "plan:checkpoint.writing:db-crash", *dsn_args)]
+        survivors = box.survivors()
     finally:
+        box.close()
         pg_server.drop_database("t_scenario_db_crash_dsn")
     for proc in procs:
         assert proc.returncode == 0, describe(proc)
         line = next(ln for ln in proc.stdout.splitlines() if "db-crash" in ln and "schedules" in ln)
         assert line.startswith("SKIP") and "not killpoint's to crash" in line, line  # never a PASS
-    assert box.survivors() == [], box.survivors()
+    assert survivors == []
