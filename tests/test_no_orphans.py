@@ -19,7 +19,9 @@ from pathlib import Path
 import psutil
 import pytest
 from agent_helpers import wait_for
-from helpers_harness import Sandbox, describe
+from helpers_harness import BROKEN_AGENT, Sandbox, describe
+
+from harness.stepmodule import DEFAULT_STEPS
 
 EXPLORE = ("explore", "--scenario", "crash-points", "--exhaustive", "--postgres", "local")
 
@@ -77,6 +79,15 @@ def postmaster(procs: list[psutil.Process]) -> bool:
 
 def gone(kids: list[psutil.Process]) -> bool:
     return not any(k.is_running() and k.status() != psutil.STATUS_ZOMBIE for k in kids)
+
+
+def test_passing_and_failing_runs_leave_nothing(sandbox: Sandbox) -> None:
+    """A run that passes (exit 0) and one whose checkers fail (exit 1: the broken agent) clean up alike."""
+    for steps, code in ((DEFAULT_STEPS, 0), (BROKEN_AGENT, 1)):
+        proc = sandbox.run("replay", "--scenario", "crash-points", "--schedule", "email:effect.applied:kill",
+                           "--steps", steps, "--postgres", "local", "--out", str(sandbox.out), "--quiet")
+        assert proc.returncode == code, describe(proc)
+        assert sandbox.survivors() == [] and sandbox.leftover_dirs() == []
 
 
 def test_sigint_mid_run_leaves_nothing(sandbox: Sandbox) -> None:

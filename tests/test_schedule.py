@@ -164,7 +164,8 @@ def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     made.close()
 
 
-@pytest.mark.parametrize(("text", "bad", "choices"), [("emial:effect.applied:kill", "emial", "email, plan"), BAD[6]])
+@pytest.mark.parametrize(("text", "bad", "choices"), [("emial:effect.applied:kill", "emial", "email, plan"),
+                                                     BAD[1], BAD[3], BAD[6]])
 def test_cli_bad_schedule_exits_2_with_one_line(sandbox: Sandbox, text: str, bad: str, choices: str) -> None:
     # a light step module (steps plan and email): the schedule is refused before anything starts
     proc = sandbox.run("replay", "--scenario", "crash-points", "--schedule", text, "--steps", "bad_steps.tiny_agent",
