@@ -41,24 +41,33 @@ def descendants(proc: subprocess.Popen[str]) -> list[psutil.Process]:
     return psutil.Process(proc.pid).children(recursive=True)
 
 
-def names(procs: list[psutil.Process]) -> set[str]:
-    out = set()
+def kinds(procs: list[psutil.Process]) -> list[str]:
+    """What each process is: 'postgres' (the server and its backends), 'forkserver' (the fork server and the
+    workers it forked, which keep its command line), or 'other'."""
+    out = []
     for p in procs:
         try:
-            cmd = " ".join(p.cmdline())
+            name, cmd = p.name(), p.cmdline()
         except psutil.Error:
             continue
-        out |= {n for n in ("harness.forkserver", "postgres") if n in cmd}
+        out.append("postgres" if name == "postgres" else "forkserver" if "harness.forkserver" in cmd else "other")
     return out
 
 
 def start_mid_trial(sandbox: Sandbox) -> tuple[subprocess.Popen[str], list[psutil.Process]]:
+    """Start exploring and return once a trial is under way with a worker alive (and its descendants then)."""
     proc = sandbox.start(*EXPLORE, "--out", str(sandbox.out))
-    try:
-        wait_for(lambda: trial_started(sandbox) or proc.poll() is not None, 90, "a trial to start")
-        assert proc.poll() is None, "the harness ended before it was interrupted"
+
+    def busy() -> list[psutil.Process] | None:
+        if proc.poll() is not None or not trial_started(sandbox):
+            return None
         kids = descendants(proc)
-        assert names(kids) == {"harness.forkserver", "postgres"}, [p.cmdline() for p in kids]
+        found = kinds(kids)
+        return kids if "postgres" in found and found.count("forkserver") >= 2 else None  # server + a worker
+
+    try:
+        kids = wait_for(lambda: busy() or proc.poll() is not None, 90, "a trial with a live worker")
+        assert proc.poll() is None, "the harness ended before it was interrupted"
         return proc, kids
     except BaseException:
         proc.kill()
