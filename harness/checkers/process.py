@@ -30,9 +30,10 @@ def no_rewind(ev: Evidence, base: Evidence | None) -> Verdict:
 def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     """A fault costs at most the step it hit, and that step repeats at most one effect.
 
-    Each step starts at most once plus once per process fault on it; and the services see an effect they
-    had already applied (a retry they deduplicated) at most once per fault of any kind: a replayed step
-    with one externally visible effect repeats one operation (the articles' "one effect per step").
+    Each step starts at most once plus once per process fault on it; and a step's effects are seen again
+    by the services (retries they deduplicated) at most once per fault on that step, of any kind: a replayed
+    step with one externally visible effect repeats one operation (the articles' "one effect per step").
+    Where the services' attempts cannot be paired with the steps that sent them, the bound is run-wide.
     """
     starts = Counter(e.get("step") for e in ev.events if e["type"] == "point" and e.get("point") == "step.start")
     if not starts:
@@ -42,12 +43,40 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     if over:
         return failed("bounded_rework", "steps were re-done more often than the faults that hit them explain",
                       [f"{s}: started {n}x, {hits.get(s, 0)} fault(s) on it" for s, n in sorted(over.items())])
-    repeats = [a for a in ev.attempts if a.get("outcome") == "deduplicated"]
-    if len(repeats) > len(ev.faults()):
-        return failed("bounded_rework", f"{len(repeats)} effects were repeated after {len(ev.faults())} "
-                      "fault(s): a replay repeated more than one operation per fault",
-                      [f"repeated: {a.get('service')} key={ev.normalize(a.get('key'))}" for a in repeats])
+    steps = _attempt_steps(ev)
+    repeated = [(a, step) for a, step in zip(ev.attempts, steps or [None] * len(ev.attempts), strict=True)
+                if a.get("outcome") == "deduplicated"]
+    faults = Counter(f.get("step") if steps is not None else None for f in ev.faults())
+    counts = Counter(step for _, step in repeated)
+    excess = {s: n for s, n in counts.items() if n > faults.get(s, 0)}
+    if excess:
+        where = ", ".join(f"{s or 'the run'}: {n} repeated after {faults.get(s, 0)} fault(s)"
+                          for s, n in sorted(excess.items(), key=str))
+        return failed("bounded_rework", f"a replay repeated more than one operation per fault ({where})",
+                      [f"repeated: {a.get('service')} key={ev.normalize(a.get('key'))}"
+                       + (f" (step {s})" if s else "") for a, s in repeated])
     return passed("bounded_rework", f"{sum(starts.values())} step starts for {len(starts)} steps")
+
+
+def _attempt_steps(ev: Evidence) -> list[str | None] | None:
+    """The step of each of `ev.attempts`: the n-th attempt a service saw is the n-th request point of that
+    service in the history (`effect.received`, or `model.request` for the model), named by the step it was
+    attributed to. None if they do not pair up."""
+    received: dict[str, list[str | None]] = {}
+    for e in ev.events:
+        if e["type"] == "point" and e.get("point") in ("effect.received", "model.request"):
+            received.setdefault(str(e.get("source")), []).append(e.get("step"))
+    seen: Counter = Counter()
+    out: list[str | None] = []
+    for a in ev.attempts:
+        service = str(a.get("service"))
+        if seen[service] >= len(received.get(service, [])):
+            return None
+        out.append(received[service][seen[service]])
+        seen[service] += 1
+    if any(len(steps) != seen[service] for service, steps in received.items()):
+        return None
+    return out
 
 
 def fenced_zombie(ev: Evidence, base: Evidence | None) -> Verdict:
