@@ -63,6 +63,12 @@ def failing_checkers(stdout: str) -> set[str]:
     return set(re.findall(r"^\s+(\w+): fail:", stdout, re.MULTILINE))
 
 
+def flags(argv: list[str]) -> dict[str, str]:
+    """`replay --flag value ...` as {flag: value} (order does not matter)."""
+    assert argv[0] == "replay" and len(argv) % 2 == 1, argv
+    return dict(zip(argv[1::2], argv[2::2], strict=True))
+
+
 def cli_args(replay_line: str) -> list[str]:
     """The argv after `killpoint` of a printed replay line."""
     argv = shlex.split(replay_line)
@@ -83,16 +89,25 @@ def test_every_mutant_module_is_catalogued_and_names_its_bug() -> None:
         assert m.schedule or "--seed" in m.args, f"{m.name} has no catching trial"
 
 
-def test_bounded_rework_allows_one_repeated_effect_per_fault() -> None:
+def test_bounded_rework_allows_one_repeated_effect_per_fault_on_a_step() -> None:
     """The property that catches two effects in one step: a replay repeats at most one operation."""
-    events = [{"type": "point", "step": "charge", "point": "step.start", "run_id": "r"}] * 2
-    fault = {"type": "fault", "step": "charge", "point": "checkpoint.writing", "action": "kill", "inc": "r#1"}
-    dedup = {"service": "ledger", "key": "r:charge", "outcome": "deduplicated"}
-    one = Evidence("r", events=[*events, fault], attempts=[dedup])
-    two = dataclasses.replace(one, attempts=[dedup, {**dedup, "service": "mailer"}])
+    def point(step: str, name: str, source: str = "worker") -> dict:
+        return {"type": "point", "run_id": "r", "step": step, "point": name, "source": source}
+
+    starts = [point("plan", "step.start"), point("charge", "step.start"), point("charge", "step.start")]
+    kill = {"type": "fault", "run_id": "r", "step": "charge", "point": "checkpoint.writing", "action": "kill"}
+    other = {**kill, "step": "plan", "point": "checkpoint.committed"}
+    sent = [point("charge", "effect.received", s) for s in ("ledger", "mailer", "ledger", "mailer")]
+    applied, dedup = {"outcome": "applied"}, {"outcome": "deduplicated"}
+    attempts = [{"service": "ledger", **applied}, {"service": "mailer", **applied},
+                {"service": "ledger", **dedup}, {"service": "mailer", **dedup}]
+    one = Evidence("r", events=[*starts, kill, *sent], attempts=[*attempts[:3], {**attempts[3], **applied}])
+    two = Evidence("r", events=[*starts, kill, other, *sent], attempts=attempts)
     assert bounded_rework(one, None).outcome == "pass"
-    verdict = bounded_rework(two, None)
-    assert verdict.outcome == "fail" and "2 effects were repeated after 1 fault" in verdict.reason
+    verdict = bounded_rework(two, None)  # the fault on plan does not excuse a second repeat on charge
+    assert verdict.outcome == "fail" and "charge: 2 repeated after 1 fault" in verdict.reason, verdict
+    unpaired = Evidence("r", events=[*starts, kill], attempts=attempts)  # no effect.received: run-wide bound
+    assert bounded_rework(unpaired, None).outcome == "fail"
 
 
 # ---- each mutant is caught, by the right checker, with a replay line ----------------------------------
@@ -121,8 +136,8 @@ def test_mutant_is_caught_by_its_checker(mutant: Mutant, caught: dict[str, Compl
     assert mutant.checker in failing_checkers(proc.stdout), describe(proc)
     lines = REPLAY.findall(proc.stdout)
     assert lines and all(f"--steps {mutant.module}" in line for line in lines), describe(proc)
-    if mutant.schedule:
-        assert f"--schedule '{mutant.schedule}'" in lines[0], describe(proc)
+    # the printed line is the very command that was run: pasting it reproduces the failure
+    assert flags(cli_args(lines[0])) == flags(mutant.replay_args()), describe(proc)
 
 
 def test_the_catching_schedules_pass_on_the_reference_agent(pg_server: PostgresHandle, tmp_path: Path) -> None:
@@ -146,14 +161,14 @@ def test_the_catching_schedules_pass_on_the_reference_agent(pg_server: PostgresH
 # ---- the search finds mutants by itself, shrinks, and its replay line reproduces -----------------------
 
 def test_run_finds_a_mutant_and_its_printed_replay_reproduces(sandbox: Sandbox, dsn_args: list[str]) -> None:
-    """`killpoint run` on a mutant exits 1 naming the checker, and the first printed replay line
-    reproduces the failure with the same checker."""
-    mutant = BY_NAME["exit_on_sigterm"]
-    proc = sandbox.run("run", "--scenario", mutant.scenario, "--steps", mutant.module, "--budget", "0",
-                       *dsn_args, timeout=300)
+    """`killpoint run` on a mutant exits 1 naming the checker, and the printed replay line (which carries the
+    grace period the failing trial used) reproduces the failure with the same checker."""
+    mutant = BY_NAME["drain_over_grace"]
+    proc = sandbox.run("run", "--scenario", mutant.scenario, "--steps", mutant.module, *dsn_args, timeout=300)
     assert proc.returncode == 1, describe(proc)
     assert mutant.checker in failing_checkers(proc.stdout), describe(proc)
     line = REPLAY.findall(proc.stdout)[0]
+    assert "--grace" in line, line
     again = sandbox.run(*cli_args(line), *dsn_args, timeout=120)
     assert again.returncode == 1, describe(again)
     assert mutant.checker in failing_checkers(again.stdout), describe(again)
