@@ -37,10 +37,12 @@ MUTANTS_DIR = Path(__file__).resolve().parent / "mutants"
 REPLAY = re.compile(r"^\s*replay:\s+(killpoint replay .*)$", re.MULTILINE)
 SCHEDULE = re.compile(r"^\s*schedule:\s+(\S.*)$", re.MULTILINE)
 
-REFERENCE_RANDOM = {"crash-points": 12, "zombie-worker": 4, "deploy-drain": 4, "db-crash": 4, "flaky-services": 4}
-"""Random multi-fault schedules the reference agent must pass, per scenario that draws random schedules
-(seeds from base seed 11): 28 in all, none may fail. The scenarios with fixed plans (schema-upgrade,
-rollback-refusal, stalled-sweep, fleet) run their whole `killpoint run` plan instead."""
+REFERENCE_RANDOM = {"crash-points": 12, "zombie-worker": 4, "deploy-drain": 4, "flaky-services": 4}
+"""Random multi-fault schedules the reference agent must pass in-process, per scenario that draws random
+schedules (seeds from base seed 11): 24, none may fail; db-crash adds 4 more through the CLI (it needs a
+Postgres of its own to crash), 28 in all. The scenarios with fixed plans (schema-upgrade, rollback-refusal,
+stalled-sweep, fleet) run their whole `killpoint run` plan instead."""
+DB_CRASH_RANDOM = 4
 
 
 @pytest.fixture
@@ -194,10 +196,11 @@ def test_random_exploration_shrinks_to_a_single_fault(sandbox: Sandbox, dsn_args
 # ---- the reference agent is never flagged ------------------------------------------------------------
 
 def test_reference_agent_passes_random_seeds_of_every_scenario(pg_server: PostgresHandle, tmp_path: Path) -> None:
-    """28 random multi-fault schedules over the scenarios that draw them, and the fixed plans of the
-    others, all pass on the reference agent (the negative control is left out: it is meant to fail)."""
+    """24 random multi-fault schedules over the scenarios that draw them, and the fixed plans of the
+    others, all pass on the reference agent (the negative control is left out: it is meant to fail; db-crash
+    is the next test's)."""
     assert set(REFERENCE_RANDOM) <= set(registry())
-    failures = []
+    failures, randoms = [], 0
     with harness_session(pg_server, tmp_path / "runs", "mut_reference_random") as s:
         for name, scenario in registry().items():
             if scenario.expected_finding:
@@ -207,7 +210,17 @@ def test_reference_agent_passes_random_seeds_of_every_scenario(pg_server: Postgr
                 continue
             count = REFERENCE_RANDOM.get(name)
             trials = scenario.random(ctx, count) if count else scenario.run(ctx)
-            assert trials, name
+            assert len(trials) == count if count else trials, name
+            randoms += count or 0
             failures += [(name, str(t.schedule), t.seed, [v.checker for v in t.failing()])
                          for t in trials if t.outcome != "pass"]
+    assert randoms == sum(REFERENCE_RANDOM.values()) == 28 - DB_CRASH_RANDOM
     assert not failures
+
+
+def test_reference_agent_passes_random_db_crashes(sandbox: Sandbox) -> None:
+    """db-crash crashes the Postgres it owns: through the CLI, on a server of the harness's own."""
+    proc = sandbox.run("explore", "--scenario", "db-crash", "--random", str(DB_CRASH_RANDOM), "--seed", "11",
+                       "--postgres", "local", timeout=300)
+    assert proc.returncode == 0, describe(proc)
+    assert re.search(rf"^PASS\s+db-crash\s+{DB_CRASH_RANDOM} schedules", proc.stdout, re.MULTILINE), describe(proc)
