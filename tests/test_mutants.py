@@ -117,8 +117,10 @@ def test_bounded_rework_allows_one_repeated_effect_per_fault_on_a_step() -> None
 @pytest.fixture(scope="module")
 def caught(pg_server: PostgresHandle, tmp_path_factory: pytest.TempPathFactory) -> dict[str, CompletedProcess[str]]:
     """Every mutant's catching replay, three subprocesses at a time (each on a fresh database)."""
+    root = tmp_path_factory.mktemp("caught")  # once: mktemp is not safe from several threads
+
     def replay(m: Mutant) -> CompletedProcess[str]:
-        box = Sandbox(tmp_path_factory.mktemp(m.name))
+        box = Sandbox(root / m.name)
         dsn = pg_server.create_database(f"mut_caught_{m.name}")
         try:
             proc = box.run(*m.replay_args(), "--dsn", dsn, "--allow-any-dsn", timeout=300)
