@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 RUN_PLACEHOLDER = "<run>"
+MIN_ALIAS = 6
+"""Shorter keys and ids are not aliased: replacing them inside other text would do harm."""
 
 
 @dataclass
@@ -37,23 +40,29 @@ class Evidence:
     def faults(self) -> list[dict]:
         return [e for e in self.events if e["type"] == "fault"]
 
+    @cached_property
     def aliases(self) -> dict[str, str]:
-        """Run-specific names and their placeholders: the run id, and each effect's id (a charge id
-        derives from the run's idempotency key) named by its service and run-free key."""
-        out = {self.run_id: RUN_PLACEHOLDER}
-        keyless: dict[str, int] = {}
+        """Run-specific names and their placeholders, longest first: each idempotency key and each
+        effect id, named by service and order of first appearance (so an agent's own key scheme, a
+        uuid or a digest, compares across runs), and the run id."""
+        out: dict[str, str] = {}
+        keys: dict[str, int] = {}
+        effects: dict[str, int] = {}
         for e in self.effects:
             service = str(e.get("service"))
-            if e.get("key") is None:
-                keyless[service] = keyless.get(service, 0) + 1
-            key = str(e.get("key") or f"#{keyless.get(service)}").replace(self.run_id, RUN_PLACEHOLDER)
-            if e.get("id"):
-                out[str(e["id"])] = f"<{service}:{key}>"
-        return out
+            key = e.get("key")
+            if isinstance(key, str) and len(key) >= MIN_ALIAS and key not in out:
+                keys[service] = keys.get(service, 0) + 1
+                out[key] = f"<{service}-key{keys[service]}>"
+            effects[service] = effects.get(service, 0) + 1
+            if e.get("id") and len(str(e["id"])) >= MIN_ALIAS:
+                out[str(e["id"])] = f"<{service}-effect{effects[service]}>"
+        out[self.run_id] = RUN_PLACEHOLDER
+        return dict(sorted(out.items(), key=lambda kv: -len(kv[0])))
 
     def normalize(self, value: Any) -> Any:
         """`value` with run-specific names replaced by placeholders, so two runs compare."""
-        return normalize(value, self.aliases())
+        return normalize(value, self.aliases)
 
 
 def normalize(value: Any, aliases: dict[str, str]) -> Any:
