@@ -72,7 +72,8 @@ class Nemesis:
         grace = self.ctl.options.grace
 
         def escalate() -> None:
-            if not inc.ended.wait(timeout=grace):
+            # `ended` follows the journal's inc.end; `exited` is set the moment the exit is known
+            if not inc.ended.wait(timeout=grace) and not inc.exited:
                 self.ctl.history.append("escalate", run_id=self.ctl.run_id, inc=inc.inc, grace=grace)
                 inc.send(signal.SIGKILL)
                 inc.send(signal.SIGCONT)
