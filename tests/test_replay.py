@@ -88,7 +88,8 @@ def test_printed_replay_line_reproduces_the_failure(pg_server: PostgresHandle,
         assert again.returncode == 1, describe(again)
         assert failing_checkers(again.stdout) == failing_checkers(first.stdout)
         assert f"schedule: {FAILING}" in again.stdout
+        assert sandbox.survivors() == [] and sandbox.leftover_dirs() == []
+        assert len([p for p in Path(sandbox.out).iterdir() if (p / "verdicts.json").exists()]) == 2
     finally:
         pg_server.drop_database("test_replay_cli")
-    assert sandbox.survivors() == [] and sandbox.leftover_dirs() == []
-    assert len([p for p in Path(sandbox.out).iterdir() if (p / "verdicts.json").exists()]) == 2
+        sandbox.close()
