@@ -3,7 +3,7 @@
 For a kill at STEP:POINT the journal must show the `fault` at that step and point, then, as the run's next
 event, the end of that incarnation by signal 9, and no later point of that incarnation; the run then
 resumes in a new incarnation and passes every crash checker. Checked at each of the reference agent's 23
-(step, point) pairs once, and 5 more times at 4 representative pairs (43 kills in all).
+(step, point) pairs, and at 4 representative pairs 5 times each: 23 + 4 x 4 = 39 kills.
 """
 
 from __future__ import annotations
