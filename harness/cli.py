@@ -70,15 +70,15 @@ def _terminate(signum: int, _frame: object) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``killpoint`` console script; returns the exit code."""
-    p = parser()
-    args = p.parse_args(argv)
-    if getattr(args, "func", None) is None:
-        p.print_help(sys.stderr)
-        return 2
     previous = signal.getsignal(signal.SIGTERM)
     if previous == signal.SIG_DFL:
         signal.signal(signal.SIGTERM, _terminate)
     try:
+        p = parser()  # inside the try: it imports the suite, and a Ctrl-C there is still a clean 130
+        args = p.parse_args(argv)
+        if getattr(args, "func", None) is None:
+            p.print_help(sys.stderr)
+            return 2
         return int(args.func(args) or 0)
     except KillpointError as exc:
         print(exc.line(), file=sys.stderr)
@@ -86,6 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("killpoint: interrupted; cleaned up", file=sys.stderr)
         return 130
+    except SystemExit as exc:
+        if exc.code in (128 + signal.SIGTERM,):
+            print("killpoint: terminated; cleaned up", file=sys.stderr)
+        raise
     finally:
         if previous == signal.SIG_DFL:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)

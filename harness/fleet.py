@@ -256,7 +256,7 @@ class Fleet:
         for inc in live:
             inc.send(15)
         for inc in live:
-            if not inc.ended.wait(timeout=self.options.grace):
+            if not inc.ended.wait(timeout=self.options.grace) and not inc.exited:
                 self.history.append("escalate", run_id=inc.run_id, inc=inc.inc, grace=self.options.grace)
                 inc.send(9)
                 inc.send(18)
