@@ -17,6 +17,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 import psutil
+import psycopg
 
 from fake_services.hooks import Decision
 from harness import audit
@@ -142,9 +143,13 @@ class RunController:
         key = info.get("key") or ""
         prefix = f"{self.run_id}:"
         named = key[len(prefix):].split(":")[0] if key.startswith(prefix) else None
-        # A key names its step only if it is one: a worker that reports its steps may key on anything else
-        # (a seq, a hash) that merely starts with the run id.
-        step = named if named is not None and (not self._reported or named in self._reported) else self._step
+        if self._reported:
+            # A key names its step only if it is one: a worker that reports its steps may key on anything
+            # else (a seq, a hash) that merely starts with the run id.
+            step = named if named in self._reported else self._step
+        else:
+            # A black-box worker: the step in progress is the cursor of its last checkpoint.
+            step = self._cursor() or named
         inc = self._owner()
         inc_id = inc.inc if inc else None
         fault = self._reach(step, point, inc_id, info.get("service", "service"))
@@ -154,6 +159,16 @@ class RunController:
                             action=fault.action, nth=fault.nth)
         decision = self._nemesis.apply(fault, inc, service_point=True)
         return Decision.GO if decision == HOLD else decision  # type: ignore[return-value]
+
+    def _cursor(self) -> str | None:
+        """The cursor of the run's last committed checkpoint (None if there is none or it cannot be read)."""
+        try:
+            with self.env.connect() as conn:
+                row = conn.execute("SELECT data->>'cursor' FROM checkpoints WHERE run_id = %s",
+                                   (self.run_id,)).fetchone()
+        except psycopg.Error:
+            return None
+        return row[0] if row else None
 
     def on_note(self, msg: dict) -> None:
         self._find(msg.get("incarnation"))  # a worker's first note may arrive before its spawn returned
@@ -193,7 +208,8 @@ class RunController:
                 self.expire_lease()
         finally:
             self.kill_all()
-            self.history.append("run.end", run_id=self.run_id, limit=self.limit)
+            unfired = sorted(str(f) for f in self._pending.values())
+            self.history.append("run.end", run_id=self.run_id, limit=self.limit, unfired=unfired)
 
     def _wait_all(self) -> bool:
         while True:

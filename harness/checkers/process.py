@@ -36,8 +36,8 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     Where the services' attempts cannot be paired with the steps that sent them, the bound is run-wide.
     """
     starts = Counter(e.get("step") for e in ev.events if e["type"] == "point" and e.get("point") == "step.start")
-    if not starts:
-        return unknown("bounded_rework", "the worker reports no step.start points (black-box worker)")
+    if not starts and not ev.attempts:
+        return unknown("bounded_rework", "no step.start points (black-box worker) and no service attempts")
     hits = Counter(f.get("step") for f in ev.faults() if f.get("action") in PROCESS_ACTIONS)
     over = {s: n for s, n in starts.items() if n > 1 + hits.get(s, 0)}
     if over:
@@ -55,6 +55,8 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
         return failed("bounded_rework", f"a replay repeated more than one operation per fault ({where})",
                       [f"repeated: {a.get('service')} key={ev.normalize(a.get('key'))}"
                        + (f" (step {s})" if s else "") for a, s in repeated])
+    if not starts:
+        return passed("bounded_rework", "black-box worker: repeated effects within one per fault (step starts unseen)")
     return passed("bounded_rework", f"{sum(starts.values())} step starts for {len(starts)} steps")
 
 

@@ -1,0 +1,31 @@
+"""A black-box worker (`--worker-cmd`): a process the harness knows only by its command line. It speaks no
+kill-point protocol, so it is held only where the fake services see it; the checkers still judge it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+BLACK_BOX = "env -u KILLPOINT_SOCKET python -m reference_agent.worker {run_id}"
+
+
+def _replay(killpoint_cli, tmp_path: Path, schedule: str, *extra: str):
+    return killpoint_cli("replay", "--scenario", "crash-points", "--schedule", schedule,
+                         "--worker-cmd", BLACK_BOX, "--out", str(tmp_path), "--quiet", *extra)
+
+
+def test_black_box_worker_killed_after_the_effect_resumes_exactly_once(killpoint_cli, tmp_path: Path) -> None:
+    out = _replay(killpoint_cli, tmp_path, "email:effect.applied:kill")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "PASS     crash-points" in out.stdout
+    assert "not fired" not in out.stdout and "never reached" not in out.stdout
+
+
+def test_black_box_worker_without_keys_is_caught(killpoint_cli, tmp_path: Path) -> None:
+    out = _replay(killpoint_cli, tmp_path, "charge:effect.applied:kill", "--steps", "tests.mutants.no_key")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "exactly_once: fail" in out.stdout
+
+
+def test_a_point_a_black_box_worker_never_reports_is_said_to_have_not_fired(killpoint_cli, tmp_path: Path) -> None:
+    out = _replay(killpoint_cli, tmp_path, "email:step.start:kill")
+    assert "never reached" in out.stdout and "email:step.start:kill" in out.stdout, out.stdout + out.stderr
