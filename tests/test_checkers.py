@@ -238,9 +238,15 @@ def test_fenced_zombie_passes_when_fenced() -> None:
     assert run("fenced_zombie", ev).outcome == "pass"
 
 
-def test_black_box_worker_rework_is_unknown() -> None:
+def test_black_box_worker_rework_is_judged_by_its_repeated_effects() -> None:
+    """No step.start points (a black-box worker): the repeated effects still bound the rework; with no
+    service attempts either, there is nothing to judge by."""
+    assert run("bounded_rework", evidence("run-2", events=[])).outcome == "pass"
+    repeat = {"service": "ledger", "key": "run-2:charge", "outcome": "deduplicated"}
     ev = evidence("run-2", events=[])
-    assert run("bounded_rework", ev).outcome == "unknown"
+    ev.attempts.append(repeat)
+    assert run("bounded_rework", ev).outcome == "fail"  # a repeat with no fault to explain it
+    assert run("bounded_rework", evidence("run-2", events=[], attempts=[])).outcome == "unknown"
     assert run("no_rewind", evidence("run-2", audit=[])).outcome == "unknown"
 
 
