@@ -82,3 +82,14 @@ def killpoint_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
         )
 
     return run
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_cli_sandboxes() -> Iterator[None]:
+    """Close every CLI sandbox at the end of the session: their cluster roots live in the shared temp dir
+    (the server's unprivileged user must reach them), where a test that failed before its own `close()`
+    would otherwise leave them."""
+    yield
+    from helpers_harness import close_sandboxes
+
+    close_sandboxes()

@@ -97,6 +97,7 @@ class Sandbox:
         for d in (self.cwd, self.tmp, self.pg_root):
             d.mkdir(parents=True, exist_ok=True)
         self.pg_root.chmod(0o755)
+        OPEN_SANDBOXES.append(self)
 
     def close(self) -> None:
         """Kill what the sandbox's harness left running and remove its cluster root."""
@@ -160,6 +161,16 @@ class Sandbox:
     def leftover_dirs(self) -> list[str]:
         """Temp dirs and Postgres clusters still on disk."""
         return sorted(str(p) for d in (self.tmp, self.pg_root) for p in d.iterdir())
+
+
+OPEN_SANDBOXES: list[Sandbox] = []
+"""Every sandbox made in this test session; conftest closes them all at its end, so a test that forgot
+(or failed before) `close()` does not leave its cluster root in the temp dir."""
+
+
+def close_sandboxes() -> None:
+    while OPEN_SANDBOXES:
+        OPEN_SANDBOXES.pop().close()
 
 
 def _default_sigint() -> None:
