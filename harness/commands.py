@@ -24,6 +24,9 @@ from harness.trial import Session, Trial
 
 _console = Console(stderr=True, highlight=False)
 
+SHOWN_PER_SCENARIO = 3
+"""Non-passing trials printed in full per scenario; all of them are in the run directory."""
+
 
 def add_common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("environment")
@@ -132,18 +135,24 @@ def _negative_control(scenario: Scenario, trials: list[Trial]) -> tuple[str, str
 
 def finish(args: argparse.Namespace, s: Session, results: list[ScenarioResult], meta: dict) -> int:
     """Print the summary and the failures in full; write the run dir and JUnit; return the exit code."""
-    from harness.report import junit_xml, scenario_line, trial_block, write_run_dir
+    from harness.report import junit_xml, replay_line, scenario_line, trial_block, write_run_dir
 
     print()
     for r in results:
         print(scenario_line(r))
+    first: str | None = None
     for r in results:
-        for t in r.trials:
-            if t.outcome == "pass":
-                continue
+        # fewest faults first (a shrunk schedule leads); the rest are in verdicts.json and the HTML report
+        shown = sorted((t for t in r.trials if t.outcome != "pass"), key=lambda t: len(t.schedule))
+        for t in shown[:SHOWN_PER_SCENARIO]:
             title = "EXPECTED FINDING" if r.outcome == "expected" else t.outcome.upper()
             print()
             print("\n".join(trial_block(r.name, t, s.agent.module, title)))
+        if len(shown) > SHOWN_PER_SCENARIO:
+            print(f"\n... and {len(shown) - SHOWN_PER_SCENARIO} more of {r.name}: "
+                  f"{s.env.run_dir / 'verdicts.json'}, or killpoint report {s.env.run_dir}")
+        if first is None and shown and r.outcome in ("fail", "unknown"):
+            first = replay_line(r.name, shown[0], s.agent.module)
     write_run_dir(s.env.run_dir, results, {**meta, "steps": s.agent.module, "steps_digest": s.agent.digest})
     if args.junit:
         Path(args.junit).write_text(junit_xml(results, s.agent.module))
@@ -153,6 +162,8 @@ def finish(args: argparse.Namespace, s: Session, results: list[ScenarioResult], 
         print(f"\nnote: faults the runs never reached (nothing was injected there): {', '.join(unfired[:8])}"
               + (f" and {len(unfired) - 8} more" if len(unfired) > 8 else ""))
     print(f"\nrun directory: {s.env.run_dir}")
+    if first is not None:
+        print(f"reproduce the first failure with:\n  {first}")
     bad = [r for r in results if r.outcome in ("fail", "unknown")]
     return 1 if bad else 0
 

@@ -40,11 +40,11 @@ def trial_block(scenario: str, t: Trial, steps: str, title: str = "FAILED") -> l
     if t.seed is not None:
         lines.append(f"  seed:     {t.seed}")
     lines.append(f"  schedule: {t.schedule or '(none: crash-free)'}")
-    lines.append(f"  replay:   {_replay(scenario, t, steps)}")
+    lines.append(f"  replay:   {replay_line(scenario, t, steps)}")
     return lines
 
 
-def _replay(scenario: str, t: Trial, steps: str) -> str:
+def replay_line(scenario: str, t: Trial, steps: str) -> str:
     """The replay line: by schedule, or by seed when the seed alone names the trial (empty schedule)."""
     by_seed = not t.schedule and t.seed is not None
     o = t.evidence.options

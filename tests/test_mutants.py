@@ -185,12 +185,13 @@ def test_random_exploration_shrinks_to_a_single_fault(sandbox: Sandbox, dsn_args
     proc = sandbox.run("explore", "--scenario", mutant.scenario, "--random", "3", "--seed", "5",
                        "--steps", mutant.module, *dsn_args, timeout=300)
     assert proc.returncode == 1, describe(proc)
-    schedules = SCHEDULE.findall(proc.stdout)
-    assert any("," in s for s in schedules), "no multi-fault schedule failed: pick another seed\n" + describe(proc)
-    shrunk = schedules[-1]
+    tried = re.findall(r"random \[\d+/3\] seed \d+ (\S+) -> fail", proc.stderr)
+    assert any("," in s for s in tried), "no multi-fault schedule failed: pick another seed\n" + describe(proc)
+    shrunk = SCHEDULE.findall(proc.stdout)[0]  # failures print fewest faults first: the shrunk one leads
     assert "," not in shrunk, f"not shrunk to a single fault: {shrunk}\n" + describe(proc)
-    line = REPLAY.findall(proc.stdout)[-1]
+    line = REPLAY.findall(proc.stdout)[0]
     assert f"--schedule '{shrunk}'" in line
+    assert proc.stdout.rstrip().splitlines()[-1].strip() == line, "the output does not end with the replay line"
     again = sandbox.run(*cli_args(line), *dsn_args, timeout=120)
     assert again.returncode == 1 and mutant.checker in failing_checkers(again.stdout), describe(again)
 
