@@ -131,7 +131,20 @@ class RunController:
         if point == "step.start":
             self._step = step
             self._reported.add(step)
-        fault = self._reach(step, point, inc_id, "worker", msg.get("seq"))
+        return self._hold(step, point, inc, inc_id, "worker", msg.get("seq"))
+
+    def on_held_point(self, step: str | None, point: str, inc_id: str | None, source: str,
+                      seq: int | None = None) -> bool:
+        """A worker is held at a point from outside (a black-box worker's checkpoint, harness/sqlbarrier.py);
+        `inc_id` is its session's application name, if it names an incarnation. True releases it."""
+        with self._lock:
+            inc = next((i for i in self.incarnations if i.inc == inc_id), None)
+        inc = inc or self._owner()
+        return self._hold(step, point, inc, inc.inc if inc else inc_id, source, seq)
+
+    def _hold(self, step: str | None, point: str, inc: Incarnation | None, inc_id: str | None, source: str,
+              seq: int | None) -> bool:
+        fault = self._reach(step, point, inc_id, source, seq)
         if fault is None:
             return True
         self.history.append("fault", run_id=self.run_id, inc=inc_id, step=step, point=point,
