@@ -18,7 +18,7 @@ import psycopg
 
 from fake_services import Services
 from fake_services.hooks import Decision
-from harness import audit
+from harness import audit, sqlbarrier
 from harness.barrier import BarrierServer
 from harness.launcher import ExecLauncher, ForkLauncher, Incarnation, Launcher
 from harness.postgres import provide
@@ -45,6 +45,7 @@ class Environment:
         self._schema = schema
         self._stack = contextlib.ExitStack()
         self._controllers: dict[str, RunController] = {}
+        self._sqlbarriers: dict[str, sqlbarrier.SqlBarrier] = {}
         self._lock = threading.Lock()
 
     def __enter__(self) -> Environment:
@@ -72,6 +73,8 @@ class Environment:
             if self._schema is not None:
                 self._schema(conn)
             audit.install(conn)
+            if self._worker_cmd:
+                sqlbarrier.install(conn)  # a black-box worker's checkpoint points are held by a trigger
         self.services = Services.start(hook=self._service_hook)
         stack.callback(self.services.stop)
         self.barrier = BarrierServer(self.socket_path, self._worker_point, self._worker_note)
@@ -96,10 +99,15 @@ class Environment:
     def attach(self, ctl: RunController) -> None:
         with self._lock:
             self._controllers[ctl.run_id] = ctl
+        if self._worker_cmd and hasattr(ctl, "on_held_point"):  # a black-box run (not a fleet's port)
+            self._sqlbarriers[ctl.run_id] = sqlbarrier.SqlBarrier(self.pg.dsn, ctl)
 
     def detach(self, ctl: RunController) -> None:
         with self._lock:
             self._controllers.pop(ctl.run_id, None)
+        held = self._sqlbarriers.pop(ctl.run_id, None)
+        if held is not None:
+            held.close()
 
     def _controller(self, run_id: Any) -> RunController | None:
         with self._lock:
