@@ -177,6 +177,12 @@ def _skipped(scenario: Scenario, ctx: Context, started: float) -> ScenarioResult
     return ScenarioResult(scenario.name, "skipped", [], time.monotonic() - started, reason=reason)
 
 
+def _with_shrunk(scenario: Scenario, ctx: Context, trials: list[Trial]) -> list[Trial]:
+    """`trials`, plus the first failing multi-fault schedule shrunk to the fewest faults that still fail."""
+    failing = [t for t in trials if t.outcome == "fail" and len(t.schedule) > 1]
+    return [*trials, scenario.shrink(ctx, failing[0])] if failing else trials
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     names = args.scenario or list(registry())
     scenarios = [find(n) for n in names]
@@ -191,9 +197,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 results.append(skipped)
                 continue
             trials = scenario.run(ctx)
-            failing = [t for t in trials if t.outcome == "fail" and len(t.schedule) > 1]
-            if failing and not scenario.expected_finding:
-                trials.append(scenario.shrink(ctx, failing[0]))
+            if not scenario.expected_finding:
+                trials = _with_shrunk(scenario, ctx, trials)
             results.append(_result(scenario, trials, started))
         return finish(args, s, results, {"command": "run", "seed": args.seed, "scenarios": names})
 
@@ -227,10 +232,8 @@ def cmd_explore(args: argparse.Namespace) -> int:
         skipped = _skipped(scenario, ctx, started)
         if skipped is not None:
             return finish(args, s, [skipped], {"command": "explore", "skipped": skipped.reason})
-        trials = scenario.exhaustive(ctx) if args.exhaustive else scenario.random(ctx, args.random)
-        failing = [t for t in trials if t.outcome == "fail" and len(t.schedule) > 1]
-        if failing:
-            trials.append(scenario.shrink(ctx, failing[0]))
+        trials = _with_shrunk(scenario, ctx,
+                              scenario.exhaustive(ctx) if args.exhaustive else scenario.random(ctx, args.random))
         result = _result(scenario, trials, started)
         return finish(args, s, [result], {"command": "explore", "seed": args.seed,
                                           "mode": "exhaustive" if args.exhaustive else f"random {args.random}"})
