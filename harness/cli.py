@@ -42,12 +42,8 @@ def add_doctor(sub: argparse._SubParsersAction) -> None:
 
 def add_suite_commands(sub: argparse._SubParsersAction) -> None:
     """run, replay, explore, scenarios, report: defined in ``harness.commands``."""
-    try:
-        from harness import commands  # noqa: PLC0415
-    except ModuleNotFoundError as exc:
-        if exc.name != "harness.commands":
-            raise
-        return
+    from harness import commands  # noqa: PLC0415
+
     commands.add_parsers(sub)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness.cli import add_postgres_options
 from harness.history import History
 from harness.options import RunOptions
 from harness.scenario import Context, Scenario, ScenarioResult, find, registry
@@ -31,9 +32,6 @@ SHOWN_PER_SCENARIO = 3
 def add_common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("environment")
     g.add_argument("--steps", default=DEFAULT_STEPS, help=f"step module of the agent (default {DEFAULT_STEPS})")
-    g.add_argument("--postgres", default="auto", choices=["auto", "docker", "local", "embedded", "dsn"])
-    g.add_argument("--dsn", default=None, help="a test database to use (implies --postgres dsn)")
-    g.add_argument("--allow-any-dsn", action="store_true", help="accept a DSN whose name lacks 'test'")
     g.add_argument("--spawn", default="fork", choices=["fork", "exec"],
                    help="incarnations from a preloaded fork server (fast) or fresh interpreters")
     g.add_argument("--worker-cmd", default=None, help="black-box worker command, e.g. 'node worker.js {run_id}'")
@@ -43,6 +41,7 @@ def add_common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--out", default=".killpoint/runs", help="where run directories go")
     g.add_argument("--junit", default=None, help="also write JUnit XML here")
     g.add_argument("--quiet", action="store_true", help="no progress lines")
+    add_postgres_options(p)
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
