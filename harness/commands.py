@@ -155,8 +155,7 @@ def finish(args: argparse.Namespace, s: Session, results: list[ScenarioResult], 
     write_run_dir(s.env.run_dir, results, {**meta, "steps": s.agent.module, "steps_digest": s.agent.digest})
     if args.junit:
         Path(args.junit).write_text(junit_xml(results, s.agent.module))
-    unfired = sorted({u for r in results for t in r.trials for e in t.evidence.events if e["type"] == "run.end"
-                      for u in e.get("unfired") or []})
+    unfired = sorted({u for r in results for t in r.trials for u in t.unfired()})
     if unfired:
         print(f"\nnote: faults the runs never reached (nothing was injected there): {', '.join(unfired[:8])}"
               + (f" and {len(unfired) - 8} more" if len(unfired) > 8 else ""))

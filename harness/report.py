@@ -34,9 +34,8 @@ def trial_block(scenario: str, t: Trial, steps: str, title: str = "FAILED") -> l
             continue
         lines.append(f"  {v.checker}: {v.outcome}: {v.reason}")
         lines.extend(f"      {e}" for e in v.evidence)
-    unfired = [u for e in t.evidence.events if e["type"] == "run.end" for u in e.get("unfired") or []]
-    if unfired:
-        lines.append(f"  not fired (the run never reached them): {', '.join(unfired)}")
+    if t.unfired():
+        lines.append(f"  not fired (the run never reached them): {', '.join(t.unfired())}")
     if t.seed is not None:
         lines.append(f"  seed:     {t.seed}")
     lines.append(f"  schedule: {t.schedule or '(none: crash-free)'}")

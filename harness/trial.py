@@ -43,6 +43,10 @@ class Trial:
     def failing(self) -> list[Verdict]:
         return [v for v in self.verdicts if v.outcome == "fail"]
 
+    def unfired(self) -> list[str]:
+        """Faults of the schedule the run never reached (nothing was injected for them)."""
+        return [u for e in self.evidence.events if e["type"] == "run.end" for u in e.get("unfired") or []]
+
 
 class Session:
     """Shared state of the trials of one harness invocation."""
