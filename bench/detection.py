@@ -65,8 +65,8 @@ def _split_args(m: Mutant) -> tuple[list[str], int | None]:
 
 def measure(name: str, mode: str, count: int, seed: int, out: str) -> Found:
     """In this process: one session on the mutant, the scenario's plan in `mode`, stopped at a failure."""
-    from harness import commands
-    from harness.scenario import Context, find
+    from killpoint.cli import commands
+    from killpoint.run.scenario import Context, find
 
     m = BY_NAME[name]
     extra, _ = _split_args(m)

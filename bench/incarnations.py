@@ -25,15 +25,15 @@ import threading
 import time
 from pathlib import Path
 
-from harness.barrier import BarrierServer
-from harness.environment import Environment
-from harness.history import History
-from harness.launcher import ExecLauncher, ForkLauncher, Launcher
-from harness.options import RunOptions
-from harness.postgres import provide
-from harness.stepmodule import DEFAULT_STEPS, load
-from harness.trial import Session
-from reference_agent.schema import ensure_schema
+from killpoint.env.barrier import BarrierServer
+from killpoint.env.environment import Environment
+from killpoint.run.history import History
+from killpoint.env.launcher import ExecLauncher, ForkLauncher, Launcher
+from killpoint.run.options import RunOptions
+from killpoint.env.postgres import provide
+from killpoint.env.stepmodule import DEFAULT_STEPS, load
+from killpoint.run.trial import Session
+from killpoint.reference_agent.schema import ensure_schema
 
 
 class Clock:

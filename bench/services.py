@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fake_services import Services  # noqa: E402
+from killpoint.fake_services import Services  # noqa: E402
 
 Request = tuple[str, bytes, dict[str, str]]
 

@@ -1,4 +1,4 @@
-"""``python -m fake_services mailer|ledger|model [--port N] [--host H]``: one fake, standalone.
+"""``python -m killpoint.fake_services mailer|ledger|model [--port N] [--host H]``: one fake, standalone.
 
 Prints ``fake NAME listening on http://HOST:PORT`` and serves until SIGTERM or SIGINT, then exits 0.
 A port already in use is one line on stderr and exit 2. The admin interface is at ``/_admin/``.
@@ -19,7 +19,7 @@ from .state import State
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fake_services", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m killpoint.fake_services", description=__doc__.splitlines()[0])
     parser.add_argument("service", choices=list(SERVERS), help="which fake (the mailer also serves the webhook)")
     parser.add_argument("--port", type=int, default=0, help="TCP port (default 0: a free one)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

@@ -62,7 +62,7 @@ def reset(state: State, run_id: str | None = None) -> None:
 
 
 class AdminClient:
-    """The HTTP admin interface from Python, for fakes running standalone (``python -m fake_services``).
+    """The HTTP admin interface from Python, for fakes running standalone (``python -m killpoint.fake_services``).
 
     ``base_url`` is the server's root, e.g. ``http://127.0.0.1:8025``. Errors raise ``RuntimeError``
     with the server's message.

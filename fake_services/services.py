@@ -2,7 +2,7 @@
 
 ::
 
-    from fake_services import Services, Decision
+    from killpoint.fake_services import Services, Decision
     with Services.start(hook=None) as svc:          # mailer (+ webhook), ledger, model; free ports
         base = svc.url("ledger", "r-1")             # http://127.0.0.1:PORT/runs/r-1
         ...

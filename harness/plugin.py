@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from harness.trial import Session
+    from killpoint.run.trial import Session
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -36,7 +36,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture(scope="session")
 def killpoint_steps(pytestconfig: pytest.Config) -> str:
     """The step module under test; override this fixture to pin one in a conftest."""
-    from harness.stepmodule import DEFAULT_STEPS
+    from killpoint.env.stepmodule import DEFAULT_STEPS
 
     return pytestconfig.getoption("--killpoint-steps") or DEFAULT_STEPS
 
@@ -49,12 +49,12 @@ def killpoint_session(pytestconfig: pytest.Config, killpoint_steps: str,
     Session-scoped because starting Postgres and preloading the agent cost about two seconds, while a
     trial costs well under one; every trial uses its own run id, so tests do not see each other.
     """
-    from harness.environment import Environment
-    from harness.history import History
-    from harness.options import RunOptions
-    from harness.stepmodule import load
-    from harness.trial import Session
-    from reference_agent.schema import ensure_schema
+    from killpoint.env.environment import Environment
+    from killpoint.run.history import History
+    from killpoint.run.options import RunOptions
+    from killpoint.env.stepmodule import load
+    from killpoint.run.trial import Session
+    from killpoint.reference_agent.schema import ensure_schema
 
     agent = load(killpoint_steps)
     run_dir = tmp_path_factory.mktemp("killpoint-run")

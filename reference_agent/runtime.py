@@ -6,9 +6,9 @@ step's in-transaction write, under the monotonic guard. Resume is "load, else in
 from its last checkpoint in whatever process picks it up.
 
 :func:`run_durable` returns the last checkpoint (status ``done``, ``paused`` after a drain, or ``failed``)
-and raises :class:`~reference_agent.lease.LeaseBusy` / :class:`~reference_agent.lease.LeaseLost`,
-:class:`~reference_agent.versioning.NewerCheckpoint` / :class:`~reference_agent.versioning.IncompatibleCheckpoint`,
-or :class:`~reference_agent.store.Fenced` when it must stop without touching the run further.
+and raises :class:`~killpoint.reference_agent.lease.LeaseBusy` / :class:`~killpoint.reference_agent.lease.LeaseLost`,
+:class:`~killpoint.reference_agent.versioning.NewerCheckpoint` / :class:`~killpoint.reference_agent.versioning.IncompatibleCheckpoint`,
+or :class:`~killpoint.reference_agent.store.Fenced` when it must stop without touching the run further.
 
 This module also re-exports the names a step module needs (contracts.md section 4).
 """

@@ -16,7 +16,7 @@ from typing import Any
 from .checkpoint import DONE
 from .versioning import Migration
 
-DEFAULT_STEPS = "reference_agent.invoice_agent"
+DEFAULT_STEPS = "killpoint.reference_agent.invoice_agent"
 
 
 class BadStepModule(Exception):

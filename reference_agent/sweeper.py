@@ -5,7 +5,7 @@ lease has expired (its worker died or froze), or when it is ``paused`` (drained)
 lease on it. Each gets the job ``resume-<run_id>``, inserted with ``ON CONFLICT DO NOTHING``: two sweepers
 running at once queue it once.
 
-``python -m reference_agent.sweeper [--stale-seconds S] [--limit N] [--retention-seconds R]`` sweeps once
+``python -m killpoint.reference_agent.sweeper [--stale-seconds S] [--limit N] [--retention-seconds R]`` sweeps once
 (the database from ``DATABASE_URL``), prints the run ids it queued, one a line, and exits 0; with
 ``--retention-seconds`` it also deletes checkpoints of terminal runs older than R seconds.
 """
@@ -43,7 +43,7 @@ def sweep_stalled(conn: psycopg.Connection, stale_seconds: float = 300.0, limit:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m reference_agent.sweeper", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m killpoint.reference_agent.sweeper", description=__doc__.split("\n")[0])
     parser.add_argument("--stale-seconds", type=float, default=300.0)
     parser.add_argument("--limit", type=int, default=100)
     parser.add_argument("--retention-seconds", type=float, default=None)

@@ -2,8 +2,8 @@
 
 Usage::
 
-    python -m reference_agent.worker RUN_ID            # run (or resume) one run
-    python -m reference_agent.worker --queue [--follow] # take resume jobs from the jobs table
+    python -m killpoint.reference_agent.worker RUN_ID            # run (or resume) one run
+    python -m killpoint.reference_agent.worker --queue [--follow] # take resume jobs from the jobs table
 
 ``main(argv) -> int`` is also what the harness's fork server calls in a forked child after setting the
 environment: nothing is connected at import, signal handlers are installed inside ``main``, and ``main``
@@ -11,7 +11,7 @@ returns the exit code instead of exiting.
 
 Environment (contracts.md section 2): ``DATABASE_URL``; ``MAILER_URL``, ``LEDGER_URL``, ``WEBHOOK_URL``;
 ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``; ``KILLPOINT_STEPS`` (step module, default
-``reference_agent.invoice_agent``); ``KILLPOINT_PARAMS`` (JSON for ``initial_state`` of a new run);
+``killpoint.reference_agent.invoice_agent``); ``KILLPOINT_PARAMS`` (JSON for ``initial_state`` of a new run);
 ``KILLPOINT_WORKER_ID`` (lease owner, default ``<hostname>:<pid>``); ``KILLPOINT_LEASE_SECONDS`` (30);
 ``KILLPOINT_DRAIN_SECONDS`` (90); ``KILLPOINT_STEP_DELAY`` (0); ``KILLPOINT_WINDOW_BUDGET`` (16000 JSON
 characters); ``KILLPOINT_MODEL`` (model name); ``KILLPOINT_POLL_SECONDS`` (queue poll interval with
@@ -166,7 +166,7 @@ class _Shutdown:
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m reference_agent.worker",
+    parser = argparse.ArgumentParser(prog="python -m killpoint.reference_agent.worker",
                                      description="Run or resume a durable agent run.")
     parser.add_argument("run_id", nargs="?", help="the run to run or resume")
     parser.add_argument("--queue", action="store_true", help="take resume jobs from the jobs table")

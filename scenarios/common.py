@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from harness.scenario import Context
-from harness.trial import Trial
+from killpoint.run.scenario import Context
+from killpoint.run.trial import Trial
 
 T = TypeVar("T")
 

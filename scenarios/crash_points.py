@@ -3,7 +3,7 @@ multi-fault schedules from the run's seed. Judged by every crash checker."""
 
 from __future__ import annotations
 
-from harness.scenario import Scenario
+from killpoint.run.scenario import Scenario
 
 
 class CrashPoints(Scenario):

@@ -12,9 +12,9 @@ is skipped with that reason.
 
 from __future__ import annotations
 
-from harness.checkers import CRASH_CHECKERS
-from harness.scenario import Context, Scenario
-from harness.trial import Trial
+from killpoint.checkers import CRASH_CHECKERS
+from killpoint.run.scenario import Context, Scenario
+from killpoint.run.trial import Trial
 
 POINTS = ("checkpoint.writing", "checkpoint.committed")
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from harness.checkers import CRASH_CHECKERS
-from harness.scenario import Context, Scenario
-from harness.schedule import Fault, Schedule
-from harness.trial import Trial
-from scenarios.common import run_each
+from killpoint.checkers import CRASH_CHECKERS
+from killpoint.run.scenario import Context, Scenario
+from killpoint.faults.schedule import Fault, Schedule
+from killpoint.run.trial import Trial
+from killpoint.scenarios.common import run_each
 
 LONG_GRACE_FROM = 1.0
 """A grace of at least this many seconds is "longer than the step"."""

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from harness.checkers import CRASH_CHECKERS
-from harness.scenario import Context, Scenario
-from harness.schedule import Schedule, random_schedules
-from harness.trial import Trial
+from killpoint.checkers import CRASH_CHECKERS
+from killpoint.run.scenario import Context, Scenario
+from killpoint.faults.schedule import Schedule, random_schedules
+from killpoint.run.trial import Trial
 
 RANDOM_SCHEDULES = 4
 

@@ -18,12 +18,12 @@ from dataclasses import asdict, replace
 
 import psycopg
 
-from harness.fleet import FLEET_ACTIONS, FaultPlan, Fleet, fleet_schedule
-from harness.options import RunOptions
-from harness.scenario import Context, Scenario
-from harness.schedule import Schedule, derive_seed
-from harness.trial import Trial
-from reference_agent.sweeper import sweep_stalled
+from killpoint.run.fleet import FLEET_ACTIONS, FaultPlan, Fleet, fleet_schedule
+from killpoint.run.options import RunOptions
+from killpoint.run.scenario import Context, Scenario
+from killpoint.faults.schedule import Schedule, derive_seed
+from killpoint.run.trial import Trial
+from killpoint.reference_agent.sweeper import sweep_stalled
 
 
 class FleetScenario(Scenario):

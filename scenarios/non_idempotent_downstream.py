@@ -1,6 +1,6 @@
 """non-idempotent-downstream: a negative control. The harness must find the window it is built to find.
 
-The agent is the webhook variant (`reference_agent.webhook_agent`): its `notify` step posts to a webhook
+The agent is the webhook variant (`killpoint.reference_agent.webhook_agent`): its `notify` step posts to a webhook
 that has no idempotency-key support, guarded by the agent's own `was_done` / `mark_done`. That narrows
 the window of a duplicate without closing it: a worker that dies after the post and before `mark_done`
 posts again when the run resumes. Every single kill over the agent's steps and points is tried; the
@@ -11,10 +11,10 @@ that replays it. The scenario counts as `expected` when the window is found and 
 
 from __future__ import annotations
 
-from harness.scenario import Context, Scenario
-from harness.trial import Trial
+from killpoint.run.scenario import Context, Scenario
+from killpoint.run.trial import Trial
 
-WEBHOOK_AGENT = "reference_agent.webhook_agent"
+WEBHOOK_AGENT = "killpoint.reference_agent.webhook_agent"
 
 
 def is_webhook_duplicate(trial: Trial) -> bool:

@@ -20,13 +20,13 @@ from pathlib import Path
 import psycopg
 from psycopg.types.json import Jsonb
 
-from harness.checkers import Evidence, Verdict
-from harness.checkers.verdict import failed, passed
-from harness.scenario import Context, Scenario
-from harness.schedule import Schedule
-from harness.stepmodule import AgentSpec
-from harness.trial import Trial
-from scenarios.common import run_each
+from killpoint.checkers import Evidence, Verdict
+from killpoint.checkers.verdict import failed, passed
+from killpoint.run.scenario import Context, Scenario
+from killpoint.faults.schedule import Schedule
+from killpoint.env.stepmodule import AgentSpec
+from killpoint.run.trial import Trial
+from killpoint.scenarios.common import run_each
 
 REFUSED_EXIT = 3
 KINDS = ("newer", "missing-fields", "not-an-object")

@@ -8,7 +8,7 @@ until done. The evidence covers both drives. Judged by completes, exactly_once, 
 a crash-free run wholly at version N), migrates_older_version, no_rewind, context_fidelity, no_orphans.
 
 The previous code is `--previous-steps pkg.module`; for the reference agent it defaults to
-`reference_agent.invoice_agent_v2`. Without it (a user's step module), the scenario is skipped with the
+`killpoint.reference_agent.invoice_agent_v2`. Without it (a user's step module), the scenario is skipped with the
 reason, never passed.
 """
 
@@ -16,15 +16,15 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from harness.controller import collect_evidence
-from harness.errors import UsageError
-from harness.scenario import Context, Scenario
-from harness.schedule import Fault, Schedule
-from harness.stepmodule import AgentSpec, load
-from harness.trial import Trial, step_points
-from scenarios.common import run_each
+from killpoint.run.controller import collect_evidence
+from killpoint.errors import UsageError
+from killpoint.run.scenario import Context, Scenario
+from killpoint.faults.schedule import Fault, Schedule
+from killpoint.env.stepmodule import AgentSpec, load
+from killpoint.run.trial import Trial, step_points
+from killpoint.scenarios.common import run_each
 
-PREVIOUS = {"reference_agent.invoice_agent": "reference_agent.invoice_agent_v2"}
+PREVIOUS = {"killpoint.reference_agent.invoice_agent": "killpoint.reference_agent.invoice_agent_v2"}
 """The previous code of the project's own agents."""
 
 
@@ -91,7 +91,7 @@ class SchemaUpgrade(Scenario):
         return self.run(ctx)
 
     def figures(self, trials: list[Trial]) -> str:
-        """E.g. "v2 -> v3 (previous code: reference_agent.invoice_agent_v2), paused at 5 points"."""
+        """E.g. "v2 -> v3 (previous code: killpoint.reference_agent.invoice_agent_v2), paused at 5 points"."""
         if not trials:
             return ""
         o = trials[0].evidence.options

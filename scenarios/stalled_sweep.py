@@ -17,16 +17,16 @@ from dataclasses import replace
 
 import psycopg
 
-from harness.checkers import CRASH_CHECKERS
-from harness.checkers.evidence import Evidence
-from harness.checkers.verdict import Verdict, failed, passed
-from harness.fleet import FaultPlan, Fleet, Sweep
-from harness.options import RunOptions
-from harness.scenario import Context, Scenario
-from harness.schedule import Schedule
-from harness.trial import Trial
-from reference_agent.queue import resume_job_id
-from reference_agent.sweeper import sweep_stalled
+from killpoint.checkers import CRASH_CHECKERS
+from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.verdict import Verdict, failed, passed
+from killpoint.run.fleet import FaultPlan, Fleet, Sweep
+from killpoint.run.options import RunOptions
+from killpoint.run.scenario import Context, Scenario
+from killpoint.faults.schedule import Schedule
+from killpoint.run.trial import Trial
+from killpoint.reference_agent.queue import resume_job_id
+from killpoint.reference_agent.sweeper import sweep_stalled
 
 BARRIER_SECONDS = 10.0
 

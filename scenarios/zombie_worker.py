@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from harness.scenario import Context, Scenario
-from harness.trial import Trial
+from killpoint.run.scenario import Context, Scenario
+from killpoint.run.trial import Trial
 
 RANDOM_SCHEDULES = 4
 _HOW = {0: "finished the run itself", 3: "refused", 4: "fenced", 5: "lease lost"}

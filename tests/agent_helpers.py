@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from fake_services import Services
+from killpoint.fake_services import Services
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -153,7 +153,7 @@ class Worker:
     def __init__(self, args: list[str], env: dict[str, str], log: Path) -> None:
         self.log = log
         self._log_file = log.open("wb")
-        self.proc = subprocess.Popen([sys.executable, "-m", "reference_agent.worker", *args], env=env,
+        self.proc = subprocess.Popen([sys.executable, "-m", "killpoint.reference_agent.worker", *args], env=env,
                                      cwd=REPO, stdout=self._log_file, stderr=subprocess.STDOUT)
 
     @property
@@ -191,7 +191,7 @@ class AgentEnv:
         self.conn = psycopg.connect(dsn, autocommit=True)
         self.workers: list[Worker] = []
         self._points: PointServer | None = None
-        from reference_agent.schema import ensure_schema
+        from killpoint.reference_agent.schema import ensure_schema
         ensure_schema(self.conn)
 
     @property
@@ -210,7 +210,7 @@ class AgentEnv:
         return base
 
     def start(self, run_id: str, *args: str, **extra: Any) -> Worker:
-        """Start ``python -m reference_agent.worker`` (``args`` default: ``RUN_ID``) with env ``extra``."""
+        """Start ``python -m killpoint.reference_agent.worker`` (``args`` default: ``RUN_ID``) with env ``extra``."""
         log = self.tmp / f"worker-{len(self.workers) + 1}.log"
         worker = Worker(list(args) or [run_id], self.env(run_id, **extra), log)
         self.workers.append(worker)

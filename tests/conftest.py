@@ -15,7 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from harness.postgres import PostgresHandle, provide
+from killpoint.env.postgres import PostgresHandle, provide
 
 
 def _option(config: pytest.Config, name: str, default: str | None) -> str | None:
@@ -66,14 +66,14 @@ def pg_dsn(pg_server: PostgresHandle, request: pytest.FixtureRequest) -> Iterato
 def killpoint_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run ``killpoint ARGS...`` as a real subprocess (as a user would: no stdin, output captured).
 
-    Uses ``python -m harness.cli`` from the checkout, so it works installed or not; a subprocess because
+    Uses ``python -m killpoint.cli.main`` from the checkout, so it works installed or not; a subprocess because
     exit codes, stderr lines and cleanup are only honest when the process really ends.
     """
     root = Path(__file__).resolve().parent.parent
 
     def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "harness.cli", *args],
+            [sys.executable, "-m", "killpoint.cli.main", *args],
             capture_output=True,
             text=True,
             cwd=root,

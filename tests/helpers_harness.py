@@ -21,13 +21,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.environment import Environment
-from harness.history import History
-from harness.options import RunOptions
-from harness.postgres import PostgresHandle
-from harness.stepmodule import DEFAULT_STEPS, load
-from harness.trial import Session
-from reference_agent.schema import ensure_schema
+from killpoint.env.environment import Environment
+from killpoint.run.history import History
+from killpoint.run.options import RunOptions
+from killpoint.env.postgres import PostgresHandle
+from killpoint.env.stepmodule import DEFAULT_STEPS, load
+from killpoint.run.trial import Session
+from killpoint.reference_agent.schema import ensure_schema
 
 REPO = Path(__file__).resolve().parent.parent
 TESTS = REPO / "tests"
@@ -129,7 +129,7 @@ class Sandbox:
         return env
 
     def argv(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "harness.cli", *args]
+        return [sys.executable, "-m", "killpoint.cli.main", *args]
 
     def run(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """`killpoint ARGS` to its end, output captured."""

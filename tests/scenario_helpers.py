@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 from helpers_harness import harness_session, pythonpath
 
-from harness.commands import _result
-from harness.environment import Environment
-from harness.errors import KillpointError
-from harness.history import History
-from harness.options import RunOptions
-from harness.postgres import PostgresHandle
-from harness.scenario import Context, Scenario, ScenarioResult
-from harness.stepmodule import DEFAULT_STEPS, load
-from harness.trial import Session, Trial
-from reference_agent.schema import ensure_schema
+from killpoint.cli.commands import _result
+from killpoint.env.environment import Environment
+from killpoint.errors import KillpointError
+from killpoint.run.history import History
+from killpoint.run.options import RunOptions
+from killpoint.env.postgres import PostgresHandle
+from killpoint.run.scenario import Context, Scenario, ScenarioResult
+from killpoint.env.stepmodule import DEFAULT_STEPS, load
+from killpoint.run.trial import Session, Trial
+from killpoint.reference_agent.schema import ensure_schema
 
 
 def module_session(db: str) -> Any:

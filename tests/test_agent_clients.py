@@ -9,8 +9,8 @@ import anthropic
 import httpx2
 import pytest
 
-from fake_services import Services
-from reference_agent.clients import (
+from killpoint.fake_services import Services
+from killpoint.reference_agent.clients import (
     PRICES,
     EffectFailed,
     Ledger,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agent_helpers import AgentEnv, agent_fixture  # noqa: F401 (the `agent` fixture)
 
-from reference_agent.compaction import compact, size
+from killpoint.reference_agent.compaction import compact, size
 
 
 def conversation(turns: int) -> list[dict[str, str]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from agent_helpers import REPO
 
-from reference_agent import killpoints
+from killpoint.reference_agent import killpoints
 
 REPORT = "from reference_agent import killpoints; killpoints.report('step.start', 'r-1', 'plan', 0); print('went')"
 

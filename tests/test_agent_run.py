@@ -8,7 +8,7 @@ import httpx2
 import pytest
 from agent_helpers import AgentEnv, agent_fixture, wait_for  # noqa: F401 (the `agent` fixture)
 
-from reference_agent import invoice_agent
+from killpoint.reference_agent import invoice_agent
 
 
 def test_runs_to_done_with_one_effect_per_step(agent: AgentEnv) -> None:
@@ -99,7 +99,7 @@ def test_reports_kill_points_in_order(agent: AgentEnv) -> None:
 def test_webhook_variant_guard_narrows_but_does_not_close_the_window(agent: AgentEnv) -> None:
     """Negative control: was_done/mark_done skips a post already marked, but a kill between the post and
     mark_done posts twice."""
-    steps = {"KILLPOINT_STEPS": "reference_agent.webhook_agent"}
+    steps = {"KILLPOINT_STEPS": "killpoint.reference_agent.webhook_agent"}
     ok = agent.run("r-wh-ok", **steps)
     assert ok.proc.returncode == 0, ok.output
     assert len(agent.effects("r-wh-ok", "webhook")) == 1

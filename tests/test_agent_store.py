@@ -8,10 +8,10 @@ import psycopg
 import pytest
 from agent_helpers import AgentEnv, agent_fixture  # noqa: F401 (the `agent` fixture)
 
-from reference_agent.checkpoint import Checkpoint
-from reference_agent.lease import Lease, LeaseBusy, LeaseLost
-from reference_agent.schema import ensure_schema
-from reference_agent.store import CheckpointStore, Fenced
+from killpoint.reference_agent.checkpoint import Checkpoint
+from killpoint.reference_agent.lease import Lease, LeaseBusy, LeaseLost
+from killpoint.reference_agent.schema import ensure_schema
+from killpoint.reference_agent.store import CheckpointStore, Fenced
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import threading
 import psycopg
 from agent_helpers import REPO, AgentEnv, agent_fixture  # noqa: F401 (the `agent` fixture)
 
-from reference_agent.queue import claim, enqueue_resume
-from reference_agent.retention import sweep_retention
-from reference_agent.sweeper import sweep_stalled
+from killpoint.reference_agent.queue import claim, enqueue_resume
+from killpoint.reference_agent.retention import sweep_retention
+from killpoint.reference_agent.sweeper import sweep_stalled
 
 
 def put(conn: psycopg.Connection, run_id: str, status: str, age_seconds: float = 0,
@@ -77,7 +77,7 @@ def test_sweeper_command_and_queue_worker_resume_a_crashed_run(agent: AgentEnv) 
     """Crash at the replay trap; the sweeper (run twice) queues one job; a queue worker finishes the run."""
     agent.crash_at("r-q", "email", "effect.responded")
     env = agent.env("r-q")
-    outs = [subprocess.run([sys.executable, "-m", "reference_agent.sweeper", "--stale-seconds", "300"],
+    outs = [subprocess.run([sys.executable, "-m", "killpoint.reference_agent.sweeper", "--stale-seconds", "300"],
                            env=env, cwd=REPO, capture_output=True, text=True, timeout=60) for _ in range(2)]
     assert [o.returncode for o in outs] == [0, 0]
     assert [o.stdout for o in outs] == ["r-q\n", ""]

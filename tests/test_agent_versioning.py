@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from agent_helpers import AgentEnv, agent_fixture  # noqa: F401 (the `agent` fixture)
 
-from reference_agent import invoice_agent
-from reference_agent.checkpoint import Checkpoint
-from reference_agent.versioning import IncompatibleCheckpoint, NewerCheckpoint, parse, upgrade
+from killpoint.reference_agent import invoice_agent
+from killpoint.reference_agent.checkpoint import Checkpoint
+from killpoint.reference_agent.versioning import IncompatibleCheckpoint, NewerCheckpoint, parse, upgrade
 
 V = invoice_agent.STATE_VERSION
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-BLACK_BOX = "env -u KILLPOINT_SOCKET python -m reference_agent.worker {run_id}"
+BLACK_BOX = "env -u KILLPOINT_SOCKET python -m killpoint.reference_agent.worker {run_id}"
 
 
 def _replay(killpoint_cli, tmp_path: Path, schedule: str, *extra: str):

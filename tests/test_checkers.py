@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
-from harness.checkers import CHECKERS, CRASH_CHECKERS, Evidence, Verdict, combine, run_checkers
-from harness.checkers.verdict import failed, passed, unknown
+from killpoint.checkers import CHECKERS, CRASH_CHECKERS, Evidence, Verdict, combine, run_checkers
+from killpoint.checkers.verdict import failed, passed, unknown
 
 STEPS = ("plan", "validate", "charge", "email", "record")
 

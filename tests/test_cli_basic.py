@@ -12,9 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness import __version__, cli
-from harness.errors import EnvironmentProblem
-from harness.postgres.binaries import find_local
+from killpoint import __version__, cli
+from killpoint.errors import EnvironmentProblem
+from killpoint.env.postgres.binaries import find_local
 
 
 def test_version(killpoint_cli) -> None:  # noqa: ANN001
@@ -61,8 +61,8 @@ def test_ctrl_c_exits_130(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Captur
 
 HOLDER = """
 import sys, threading
-from harness import cli
-from harness.postgres import provide
+from killpoint.cli import main as cli
+from killpoint.env.postgres import provide
 
 def hold(_args):
     with provide("local") as pg:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import psutil
 import pytest
 
-from harness import cli
-from harness.postgres import auto
-from harness.postgres.binaries import find_local
-from harness.postgres.handle import PostgresHandle
-from harness.postgres.local import free_port
-from harness.postgres.reaper import clusters_root, own_clusters, owner_alive
+from killpoint.cli import main as cli
+from killpoint.env.postgres import auto
+from killpoint.env.postgres.binaries import find_local
+from killpoint.env.postgres.handle import PostgresHandle
+from killpoint.env.postgres.local import free_port
+from killpoint.env.postgres.reaper import clusters_root, own_clusters, owner_alive
 
 
 def leftovers() -> list[str]:

@@ -25,7 +25,7 @@ import httpx  # noqa: E402
 import pytest  # noqa: E402
 import respx  # noqa: E402
 
-from fake_services.model import answer, message_body  # noqa: E402
+from killpoint.fake_services.model import answer, message_body  # noqa: E402
 
 BASE = "http://model.test/runs/r-1"
 MODEL = "claude-haiku-4-5"

@@ -10,8 +10,8 @@ import anthropic
 import httpx2
 import pytest
 
-from fake_services import Decision, Services
-from fake_services.model import answer
+from killpoint.fake_services import Decision, Services
+from killpoint.fake_services.model import answer
 
 MODEL = "claude-sonnet-4-6"
 HELLO = [{"role": "user", "content": "Invoice inv-1 for 12.50 USD: approve?"}]

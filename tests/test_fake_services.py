@@ -13,7 +13,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from fake_services import AdminClient, Decision, Services
+from killpoint.fake_services import AdminClient, Decision, Services
 
 EMAIL = {"to": "ana@example.com", "template": "invoice", "data": {"invoice": "inv-1"}}
 CHARGE = {"account": "acct_1", "amount_cents": 1250, "currency": "usd"}

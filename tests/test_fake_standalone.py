@@ -1,4 +1,4 @@
-"""``python -m fake_services NAME --port N``: starts, answers, stops cleanly on SIGTERM, leaves nothing."""
+"""``python -m killpoint.fake_services NAME --port N``: starts, answers, stops cleanly on SIGTERM, leaves nothing."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fake_services import AdminClient
+from killpoint.fake_services import AdminClient
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUESTS = {

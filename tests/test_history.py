@@ -10,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-from harness.history import History, trace
+from killpoint.run.history import History, trace
 
 
 def test_append_numbers_times_and_writes_each_event(tmp_path: Path) -> None:
@@ -59,7 +59,7 @@ def test_appends_from_many_threads_are_serialised(tmp_path: Path) -> None:
 
 WRITER = """
 import sys
-from harness.history import History
+from killpoint.run.history import History
 h = History(sys.argv[1])
 for k in range(int(sys.argv[2])):
     h.append("note", k=k, text="line " * 20)

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from helpers_harness import harness_session, run_events
 
-from harness.barrier import BarrierServer
-from harness.history import History
-from harness.postgres import PostgresHandle
-from harness.schedule import Schedule
-from harness.trial import Session, Trial, step_points
+from killpoint.env.barrier import BarrierServer
+from killpoint.run.history import History
+from killpoint.env.postgres import PostgresHandle
+from killpoint.faults.schedule import Schedule
+from killpoint.run.trial import Session, Trial, step_points
 
 REFERENCE_PAIRS = 23
 REPEATS = 5

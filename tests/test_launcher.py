@@ -17,13 +17,13 @@ import pytest
 from agent_helpers import wait_for
 from helpers_harness import harness_session
 
-from harness.barrier import BarrierServer
-from harness.history import trace
-from harness.launcher import ExecLauncher, ForkLauncher, Incarnation, Launcher
-from harness.postgres import PostgresHandle
-from harness.schedule import Schedule
-from harness.stepmodule import DEFAULT_STEPS
-from harness.trial import Session, Trial
+from killpoint.env.barrier import BarrierServer
+from killpoint.run.history import trace
+from killpoint.env.launcher import ExecLauncher, ForkLauncher, Incarnation, Launcher
+from killpoint.env.postgres import PostgresHandle
+from killpoint.faults.schedule import Schedule
+from killpoint.env.stepmodule import DEFAULT_STEPS
+from killpoint.run.trial import Session, Trial
 
 SCHEDULE = "charge:effect.applied:kill"
 

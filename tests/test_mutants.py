@@ -27,11 +27,11 @@ import pytest
 from helpers_harness import Sandbox, describe, harness_session
 from mutants import BY_NAME, MUTANTS, PREVIOUS_CODE, Mutant
 
-from harness.checkers.evidence import Evidence
-from harness.checkers.process import bounded_rework
-from harness.postgres import PostgresHandle
-from harness.scenario import Context, find, registry
-from harness.schedule import Schedule
+from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.process import bounded_rework
+from killpoint.env.postgres import PostgresHandle
+from killpoint.run.scenario import Context, find, registry
+from killpoint.faults.schedule import Schedule
 
 MUTANTS_DIR = Path(__file__).resolve().parent / "mutants"
 REPLAY = re.compile(r"^\s*replay:\s+(killpoint replay .*)$", re.MULTILINE)

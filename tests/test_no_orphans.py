@@ -21,7 +21,7 @@ import pytest
 from agent_helpers import wait_for
 from helpers_harness import BROKEN_AGENT, Sandbox, describe
 
-from harness.stepmodule import DEFAULT_STEPS
+from killpoint.env.stepmodule import DEFAULT_STEPS
 
 EXPLORE = ("explore", "--scenario", "crash-points", "--exhaustive", "--postgres", "local")
 
@@ -50,7 +50,7 @@ def kinds(procs: list[psutil.Process]) -> list[str]:
             name, cmd = p.name(), p.cmdline()
         except psutil.Error:
             continue
-        out.append("postgres" if name == "postgres" else "forkserver" if "harness.forkserver" in cmd else "other")
+        out.append("postgres" if name == "postgres" else "forkserver" if "killpoint.env.forkserver" in cmd else "other")
     return out
 
 

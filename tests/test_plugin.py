@@ -5,13 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from harness.schedule import Schedule
+from killpoint.faults.schedule import Schedule
 
 
 def test_plugin_import_is_light() -> None:
     """pytest loads the plugin in every session of every project that installs killpoint."""
-    code = ("import sys, harness.plugin; heavy = [m for m in ('anthropic', 'psycopg', 'fake_services', "
-            "'reference_agent', 'harness.environment') if m in sys.modules]; print(heavy); sys.exit(bool(heavy))")
+    code = ("import sys, killpoint.plugin; heavy = [m for m in ('anthropic', 'psycopg', 'fake_services', "
+            "'reference_agent', 'killpoint.env.environment') if m in sys.modules]; print(heavy); sys.exit(bool(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
 

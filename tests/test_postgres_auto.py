@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import EnvironmentProblem, UsageError
-from harness.postgres import auto, docker, open_server, provide
-from harness.postgres.binaries import find_local
-from harness.postgres.dsn import DsnServer, check_safe
-from harness.postgres.local import PORT_ATTEMPTS, LocalServer, free_port
-from harness.postgres.reaper import own_clusters
+from killpoint.errors import EnvironmentProblem, UsageError
+from killpoint.env.postgres import auto, docker, open_server, provide
+from killpoint.env.postgres.binaries import find_local
+from killpoint.env.postgres.dsn import DsnServer, check_safe
+from killpoint.env.postgres.local import PORT_ATTEMPTS, LocalServer, free_port
+from killpoint.env.postgres.reaper import own_clusters
 
 needs_local = pytest.mark.skipif(find_local() is None, reason="no Postgres server binaries on this machine")
 

@@ -8,8 +8,8 @@ import psutil
 import psycopg
 import pytest
 
-from harness.postgres import provide
-from harness.postgres.binaries import find_local
+from killpoint.env.postgres import provide
+from killpoint.env.postgres.binaries import find_local
 
 pytestmark = pytest.mark.skipif(find_local() is None, reason="no Postgres server binaries on this machine")
 

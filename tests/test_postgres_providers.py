@@ -8,8 +8,8 @@ import os
 import psycopg
 import pytest
 
-from harness.postgres import auto, provide
-from harness.postgres.reaper import own_clusters
+from killpoint.env.postgres import auto, provide
+from killpoint.env.postgres.reaper import own_clusters
 
 
 def reason_missing(kind: str) -> str | None:

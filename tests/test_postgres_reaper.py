@@ -12,16 +12,16 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.postgres import provide
-from harness.postgres.binaries import find_local
-from harness.postgres.reaper import clusters_root, reap_orphans
-from harness.postgres.wait import Wait
+from killpoint.env.postgres import provide
+from killpoint.env.postgres.binaries import find_local
+from killpoint.env.postgres.reaper import clusters_root, reap_orphans
+from killpoint.env.postgres.wait import Wait
 
 pytestmark = pytest.mark.skipif(find_local() is None, reason="no Postgres server binaries on this machine")
 
 HOLDER = """
 import json, sys, threading
-from harness.postgres import provide
+from killpoint.env.postgres import provide
 with provide("local") as pg:
     print(json.dumps({"dir": str(pg.dir), "pid": pg.proc.pid, "dsn": pg.dsn}), flush=True)
     threading.Event().wait()

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.postgres.binaries import find_local
-from harness.postgres.template import READY
+from killpoint.env.postgres.binaries import find_local
+from killpoint.env.postgres.template import READY
 
 pytestmark = pytest.mark.skipif(find_local() is None, reason="no Postgres server binaries on this machine")
 
 STARTER = """
-from harness.postgres import provide
+from killpoint.env.postgres import provide
 with provide("local") as pg:
     print(pg.timings["copy"] >= 0 and pg.dsn)
 """

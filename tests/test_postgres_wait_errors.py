@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import EnvironmentProblem, KillpointError, UsageError
-from harness.postgres.handle import db_name
-from harness.postgres.wait import Wait
+from killpoint.errors import EnvironmentProblem, KillpointError, UsageError
+from killpoint.env.postgres.handle import db_name
+from killpoint.env.postgres.wait import Wait
 
 
 def test_error_line_shape() -> None:

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from helpers_harness import BROKEN_AGENT, Sandbox, describe, harness_session
 
-from harness.history import trace
-from harness.postgres import PostgresHandle
-from harness.schedule import Schedule
-from harness.trial import Session, Trial
+from killpoint.run.history import trace
+from killpoint.env.postgres import PostgresHandle
+from killpoint.faults.schedule import Schedule
+from killpoint.run.trial import Session, Trial
 
 FAILING = "email:effect.applied:kill"
 

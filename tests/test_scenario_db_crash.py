@@ -11,11 +11,11 @@ import pytest
 from helpers_harness import Sandbox, describe
 from scenario_helpers import failing, module_outcome, owned_session, why
 
-from harness.postgres import PostgresHandle
-from harness.scenario import Context, ScenarioResult
-from harness.schedule import Schedule
-from harness.trial import Session, Trial
-from scenarios.db_crash import DbCrash
+from killpoint.env.postgres import PostgresHandle
+from killpoint.run.scenario import Context, ScenarioResult
+from killpoint.faults.schedule import Schedule
+from killpoint.run.trial import Session, Trial
+from killpoint.scenarios.db_crash import DbCrash
 
 
 @pytest.fixture(scope="module")

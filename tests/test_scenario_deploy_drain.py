@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from scenario_helpers import failing, module_outcome, module_session, why
 
-from harness.report import trial_block
-from harness.scenario import Context, ScenarioResult
-from harness.schedule import Schedule
-from harness.trial import Session, Trial
-from scenarios.deploy_drain import DeployDrain, Variant, drain_times
+from killpoint.report.text import trial_block
+from killpoint.run.scenario import Context, ScenarioResult
+from killpoint.faults.schedule import Schedule
+from killpoint.run.trial import Session, Trial
+from killpoint.scenarios.deploy_drain import DeployDrain, Variant, drain_times
 
 session = module_session("t_scenario_deploy_drain")
 outcome = module_outcome(DeployDrain)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from scenario_helpers import failing, module_outcome, module_session, why
 
-from harness.scenario import Context, ScenarioResult
-from harness.schedule import Schedule
-from harness.trial import Session, Trial
-from scenarios.flaky_services import FlakyServices
+from killpoint.run.scenario import Context, ScenarioResult
+from killpoint.faults.schedule import Schedule
+from killpoint.run.trial import Session, Trial
+from killpoint.scenarios.flaky_services import FlakyServices
 
 session = module_session("t_scenario_flaky_services")
 outcome = module_outcome(FlakyServices)

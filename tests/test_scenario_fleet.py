@@ -10,12 +10,12 @@ import psutil
 import pytest
 from helpers_harness import harness_session
 
-from harness.fleet import FaultPlan, fleet_schedule
-from harness.postgres import PostgresHandle
-from harness.scenario import Context
-from harness.schedule import Schedule, ScheduleError
-from harness.trial import Session, Trial
-from scenarios.fleet import FleetScenario
+from killpoint.run.fleet import FaultPlan, fleet_schedule
+from killpoint.env.postgres import PostgresHandle
+from killpoint.run.scenario import Context
+from killpoint.faults.schedule import Schedule, ScheduleError
+from killpoint.run.trial import Session, Trial
+from killpoint.scenarios.fleet import FleetScenario
 
 STEP_POINTS = {"plan": ["step.start", "model.request", "checkpoint.committed"],
                "charge": ["step.start", "effect.applied", "effect.responded"]}

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from helpers_harness import Sandbox, describe, harness_session
 
-from harness.checkers.evidence import Evidence
-from harness.checkers.verdict import failed, passed
-from harness.commands import _result, finish
-from harness.postgres import PostgresHandle
-from harness.report import trial_block
-from harness.scenario import Context, ScenarioResult
-from harness.schedule import Schedule
-from harness.trial import Session, Trial
-from scenarios.non_idempotent_downstream import NonIdempotentDownstream
+from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.verdict import failed, passed
+from killpoint.cli.commands import _result, finish
+from killpoint.env.postgres import PostgresHandle
+from killpoint.report.text import trial_block
+from killpoint.run.scenario import Context, ScenarioResult
+from killpoint.faults.schedule import Schedule
+from killpoint.run.trial import Session, Trial
+from killpoint.scenarios.non_idempotent_downstream import NonIdempotentDownstream
 
 WINDOW = "notify:effect.responded:kill"
 

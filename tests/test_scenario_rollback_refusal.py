@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from scenario_helpers import failing, module_outcome, module_session, why
 
-from harness.checkers import Evidence
-from harness.report import trial_block
-from harness.scenario import Context, ScenarioResult
-from harness.schedule import Schedule
-from harness.trial import Session, Trial
-from scenarios.rollback_refusal import KINDS, RollbackRefusal, refusal_explained
+from killpoint.checkers import Evidence
+from killpoint.report.text import trial_block
+from killpoint.run.scenario import Context, ScenarioResult
+from killpoint.faults.schedule import Schedule
+from killpoint.run.trial import Session, Trial
+from killpoint.scenarios.rollback_refusal import KINDS, RollbackRefusal, refusal_explained
 
 session = module_session("t_scenario_rollback_refusal")
 outcome = module_outcome(RollbackRefusal)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from scenario_helpers import failing, module_outcome, module_session, why
 
-from harness.scenario import Context, ScenarioResult
-from harness.schedule import Schedule
-from harness.trial import Session, Trial
-from scenarios.schema_upgrade import SchemaUpgrade
+from killpoint.run.scenario import Context, ScenarioResult
+from killpoint.faults.schedule import Schedule
+from killpoint.run.trial import Session, Trial
+from killpoint.scenarios.schema_upgrade import SchemaUpgrade
 
-PREVIOUS = "reference_agent.invoice_agent_v2"
+PREVIOUS = "killpoint.reference_agent.invoice_agent_v2"
 
 
 session = module_session("t_scenario_schema_upgrade")
@@ -32,7 +32,7 @@ def test_each_run_pauses_at_v2_and_finishes_at_v3(outcome: tuple[list[Trial], Sc
         ev = t.evidence
         assert ev.options["seeded_version"] == 2 and ev.final["version"] == 3, t.run_id
         begins = [e["steps"] for e in ev.events if e["type"] == "run.begin"]
-        assert begins == [PREVIOUS, "reference_agent.invoice_agent"]
+        assert begins == [PREVIOUS, "killpoint.reference_agent.invoice_agent"]
         incs = [i["inc"] for i in ev.incarnations]
         assert len(incs) == len(set(incs)) >= 2, incs  # one id per process across both drives
         assert {w["app"] for w in ev.audit} <= set(incs)
@@ -54,5 +54,5 @@ def test_without_previous_code_it_is_skipped_with_the_reason(session: Session) -
     reason = scenario.skip_reason(Context(session=session))
     assert reason is not None and "--previous-steps" in reason, reason
     assert scenario.skip_reason(Context(session=session, previous_steps=PREVIOUS)) is None
-    same = scenario.skip_reason(Context(session=session, previous_steps="reference_agent.invoice_agent"))
+    same = scenario.skip_reason(Context(session=session, previous_steps="killpoint.reference_agent.invoice_agent"))
     assert same is not None and "not older" in same, same

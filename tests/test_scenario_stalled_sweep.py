@@ -12,11 +12,11 @@ import pytest
 from broken import sweeper_no_dedupe
 from helpers_harness import harness_session
 
-from harness.postgres import PostgresHandle
-from harness.scenario import Context
-from harness.schedule import Schedule
-from harness.trial import Session, Trial
-from scenarios.stalled_sweep import StalledSweep, race_sweepers
+from killpoint.env.postgres import PostgresHandle
+from killpoint.run.scenario import Context
+from killpoint.faults.schedule import Schedule
+from killpoint.run.trial import Session, Trial
+from killpoint.scenarios.stalled_sweep import StalledSweep, race_sweepers
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from scenario_helpers import failing, module_outcome, module_session, why
 
-from harness.checkers import CHECKERS, Evidence
-from harness.scenario import Context, ScenarioResult
-from harness.schedule import Schedule
-from harness.trial import Session, Trial
-from scenarios.zombie_worker import ZombieWorker
+from killpoint.checkers import CHECKERS, Evidence
+from killpoint.run.scenario import Context, ScenarioResult
+from killpoint.faults.schedule import Schedule
+from killpoint.run.trial import Session, Trial
+from killpoint.scenarios.zombie_worker import ZombieWorker
 
 session = module_session("t_scenario_zombie_worker")
 outcome = module_outcome(ZombieWorker)

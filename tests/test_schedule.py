@@ -11,8 +11,8 @@ from helpers_harness import Sandbox, describe
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.points import ACTIONS, POINTS, fits
-from harness.schedule import Fault, Schedule, ScheduleError, derive_seed, exhaustive, random_schedules
+from killpoint.faults.points import ACTIONS, POINTS, fits
+from killpoint.faults.schedule import Fault, Schedule, ScheduleError, derive_seed, exhaustive, random_schedules
 
 # The reference invoice agent's kill points, as a crash-free run reaches them (written out, so that a change
 # of the agent does not silently change the golden values below).

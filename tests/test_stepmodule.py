@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 from helpers_harness import Sandbox, describe
 
-from harness.errors import UsageError
-from harness.stepmodule import DEFAULT_STEPS, check, load
-from reference_agent import invoice_agent
+from killpoint.errors import UsageError
+from killpoint.env.stepmodule import DEFAULT_STEPS, check, load
+from killpoint.reference_agent import invoice_agent
 
 # module under tests/bad_steps -> (what the line must name, what the fix must say)
 BAD_MODULES = {

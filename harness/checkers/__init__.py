@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from harness.checkers.effects import context_fidelity, exactly_once
-from harness.checkers.evidence import Evidence
-from harness.checkers.faults import commits_survive, retries_keep_keys
-from harness.checkers.outcome import completes, cost_accounted, same_final_state
-from harness.checkers.process import bounded_rework, drains_on_sigterm, fenced_zombie, no_orphans, no_rewind
-from harness.checkers.verdict import Verdict, combine, unknown
-from harness.checkers.versions import migrates_older_version, refuses_newer_version
+from killpoint.checkers.effects import context_fidelity, exactly_once
+from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.faults import commits_survive, retries_keep_keys
+from killpoint.checkers.outcome import completes, cost_accounted, same_final_state
+from killpoint.checkers.process import bounded_rework, drains_on_sigterm, fenced_zombie, no_orphans, no_rewind
+from killpoint.checkers.verdict import Verdict, combine, unknown
+from killpoint.checkers.versions import migrates_older_version, refuses_newer_version
 
 Checker = Callable[[Evidence, Evidence | None], Verdict]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from harness.checkers.evidence import Evidence
-from harness.checkers.verdict import Verdict, failed, passed, unknown
+from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.verdict import Verdict, failed, passed, unknown
 
 
 def _effect_keys(ev: Evidence) -> Counter:

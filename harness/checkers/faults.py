@@ -3,8 +3,8 @@ retries_keep_keys (service faults)."""
 
 from __future__ import annotations
 
-from harness.checkers.evidence import Evidence
-from harness.checkers.verdict import Verdict, failed, passed, unknown
+from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.verdict import Verdict, failed, passed, unknown
 
 
 def commits_survive(ev: Evidence, base: Evidence | None) -> Verdict:

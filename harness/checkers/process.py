@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from harness.checkers.evidence import Evidence
-from harness.checkers.verdict import Verdict, failed, passed, unknown
-from harness.points import PROCESS_ACTIONS
+from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.verdict import Verdict, failed, passed, unknown
+from killpoint.faults.points import PROCESS_ACTIONS
 
 DRAIN_DEADLINE_EXIT = 6
 INTERRUPTING = frozenset({"kill", "stop", "db-crash"})

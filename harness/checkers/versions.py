@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from harness.checkers.evidence import Evidence
-from harness.checkers.verdict import Verdict, failed, passed, unknown
+from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.verdict import Verdict, failed, passed, unknown
 
 REFUSED_EXIT = 3
 

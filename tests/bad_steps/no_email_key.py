@@ -6,9 +6,9 @@ invoice a second time, which ``exactly_once`` must catch.
 
 from __future__ import annotations
 
-from reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, initial_state, reference
-from reference_agent.invoice_agent import STEPS as _STEPS
-from reference_agent.runtime import Checkpoint, StepContext, StepResult
+from killpoint.reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, initial_state, reference
+from killpoint.reference_agent.invoice_agent import STEPS as _STEPS
+from killpoint.reference_agent.runtime import Checkpoint, StepContext, StepResult
 
 
 def email(cp: Checkpoint, ctx: StepContext) -> StepResult:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reference_agent import invoice_agent
-from reference_agent.invoice_agent import START, STATE_VERSION, STEPS, initial_state
+from killpoint.reference_agent import invoice_agent
+from killpoint.reference_agent.invoice_agent import START, STATE_VERSION, STEPS, initial_state
 
 __all__ = ["MIGRATIONS", "START", "STATE_VERSION", "STEPS", "initial_state"]
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from broken.patching import in_worker
-from reference_agent import runtime
-from reference_agent.checkpoint import Checkpoint
-from reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
-from reference_agent.versioning import Migration
+from killpoint.reference_agent import runtime
+from killpoint.reference_agent.checkpoint import Checkpoint
+from killpoint.reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
+from killpoint.reference_agent.versioning import Migration
 
 __all__ = ["MIGRATIONS", "START", "STATE_VERSION", "STEPS", "initial_state"]
 _upgrade = runtime.upgrade

@@ -5,8 +5,8 @@ checkpoint over the newer one instead of being fenced."""
 from __future__ import annotations
 
 from broken.patching import in_worker
-from reference_agent import store
-from reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
+from killpoint.reference_agent import store
+from killpoint.reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
 
 __all__ = ["MIGRATIONS", "START", "STATE_VERSION", "STEPS", "initial_state"]
 

@@ -4,9 +4,9 @@ row stays and the checkpoint does not, so the resumed `record` inserts the row a
 
 from __future__ import annotations
 
-from reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, initial_state
-from reference_agent.invoice_agent import STEPS as _STEPS
-from reference_agent.runtime import Checkpoint, StepContext, StepResult
+from killpoint.reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, initial_state
+from killpoint.reference_agent.invoice_agent import STEPS as _STEPS
+from killpoint.reference_agent.runtime import Checkpoint, StepContext, StepResult
 
 __all__ = ["MIGRATIONS", "START", "STATE_VERSION", "STEPS", "initial_state"]
 

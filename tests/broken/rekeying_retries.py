@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from reference_agent import invoice_agent
-from reference_agent.clients import Ledger
-from reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, initial_state
-from reference_agent.runtime import Checkpoint, StepContext, StepResult
+from killpoint.reference_agent import invoice_agent
+from killpoint.reference_agent.clients import Ledger
+from killpoint.reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, initial_state
+from killpoint.reference_agent.runtime import Checkpoint, StepContext, StepResult
 
 __all__ = ["MIGRATIONS", "START", "STATE_VERSION", "STEPS", "initial_state"]
 

@@ -8,8 +8,8 @@ import uuid
 
 import psycopg
 
-from reference_agent.queue import RESUME
-from reference_agent.sweeper import find_stalled
+from killpoint.reference_agent.queue import RESUME
+from killpoint.reference_agent.sweeper import find_stalled
 
 
 def sweep(conn: psycopg.Connection, stale_seconds: float) -> list[str]:

@@ -4,9 +4,9 @@ nothing to find."""
 
 from __future__ import annotations
 
-from reference_agent import webhook_agent
-from reference_agent.runtime import Checkpoint, StepContext, StepResult
-from reference_agent.webhook_agent import MIGRATIONS, START, STATE_VERSION, initial_state
+from killpoint.reference_agent import webhook_agent
+from killpoint.reference_agent.runtime import Checkpoint, StepContext, StepResult
+from killpoint.reference_agent.webhook_agent import MIGRATIONS, START, STATE_VERSION, initial_state
 
 __all__ = ["MIGRATIONS", "START", "STATE_VERSION", "STEPS", "initial_state"]
 

@@ -8,9 +8,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from reference_agent.context import Resources, StepContext
-from reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
-from reference_agent.store import CheckpointStore
+from killpoint.reference_agent.context import Resources, StepContext
+from killpoint.reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
+from killpoint.reference_agent.store import CheckpointStore
 
 __all__ = ["MIGRATIONS", "START", "STATE_VERSION", "STEPS", "initial_state"]
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import psycopg
 
-from reference_agent.checkpoint import Checkpoint
-from reference_agent.clients import ModelClient, ModelReply
-from reference_agent.context import Resources, StepContext
-from reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
-from reference_agent.store import CheckpointStore
+from killpoint.reference_agent.checkpoint import Checkpoint
+from killpoint.reference_agent.clients import ModelClient, ModelReply
+from killpoint.reference_agent.context import Resources, StepContext
+from killpoint.reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
+from killpoint.reference_agent.store import CheckpointStore
 
 __all__ = ["MIGRATIONS", "START", "STATE_VERSION", "STEPS", "initial_state"]
 

@@ -4,9 +4,9 @@ decorative, the kill always comes first."""
 
 from __future__ import annotations
 
-from reference_agent import worker
-from reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
-from reference_agent.runtime import Drain
+from killpoint.reference_agent import worker
+from killpoint.reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
+from killpoint.reference_agent.runtime import Drain
 
 __all__ = ["MIGRATIONS", "START", "STATE_VERSION", "STEPS", "initial_state"]
 

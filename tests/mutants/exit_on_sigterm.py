@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from types import FrameType
 
-from reference_agent import worker
-from reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
+from killpoint.reference_agent import worker
+from killpoint.reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
 
 __all__ = ["MIGRATIONS", "START", "STATE_VERSION", "STEPS", "initial_state"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from reference_agent import invoice_agent as current
-from reference_agent.runtime import Checkpoint, StepContext, StepResult
+from killpoint.reference_agent import invoice_agent as current
+from killpoint.reference_agent.runtime import Checkpoint, StepContext, StepResult
 
 START = current.START
 STATE_VERSION = 1

@@ -3,8 +3,8 @@ moved the run on, overwrites the newer checkpoint with its older one: the run go
 
 from __future__ import annotations
 
-from reference_agent import store
-from reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
+from killpoint.reference_agent import store
+from killpoint.reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
 
 __all__ = ["MIGRATIONS", "START", "STATE_VERSION", "STEPS", "initial_state"]
 

@@ -3,8 +3,8 @@ frozen and thawed carries on into the next step instead of finding its lease los
 
 from __future__ import annotations
 
-from reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
-from reference_agent.lease import Lease
+from killpoint.reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
+from killpoint.reference_agent.lease import Lease
 
 __all__ = ["MIGRATIONS", "START", "STATE_VERSION", "STEPS", "initial_state"]
 

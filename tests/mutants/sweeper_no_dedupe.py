@@ -7,8 +7,8 @@ import uuid
 
 import psycopg
 
-from reference_agent import queue, sweeper
-from reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
+from killpoint.reference_agent import queue, sweeper
+from killpoint.reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
 
 __all__ = ["MIGRATIONS", "START", "STATE_VERSION", "STEPS", "initial_state"]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from psycopg.types.json import Jsonb
 
-from reference_agent.checkpoint import Checkpoint
-from reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
-from reference_agent.store import CheckpointStore, Fenced, InTxn, PointHook
+from killpoint.reference_agent.checkpoint import Checkpoint
+from killpoint.reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, initial_state
+from killpoint.reference_agent.store import CheckpointStore, Fenced, InTxn, PointHook
 
 __all__ = ["MIGRATIONS", "START", "STATE_VERSION", "STEPS", "initial_state"]
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Literal
 
-from harness.checkers import CRASH_CHECKERS
-from harness.errors import UsageError
-from harness.options import RunOptions
-from harness.schedule import Fault, Schedule, exhaustive, random_schedules
-from harness.stepmodule import DEFAULT_STEPS, AgentSpec, load
-from harness.trial import Session, Setup, Trial, step_points
+from killpoint.checkers import CRASH_CHECKERS
+from killpoint.errors import UsageError
+from killpoint.run.options import RunOptions
+from killpoint.faults.schedule import Fault, Schedule, exhaustive, random_schedules
+from killpoint.env.stepmodule import DEFAULT_STEPS, AgentSpec, load
+from killpoint.run.trial import Session, Setup, Trial, step_points
 
 ScenarioOutcome = Literal["pass", "fail", "unknown", "expected", "skipped"]
 

@@ -11,12 +11,12 @@ import signal
 import threading
 from typing import TYPE_CHECKING
 
-from fake_services.hooks import Decision
-from harness.launcher import Incarnation
-from harness.schedule import Fault
+from killpoint.fake_services.hooks import Decision
+from killpoint.env.launcher import Incarnation
+from killpoint.faults.schedule import Fault
 
 if TYPE_CHECKING:
-    from harness.controller import RunController
+    from killpoint.run.controller import RunController
 
 HOLD = "hold"
 """The barrier is never answered: the worker waiting at it was killed."""

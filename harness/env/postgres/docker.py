@@ -13,11 +13,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.errors import EnvironmentProblem
-from harness.postgres.handle import PostgresHandle
-from harness.postgres.local import MAIN_DB, PORT_ATTEMPTS, free_port
-from harness.postgres.reaper import CONTAINER_FILE, destroy, new_cluster_dir
-from harness.postgres.wait import Wait
+from killpoint.errors import EnvironmentProblem
+from killpoint.env.postgres.handle import PostgresHandle
+from killpoint.env.postgres.local import MAIN_DB, PORT_ATTEMPTS, free_port
+from killpoint.env.postgres.reaper import CONTAINER_FILE, destroy, new_cluster_dir
+from killpoint.env.postgres.wait import Wait
 
 IMAGE = os.environ.get("KILLPOINT_POSTGRES_IMAGE", "postgres:16.4-alpine")
 SOCKETS = ("/var/run/docker.sock", str(Path.home() / ".docker/run/docker.sock"))

@@ -15,13 +15,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.cli import add_postgres_options
-from harness.history import History
-from harness.options import RunOptions
-from harness.scenario import Context, Scenario, ScenarioResult, find, registry
-from harness.schedule import Schedule
-from harness.stepmodule import DEFAULT_STEPS, load
-from harness.trial import Session, Trial
+from killpoint.cli.main import add_postgres_options
+from killpoint.run.history import History
+from killpoint.run.options import RunOptions
+from killpoint.run.scenario import Context, Scenario, ScenarioResult, find, registry
+from killpoint.faults.schedule import Schedule
+from killpoint.env.stepmodule import DEFAULT_STEPS, load
+from killpoint.run.trial import Session, Trial
 
 _console = Console(stderr=True, highlight=False)
 
@@ -86,8 +86,8 @@ def _say(args: argparse.Namespace):
 @contextlib.contextmanager
 def session(args: argparse.Namespace, label: str) -> Iterator[Session]:
     """Load the agent, start the environment, and yield a Session; everything is torn down after."""
-    from harness.environment import Environment
-    from reference_agent.schema import ensure_schema
+    from killpoint.env.environment import Environment
+    from killpoint.reference_agent.schema import ensure_schema
 
     agent = load(args.steps)
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -134,7 +134,7 @@ def _negative_control(scenario: Scenario, trials: list[Trial]) -> tuple[str, str
 
 def finish(args: argparse.Namespace, s: Session, results: list[ScenarioResult], meta: dict) -> int:
     """Print the summary and the failures in full; write the run dir and JUnit; return the exit code."""
-    from harness.report import junit_xml, replay_line, scenario_line, trial_block, write_run_dir
+    from killpoint.report.text import junit_xml, replay_line, scenario_line, trial_block, write_run_dir
 
     print()
     for r in results:
@@ -244,7 +244,7 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.timeline import render
+    from killpoint.report.html import render
 
     print(render(Path(args.run_dir)))
     return 0

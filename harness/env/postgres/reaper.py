@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from harness.postgres.process import stop_postmaster
+from killpoint.env.postgres.process import stop_postmaster
 
 NAME_RE = re.compile(r"^(?P<kind>[a-z]+)-(?P<pid>\d+)-(?P<ctime>\d+)-[^/]+$")
 CONTAINER_FILE = "container"

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from harness.errors import EnvironmentProblem, UsageError
+from killpoint.errors import EnvironmentProblem, UsageError
 
 SAFE_NAME = re.compile(r"[^a-z0-9_]+")
 OWNED_COMMENT = "created by killpoint"
@@ -67,7 +67,7 @@ class PostgresHandle(ABC):
 
     def create_database(self, name: str) -> str:
         """Create a fresh, empty database (dropping one of the same name that killpoint made) and return its DSN."""
-        import psycopg  # noqa: PLC0415 - keeps `import harness.postgres` light
+        import psycopg  # noqa: PLC0415 - keeps `import killpoint.env.postgres` light
 
         name = self._final_name(name)
         with psycopg.connect(self.admin_dsn, autocommit=True, connect_timeout=10) as conn:

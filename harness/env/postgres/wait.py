@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from harness.errors import EnvironmentProblem
+from killpoint.errors import EnvironmentProblem
 
 T = TypeVar("T")
 

@@ -20,8 +20,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from harness.errors import EnvironmentProblem
-from harness.procutil import decode_status, die_with_parent
+from killpoint.errors import EnvironmentProblem
+from killpoint.env.procutil import decode_status, die_with_parent
 
 
 @dataclass
@@ -99,7 +99,7 @@ class ForkLauncher(Launcher):
 
     def __init__(self, modules: list[str], env: dict[str, str] | None = None) -> None:
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.forkserver", *modules],
+            [sys.executable, "-m", "killpoint.env.forkserver", *modules],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=env, process_group=0, preexec_fn=die_with_parent,
         )
@@ -115,7 +115,7 @@ class ForkLauncher(Launcher):
             self._proc.wait()
             raise EnvironmentProblem("forkserver-failed",
                                      f"the fork server could not import the agent: {err[-1] if err else 'no output'}",
-                                     "run `python -m reference_agent.worker --help` to see the import error, or use --spawn exec")
+                                     "run `python -m killpoint.reference_agent.worker --help` to see the import error, or use --spawn exec")
         self.server_pid = json.loads(first)["pid"]
         self._reader = threading.Thread(target=self._read, name="killpoint-forkserver", daemon=True)
         self._reader.start()
@@ -184,7 +184,7 @@ class ForkLauncher(Launcher):
 
 
 class ExecLauncher(Launcher):
-    """Incarnations as fresh processes: `python -m reference_agent.worker` or a user's `--worker-cmd`.
+    """Incarnations as fresh processes: `python -m killpoint.reference_agent.worker` or a user's `--worker-cmd`.
 
     `command` is an argv template; `{run_id}` in it is replaced. Processes are started from one
     long-lived thread, because Linux's parent-death signal follows the thread that forked.
@@ -221,7 +221,7 @@ class ExecLauncher(Launcher):
     def spawn(self, inc: str, run_id: str, role: str, argv: list[str], env: dict[str, str],
               log: str | None) -> Incarnation:
         if self._command is None:
-            full = [sys.executable, "-m", "reference_agent.worker", *argv]
+            full = [sys.executable, "-m", "killpoint.reference_agent.worker", *argv]
         else:
             full = [part.replace("{run_id}", run_id) for part in self._command]
         reply: queue.Queue = queue.Queue()

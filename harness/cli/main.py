@@ -13,9 +13,9 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 
-from harness import __version__
-from harness.errors import KillpointError
-from harness.postgres import KINDS
+from killpoint import __version__
+from killpoint.errors import KillpointError
+from killpoint.env.postgres import KINDS
 
 
 def add_postgres_options(p: argparse.ArgumentParser) -> None:
@@ -29,7 +29,7 @@ def add_postgres_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from harness import doctor  # noqa: PLC0415
+    from killpoint.cli import doctor  # noqa: PLC0415
 
     return doctor.run(args.postgres, dsn=args.dsn, allow_any_dsn=args.allow_any_dsn)
 
@@ -41,8 +41,8 @@ def add_doctor(sub: argparse._SubParsersAction) -> None:
 
 
 def add_suite_commands(sub: argparse._SubParsersAction) -> None:
-    """run, replay, explore, scenarios, report: defined in ``harness.commands``."""
-    from harness import commands  # noqa: PLC0415
+    """run, replay, explore, scenarios, report: defined in ``killpoint.cli.commands``."""
+    from killpoint.cli import commands  # noqa: PLC0415
 
     commands.add_parsers(sub)
 

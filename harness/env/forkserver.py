@@ -1,14 +1,14 @@
 """The fork server: a process that has already imported the agent, and forks incarnations on request.
 
 `import anthropic` alone costs about a second; a fork from a process that imported it costs a few
-milliseconds. Run as `python -m harness.forkserver MODULE [MODULE...]`; it imports the modules, says
+milliseconds. Run as `python -m killpoint.env.forkserver MODULE [MODULE...]`; it imports the modules, says
 `{"op": "ready"}` on stdout, then reads JSON commands on stdin, one per line:
 
     {"op": "spawn", "inc": "w3", "argv": ["RUN_ID"], "env": {...}, "log": "/path/w3.log"}
 
 and answers `{"op": "spawned", "inc": "w3", "pid": N}`. It reports every child's state change:
 `{"op": "stopped"|"continued", "pid": N}` and `{"op": "exited", "pid": N, "exit_code": C, "signal": S}`.
-A child runs `reference_agent.worker.main(argv)` with exactly `env` as its environment and exits
+A child runs `killpoint.reference_agent.worker.main(argv)` with exactly `env` as its environment and exits
 with its return value. On stdin EOF (the harness is gone or done) it SIGKILLs its children and exits.
 The server is single-threaded on purpose: forking a multi-threaded process can inherit held locks.
 """
@@ -24,7 +24,7 @@ import signal
 import sys
 import traceback
 
-from harness.procutil import decode_status, die_with_parent
+from killpoint.env.procutil import decode_status, die_with_parent
 
 
 def _child(argv: list[str], env: dict[str, str], log: str | None, fds: list[int]) -> None:
@@ -49,7 +49,7 @@ def _child(argv: list[str], env: dict[str, str], log: str | None, fds: list[int]
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
         os.environ.clear()
         os.environ.update(env)
-        from reference_agent import worker
+        from killpoint.reference_agent import worker
 
         code = int(worker.main(argv) or 0)
     except SystemExit as exc:
@@ -73,7 +73,7 @@ def serve(modules: list[str]) -> int:
     die_with_parent()
     for name in modules:
         importlib.import_module(name)
-    importlib.import_module("reference_agent.worker")
+    importlib.import_module("killpoint.reference_agent.worker")
     _warm()
     rfd, wfd = os.pipe()
     os.set_blocking(rfd, False)

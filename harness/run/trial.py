@@ -12,14 +12,14 @@ from dataclasses import dataclass, field, replace
 
 import psycopg
 
-from harness.checkers import CRASH_CHECKERS, Evidence, Verdict, combine, run_checkers
-from harness.checkers.verdict import Outcome
-from harness.controller import RunController
-from harness.environment import Environment
-from harness.history import History
-from harness.options import RunOptions
-from harness.schedule import Schedule
-from harness.stepmodule import AgentSpec
+from killpoint.checkers import CRASH_CHECKERS, Evidence, Verdict, combine, run_checkers
+from killpoint.checkers.verdict import Outcome
+from killpoint.run.controller import RunController
+from killpoint.env.environment import Environment
+from killpoint.run.history import History
+from killpoint.run.options import RunOptions
+from killpoint.faults.schedule import Schedule
+from killpoint.env.stepmodule import AgentSpec
 
 Setup = Callable[[psycopg.Connection, str], dict | None]
 """Prepares the database before a trial's first incarnation (e.g. seeds an old checkpoint); may

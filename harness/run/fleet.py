@@ -35,22 +35,22 @@ from typing import TYPE_CHECKING, Literal
 
 import psycopg
 
-from fake_services.hooks import Decision
-from harness.checkers import Checker, run_checkers
-from harness.checkers.evidence import Evidence
-from harness.checkers.verdict import unknown
-from harness.controller import collect_evidence, incarnation_env
-from harness.history import History
-from harness.launcher import Incarnation
-from harness.nemesis import HOLD, Nemesis
-from harness.options import RunOptions
-from harness.points import fits
-from harness.schedule import Fault, Schedule, ScheduleError, derive_seed
-from harness.stepmodule import AgentSpec
-from harness.trial import Session, Trial
+from killpoint.fake_services.hooks import Decision
+from killpoint.checkers import Checker, run_checkers
+from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.verdict import unknown
+from killpoint.run.controller import collect_evidence, incarnation_env
+from killpoint.run.history import History
+from killpoint.env.launcher import Incarnation
+from killpoint.run.nemesis import HOLD, Nemesis
+from killpoint.run.options import RunOptions
+from killpoint.faults.points import fits
+from killpoint.faults.schedule import Fault, Schedule, ScheduleError, derive_seed
+from killpoint.env.stepmodule import AgentSpec
+from killpoint.run.trial import Session, Trial
 
 if TYPE_CHECKING:
-    from harness.environment import Environment
+    from killpoint.env.environment import Environment
 
 FLEET_ACTIONS = ("kill", "term")
 """What a fleet fault may do to a worker (a `stop` needs a successor of its own run)."""
@@ -353,10 +353,10 @@ class Fleet:
 
     def submit(self, params: dict) -> None:
         """Create every run as an application would: its first checkpoint (seq 0) and a job to run it."""
-        from reference_agent.checkpoint import RUNNING, Checkpoint, now_iso
-        from reference_agent.queue import enqueue_resume
-        from reference_agent.step_module import load_step_module
-        from reference_agent.store import CheckpointStore
+        from killpoint.reference_agent.checkpoint import RUNNING, Checkpoint, now_iso
+        from killpoint.reference_agent.queue import enqueue_resume
+        from killpoint.reference_agent.step_module import load_step_module
+        from killpoint.reference_agent.store import CheckpointStore
 
         module = load_step_module(self.agent.module)
         with self.env.connect() as conn:

@@ -13,8 +13,8 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.errors import UsageError
-from harness.points import ACTIONS, POINTS, fits
+from killpoint.errors import UsageError
+from killpoint.faults.points import ACTIONS, POINTS, fits
 
 StepPoints = Mapping[str, Sequence[str]]
 """For each step, the kill points it reaches (in a crash-free run), in order."""

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from harness.errors import EnvironmentProblem
-from harness.postgres.binaries import PgBinaries, RunAs
-from harness.postgres.reaper import new_cluster_dir
+from killpoint.errors import EnvironmentProblem
+from killpoint.env.postgres.binaries import PgBinaries, RunAs
+from killpoint.env.postgres.reaper import new_cluster_dir
 
 READY = ".killpoint-template-ready"
 SUPERUSER = "postgres"

@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from harness import __version__
-from harness.scenario import ScenarioResult, replay_command
-from harness.trial import Trial
+from killpoint import __version__
+from killpoint.run.scenario import ScenarioResult, replay_command
+from killpoint.run.trial import Trial
 
 MARK = {"pass": "PASS", "fail": "FAIL", "unknown": "UNKNOWN", "expected": "EXPECTED", "skipped": "SKIP"}
 

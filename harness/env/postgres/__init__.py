@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from harness.postgres.handle import PostgresHandle
+from killpoint.env.postgres.handle import PostgresHandle
 
 __all__ = ["PostgresHandle", "provide", "open_server", "KINDS"]
 
@@ -33,8 +33,8 @@ def open_server(
     on_choice: Callable[[str], None] | None = None,
 ) -> PostgresHandle:
     """Reap orphans, then start/open a server (see ``auto.open_server``). Close it yourself, or use ``provide``."""
-    from harness.postgres.auto import open_server as _open_server  # noqa: PLC0415
-    from harness.postgres.reaper import reap_orphans  # noqa: PLC0415
+    from killpoint.env.postgres.auto import open_server as _open_server  # noqa: PLC0415
+    from killpoint.env.postgres.reaper import reap_orphans  # noqa: PLC0415
 
     reap_orphans()
     handle = _open_server(kind, dsn, allow_any_dsn, on_choice)

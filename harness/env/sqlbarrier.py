@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import psycopg
 
-from harness.launcher import Incarnation
+from killpoint.env.launcher import Incarnation
 
 POLL_SECONDS = 0.002
 TERMINATE_DEADLINE = 10.0

@@ -3,7 +3,7 @@
 It reports Python, Docker, local Postgres binaries and the embedded server, which provider ``auto`` (or
 the one asked for) picks, then starts that server, writes a row, crashes and restarts it, reads the row
 back, stops it, and checks nothing was left behind. Exit 0 when that worked; otherwise the
-``KillpointError`` it raised becomes one line and exit 2 (in ``harness.cli``).
+``KillpointError`` it raised becomes one line and exit 2 (in ``killpoint.cli.main``).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import sys
 import time
 from collections.abc import Callable
 
-from harness.errors import EnvironmentProblem
+from killpoint.errors import EnvironmentProblem
 
 
 def survey() -> list[tuple[str, str]]:
     """(name, finding) rows for what this machine offers, without starting anything."""
-    from harness.postgres import auto, docker, embedded  # noqa: PLC0415
-    from harness.postgres.binaries import find_local, run_as  # noqa: PLC0415
+    from killpoint.env.postgres import auto, docker, embedded  # noqa: PLC0415
+    from killpoint.env.postgres.binaries import find_local, run_as  # noqa: PLC0415
 
     rows = [("python", f"{platform.python_version()} ({sys.executable})")]
     why = docker.probe()
@@ -50,7 +50,7 @@ def run(
     """Print the survey, prove the chosen provider end to end, return 0 (errors raise ``KillpointError``)."""
     import psycopg  # noqa: PLC0415
 
-    from harness.postgres import provide  # noqa: PLC0415
+    from killpoint.env.postgres import provide  # noqa: PLC0415
 
     out("killpoint doctor")
     for name, finding in survey():

@@ -14,8 +14,8 @@ import os
 import shutil
 from pathlib import Path
 
-from harness.postgres.binaries import PgBinaries, version_of
-from harness.postgres.template import cache_dir, copy_tree, file_lock
+from killpoint.env.postgres.binaries import PgBinaries, version_of
+from killpoint.env.postgres.template import cache_dir, copy_tree, file_lock
 
 READY = ".killpoint-ready"
 

@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from fake_services import Services
-from fake_services.hooks import Decision
-from harness import audit, sqlbarrier
-from harness.barrier import BarrierServer
-from harness.launcher import ExecLauncher, ForkLauncher, Incarnation, Launcher
-from harness.postgres import provide
-from harness.postgres.reaper import new_cluster_dir
+from killpoint.fake_services import Services
+from killpoint.fake_services.hooks import Decision
+from killpoint.env import audit, sqlbarrier
+from killpoint.env.barrier import BarrierServer
+from killpoint.env.launcher import ExecLauncher, ForkLauncher, Incarnation, Launcher
+from killpoint.env.postgres import provide
+from killpoint.env.postgres.reaper import new_cluster_dir
 
 if TYPE_CHECKING:
-    from harness.controller import RunController
+    from killpoint.run.controller import RunController
 
 
 class Environment:

@@ -19,17 +19,17 @@ from typing import TYPE_CHECKING
 import psutil
 import psycopg
 
-from fake_services.hooks import Decision
-from harness import audit
-from harness.checkers.evidence import Evidence
-from harness.history import History
-from harness.launcher import Incarnation
-from harness.nemesis import HOLD, Nemesis
-from harness.options import RunOptions
-from harness.schedule import Fault, Schedule
+from killpoint.fake_services.hooks import Decision
+from killpoint.env import audit
+from killpoint.checkers.evidence import Evidence
+from killpoint.run.history import History
+from killpoint.env.launcher import Incarnation
+from killpoint.run.nemesis import HOLD, Nemesis
+from killpoint.run.options import RunOptions
+from killpoint.faults.schedule import Fault, Schedule
 
 if TYPE_CHECKING:
-    from harness.environment import Environment
+    from killpoint.env.environment import Environment
 
 REFUSED_EXIT = 3
 

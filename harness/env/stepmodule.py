@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from harness.errors import UsageError
+from killpoint.errors import UsageError
 
-DEFAULT_STEPS = "reference_agent.invoice_agent"
+DEFAULT_STEPS = "killpoint.reference_agent.invoice_agent"
 TERMINAL = "done"
 
 
@@ -46,7 +46,7 @@ def load(module: str) -> AgentSpec:
                              f"'import {module}'` to see the full error") from None
         raise UsageError("bad-steps-module", f"cannot import step module {module!r}: {exc}",
                          "give a dotted module path importable from here (run from the project root or "
-                         "pip install your package), e.g. --steps reference_agent.invoice_agent") from None
+                         "pip install your package), e.g. --steps killpoint.reference_agent.invoice_agent") from None
     except Exception as exc:  # a user's module may fail to import in any way
         raise UsageError("bad-steps-module", f"importing step module {module!r} raised {type(exc).__name__}: {exc}",
                          f"run `python -c 'import {module}'` to see the full error") from None

@@ -11,8 +11,8 @@ import html
 import json
 from pathlib import Path
 
-from harness.errors import UsageError
-from harness.history import History
+from killpoint.errors import UsageError
+from killpoint.run.history import History
 
 _COLORS = {"point": "#8aa", "fault": "#d22", "inc.start": "#2a2", "inc.end": "#555", "note": "#a80",
            "escalate": "#f0a", "thaw": "#06c", "db.down": "#d22", "db.up": "#2a2"}

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.errors import EnvironmentProblem, UsageError
-from harness.postgres import KINDS, docker, embedded
-from harness.postgres.binaries import find_local
-from harness.postgres.dsn import DsnServer
-from harness.postgres.handle import PostgresHandle
-from harness.postgres.local import LocalServer
+from killpoint.errors import EnvironmentProblem, UsageError
+from killpoint.env.postgres import KINDS, docker, embedded
+from killpoint.env.postgres.binaries import find_local
+from killpoint.env.postgres.dsn import DsnServer
+from killpoint.env.postgres.handle import PostgresHandle
+from killpoint.env.postgres.local import LocalServer
 
 AUTO_ORDER = ("docker", "local", "embedded")
 NO_POSTGRES_FIX = (
