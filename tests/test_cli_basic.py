@@ -12,7 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from killpoint import __version__, cli
+from killpoint import __version__
+from killpoint.cli import main as cli
 from killpoint.errors import EnvironmentProblem
 from killpoint.env.postgres.binaries import find_local
 
