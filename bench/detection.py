@@ -1,4 +1,5 @@
-"""Detection power: how fast the harness finds each mutant agent (tests/mutants/), exhaustively and at random.
+"""Detection power: how fast the harness finds each mutant agent (tests/gallery/mutants/), exhaustively and
+at random.
 
 For every mutant of the gallery, in the scenario that exercises it:
 
@@ -15,7 +16,7 @@ time from the session's first trial (the crash-free baseline included) to the en
     python bench/detection.py --mutant no_key     # some of them
     python bench/detection.py --random 20 --seed 3
 
-Run it from the repository root (the mutants are imported as `tests.mutants.*`).
+Run it from the repository root (the mutants are imported as `tests.gallery.mutants.*`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO)]
 
-from tests.mutants import BY_NAME, MUTANTS, Mutant  # noqa: E402
+from tests.gallery.mutants import BY_NAME, MUTANTS, Mutant  # noqa: E402
 
 
 class Detected(Exception):

@@ -1,4 +1,6 @@
-"""``python -m killpoint.fake_services mailer|ledger|model [--port N] [--host H]``: one fake, standalone.
+"""``python -m killpoint.fake_services NAME [--port N] [--host H]``: one fake, standalone.
+
+NAME is one of mailer (which also serves the webhook), ledger, model (Anthropic), stripe, resend, openai.
 
 Prints ``fake NAME listening on http://HOST:PORT`` and serves until SIGTERM or SIGINT, then exits 0.
 A port already in use is one line on stderr and exit 2. The admin interface is at ``/_admin/``.

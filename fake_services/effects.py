@@ -1,49 +1,150 @@
-"""The one flow every effect endpoint shares (mailer, ledger, webhook).
+"""The one flow every effect endpoint shares (mailer, ledger, webhook, Stripe, Resend).
 
 For each request:
 
-1. record the attempt (``pending``); a body that fails validation -> 400, ``rejected``;
-2. hook and static faults at ``effect.received``: error/overload -> 503, drop -> reset; nothing applied;
+1. parse the body (``spec.parse``: JSON, or Stripe's form encoding) and record the attempt (``pending``),
+   fingerprinted by ``spec.fingerprint``; then refuse, with nothing applied (``rejected``): a missing
+   API key when ``spec.auth`` (401), a body that fails ``spec.validate`` (400; the API's own status),
+   a reference ``spec.resolve`` cannot find among the run's effects (a refund of an unknown charge);
+2. hook and static faults at ``effect.received``: error -> 503, overload -> the API's overload answer
+   (503; Stripe and Resend: 429), drop -> reset; nothing applied (``injected-error`` / ``dropped``);
 3. apply atomically, keyed by (service, run, Idempotency-Key) when the service is idempotent:
-   a seen key with the same payload -> 200 with the original response and ``Idempotent-Replayed: true``
-   (``deduplicated``); a seen key with another payload -> 422 (``rejected``);
+   a seen key with the same fingerprint -> 200 with the original response and ``Idempotent-Replayed: true``
+   (``deduplicated``); a seen key with another fingerprint -> the API's idempotency error (``rejected``):
+   422 ``idempotency_error``; Stripe 400 ``idempotency_error``; Resend 409 ``invalid_idempotent_request``;
 4. hook and static faults at ``effect.applied`` (only for a request that applied something):
-   drop -> reset (``dropped``, the effect stays), error -> 500 (``injected-error``, the effect stays);
+   drop -> reset (``dropped``, the effect stays), error or overload -> 500 (``injected-error``, the effect
+   stays);
 5. otherwise 200 with the response (``applied``).
+
+Every answer, error or not, is worded by the spec's :class:`Dialect` (status, body shape, headers), so each
+API's SDK raises its own exception types.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-from .canon import digest
+from .canon import digest, full_digest
 from .wire import BadRequest, Reply, Request, error_body
 
-Validator = Callable[[Any], str | None]
-Responder = Callable[[Any, str], dict[str, Any]]
+
+@dataclass(frozen=True)
+class Problem:
+    """Why a request is refused: a message, and the parameter and code an API may name.
+
+    ``kind`` picks the status through the dialect: ``invalid`` (a bad body) or ``not_found``.
+    """
+
+    message: str
+    param: str | None = None
+    code: str | None = None
+    kind: str = "invalid"
+
+
+class Refused(Exception):
+    """Raised by a spec's ``resolve`` to refuse a request before anything is applied."""
+
+    def __init__(self, problem: Problem) -> None:
+        super().__init__(problem.message)
+        self.problem = problem
+
+
+Validator = Callable[[Any], "str | Problem | None"]
+Responder = Callable[[Any, str, Any], dict[str, Any]]
+"""``respond(payload, new_id, context)``: the response; ``context`` is what ``resolve`` returned."""
+Resolver = Callable[[Request, Any], Any]
 
 CONFLICT_MESSAGE = (
     "Keys for idempotent requests can only be used with the same parameters they were first used with."
 )
 
 
+class Dialect:
+    """How an API words its answers. This base is the plain shape of the mailer, ledger and webhook:
+    ``{"error": {"type", "message"}}``; subclasses (Stripe, Resend) speak their API's shape.
+
+    Kinds of error: ``invalid`` (400), ``unauthenticated`` (401), ``not_found`` (404), ``conflict``
+    (idempotency, 422), ``unavailable`` (injected before applying, 503), ``overload`` (injected overload
+    before applying, 503), ``failed`` (injected after applying, 500).
+    """
+
+    STATUS: ClassVar[dict[str, int]] = {
+        "invalid": 400, "unauthenticated": 401, "not_found": 404, "conflict": 422,
+        "unavailable": 503, "overload": 503, "failed": 500,
+    }
+    TYPE: ClassVar[dict[str, str]] = {
+        "invalid": "invalid_request_error", "unauthenticated": "authentication_error", "not_found": "not_found",
+        "conflict": "idempotency_error", "unavailable": "service_unavailable", "overload": "service_unavailable",
+        "failed": "api_error",
+    }
+
+    def body(self, kind: str, status: int, problem: Problem) -> Any:
+        """The error body of ``kind`` for ``problem``."""
+        return error_body(self.TYPE[kind], problem.message)
+
+    def headers(self, order: int | None, original: dict[str, Any] | None = None) -> dict[str, str]:
+        """Headers for every answer to the attempt numbered ``order`` (None: not recorded, e.g. a read);
+        ``original`` is the effect replayed, when the answer is a replay."""
+        return {"Idempotent-Replayed": "true"} if original is not None else {}
+
+    def error(self, kind: str, problem: Problem | str, order: int | None = None,
+              extra_headers: dict[str, str] | None = None) -> Reply:
+        """The reply for an error of ``kind``."""
+        if isinstance(problem, str):
+            problem = Problem(problem)
+        status = self.STATUS[kind]
+        headers = {**self.headers(order), **(extra_headers or {})}
+        return Reply.json(status, self.body(kind, status, problem), headers)
+
+    def ok(self, response: Any, order: int | None, original: dict[str, Any] | None = None) -> Reply:
+        return Reply.json(200, response, self.headers(order, original))
+
+
+PLAIN = Dialect()
+
+
+def json_payload(request: Request) -> Any:
+    """The body as JSON (``BadRequest`` if it is not)."""
+    return request.json()
+
+
+def whole_payload(route: str, payload: Any) -> Any:
+    """What a payload's digest is taken of: the payload itself (the route does not count)."""
+    return payload
+
+
 @dataclass(frozen=True)
 class EffectSpec:
     """One effect endpoint: its service name, whether it honours Idempotency-Key, how it validates a
-    payload (error message or None), its id prefix and how it builds its response from (payload, id)."""
+    payload (a message or :class:`Problem`, or None), its id prefix and how it builds its response from
+    (payload, id, context). Optional: how it parses a body, what its fingerprint covers (Stripe: the
+    endpoint too, so a key reused on another endpoint is an idempotency error), whether it wants an API
+    key, how it resolves references (``resolve(request, payload) -> context``, raising
+    :class:`Refused`), how it words answers, and UUID ids (Resend)."""
 
     service: str
     idempotent: bool
     id_prefix: str
     validate: Validator
     respond: Responder
+    parse: Callable[[Request], Any] = json_payload
+    fingerprint: Callable[[str, Any], Any] = whole_payload
+    auth: bool = False
+    resolve: Resolver | None = None
+    dialect: Dialect = field(default=PLAIN)
+    uuid_ids: bool = False
 
 
 def effect_id(spec: EffectSpec, run_id: str, seed: str) -> str:
     """A deterministic id: the same (service, run, key) gives the same id on any replay."""
-    return f"{spec.id_prefix}_{digest({'service': spec.service, 'run': run_id, 'seed': seed}, 20)}"
+    basis = {"service": spec.service, "run": run_id, "seed": seed}
+    if spec.uuid_ids:
+        return str(uuid.UUID(hex=full_digest(basis)[:32]))
+    return f"{spec.id_prefix}_{digest(basis, 20)}"
 
 
 def info_for(request: Request, attempt: dict[str, Any]) -> dict[str, Any]:
@@ -55,53 +156,70 @@ def info_for(request: Request, attempt: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def has_bearer(headers: dict[str, str]) -> bool:
+    """True when the request carries ``Authorization: Bearer <something>``."""
+    value = headers.get("authorization", "")
+    return value.startswith("Bearer ") and bool(value[len("Bearer "):].strip())
+
+
 def handle_effect(spec: EffectSpec, request: Request) -> Reply:
     """Run the flow in the module docstring for one request."""
     journal = request.state.journal
+    talk = spec.dialect
     key = request.headers.get("idempotency-key")
     payload: Any = None
+    problem: str | Problem | None
     try:
-        payload = request.json()
+        payload = spec.parse(request)
         problem = spec.validate(payload)
     except BadRequest as exc:  # unparsable body: still an attempt, rejected
         problem = exc.message
-    attempt = journal.begin(spec.service, request.run_id, key, digest(payload), request.route)
+    attempt = journal.begin(spec.service, request.run_id, key, digest(spec.fingerprint(request.route, payload)),
+                            request.route)
     request.attempt = attempt
+    order = attempt["order"]
 
     def finish(outcome: str, reply: Reply, **extra: Any) -> Reply:
         journal.finish(attempt, outcome, None if reply.drop else reply.status, **extra)
         reply.attempt = attempt
         return reply
 
+    if spec.auth and not has_bearer(request.headers):
+        message = "No API key provided: send the header Authorization: Bearer <key>."
+        return finish("rejected", talk.error("unauthenticated", message, order))
     if problem is not None:
-        return finish("rejected", Reply.json(400, error_body("invalid_request_error", problem)))
+        return finish("rejected", talk.error("invalid", problem, order))
+    context = None
+    if spec.resolve is not None:
+        try:
+            context = spec.resolve(request, payload)
+        except Refused as exc:
+            return finish("rejected", talk.error(exc.problem.kind, exc.problem, order))
     info = info_for(request, attempt)
     decision = request.state.decide("effect.received", info)
     if decision.action == "drop":
         return finish("dropped", Reply.dropped())
     if decision.action != "go":
         message = f"fake {spec.service}: injected {decision.action} before applying"
-        return finish("injected-error", Reply.json(503, error_body("service_unavailable", message)))
+        kind = "overload" if decision.action == "overload" else "unavailable"
+        return finish("injected-error", talk.error(kind, message, order))
 
     def respond(seed: str) -> tuple[str, dict[str, Any]]:
         new_id = effect_id(spec, request.run_id, seed)
-        return new_id, spec.respond(payload, new_id)
+        return new_id, spec.respond(payload, new_id, context)
 
     kind, effect = journal.apply(attempt, payload, spec.idempotent, respond)
     if kind == "conflict":
-        reply = Reply.json(422, error_body("idempotency_error", CONFLICT_MESSAGE))
-        return finish("rejected", reply, effect_id=effect["id"])
+        return finish("rejected", talk.error("conflict", Problem(CONFLICT_MESSAGE), order), effect_id=effect["id"])
     if kind == "deduplicated":
-        reply = Reply.json(200, effect["response"], {"Idempotent-Replayed": "true"})
-        return finish("deduplicated", reply, effect_id=effect["id"])
+        return finish("deduplicated", talk.ok(effect["response"], order, effect), effect_id=effect["id"])
     decision = request.state.decide("effect.applied", {**info, "effect_id": effect["id"]})
     if decision.action == "drop":
         return finish("dropped", Reply.dropped(), effect_id=effect["id"])
     if decision.action != "go":
         message = f"fake {spec.service}: injected {decision.action} after applying"
-        reply = Reply.json(500, error_body("api_error", message))
-        return finish("injected-error", reply, effect_id=effect["id"])
-    return finish("applied", Reply.json(200, effect["response"]), effect_id=effect["id"])
+        return finish("injected-error", talk.error("failed", message, order), effect_id=effect["id"])
+    return finish("applied", talk.ok(effect["response"], order), effect_id=effect["id"])
 
 
 def endpoint(spec: EffectSpec) -> Callable[[Request], Reply]:

@@ -3,16 +3,20 @@
 Shape (every key optional; ``set`` replaces the settings of the services it names, leaves the others)::
 
     {"model":   {"overload_next": 2, "error_next": 1, "drop_next": 0, "delay_ms": 5, "retry_after_ms": 10},
+     "openai":  {"overload_next": 1, "retry_after_ms": 10},
      "ledger":  {"error_next": 1, "drop_next": 1, "delay_ms": 0},
-     "mailer":  {...}, "webhook": {...}}
+     "stripe":  {"overload_next": 1, "error_next": 1, "drop_next": 1},
+     "mailer":  {...}, "webhook": {...}, "resend": {...}}
 
-- ``error_next: N``: the next N requests are answered 5xx before anything is applied (503; model 500).
-- ``overload_next: N`` (model only): the next N requests are answered 529 ``overloaded_error``.
+- ``error_next: N``: the next N requests are answered 5xx before anything is applied (503; model and
+  openai 500).
+- ``overload_next: N`` (model, openai, stripe, resend): the next N requests get the API's overload answer
+  before anything is applied: model 529 ``overloaded_error``, openai, stripe and resend 429.
 - ``drop_next: N``: the next N requests that apply an effect apply it, then the connection is reset;
-  for the model, the next N requests get a reset and no answer.
+  for the model and openai, the next N requests get a reset and no answer.
 - ``delay_ms: D``: every request waits D milliseconds on arrival.
-- ``retry_after_ms: R`` (model only; default 10): sent as ``retry-after-ms`` with a 500/529, which the
-  anthropic SDK obeys instead of its 0.5 s-and-up backoff. 0 sends no header.
+- ``retry_after_ms: R`` (model, openai; default 10): sent as ``retry-after-ms`` with a 429/500/529, which
+  the anthropic and openai SDKs obey instead of their 0.5 s-and-up backoff. 0 sends no header.
 
 Counters count down as they fire; overload fires before error, error before drop. A hook's decision
 other than ``go`` wins over the static faults, which are then left untouched.
@@ -26,9 +30,12 @@ from typing import Any
 
 from .hooks import Decision
 
-SERVICES: tuple[str, ...] = ("mailer", "ledger", "webhook", "model")
+SERVICES: tuple[str, ...] = ("mailer", "ledger", "webhook", "model", "stripe", "resend", "openai")
 KEYS: tuple[str, ...] = ("error_next", "drop_next", "overload_next", "delay_ms", "retry_after_ms")
-MODEL_ONLY: tuple[str, ...] = ("overload_next", "retry_after_ms")
+ONLY_FOR: dict[str, tuple[str, ...]] = {
+    "overload_next": ("model", "openai", "stripe", "resend"),  # the services with an overload answer of their own
+    "retry_after_ms": ("model", "openai"),  # the SDKs that obey retry-after-ms
+}
 DEFAULT_RETRY_AFTER_MS = 10
 ARRIVAL_POINTS: tuple[str, ...] = ("effect.received", "model.request")
 
@@ -47,8 +54,8 @@ def validate(faults: Any) -> dict[str, dict[str, int]]:
         for key, value in settings.items():
             if key not in KEYS:
                 raise ValueError(f"unknown fault {key!r} for {service}; expected one of {', '.join(KEYS)}")
-            if key in MODEL_ONLY and service != "model":
-                raise ValueError(f"fault {key!r} applies to the model only")
+            if key in ONLY_FOR and service not in ONLY_FOR[key]:
+                raise ValueError(f"fault {key!r} applies to {', '.join(ONLY_FOR[key])} only")
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"faults[{service!r}][{key!r}] must be a non-negative integer")
             clean[service][key] = value
@@ -77,9 +84,10 @@ class Faults:
         with self._lock:
             return {service: dict(settings) for service, settings in self._by_service.items()}
 
-    def retry_after_ms(self) -> int:
+    def retry_after_ms(self, service: str = "model") -> int:
+        """The ``retry-after-ms`` a model service sends with a fault (0: none)."""
         with self._lock:
-            return self._by_service.get("model", {}).get("retry_after_ms", DEFAULT_RETRY_AFTER_MS)
+            return self._by_service.get(service, {}).get("retry_after_ms", DEFAULT_RETRY_AFTER_MS)
 
     def take(self, service: str, point: str) -> Decision:
         """The static decision for a request of ``service`` at ``point``, consuming a counter if one fires."""

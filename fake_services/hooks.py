@@ -4,19 +4,22 @@ A hook is ``hook(point, info) -> Decision | None``. It is called in the request'
 block as long as it likes (it is the harness's barrier: the request is held until it returns).
 ``None`` means ``Decision.GO``.
 
-``point`` is one of :data:`POINTS`. ``info`` holds ``service``, ``run_id``, ``key``, ``path``,
+``point`` is one of :data:`POINTS`. ``info`` holds ``service`` (mailer | ledger | webhook | stripe | resend
+at the effect points; model | openai at ``model.request``), ``run_id``, ``key``, ``path``,
 ``payload_digest``, ``headers`` (lower-case names) and ``order`` (the attempt's arrival number); at
 ``effect.applied`` also ``effect_id``; at ``model.request`` also ``model`` and ``retry_count``.
 
-What each action does, by point:
+What each action does, by point (errors in each API's own shape, so its SDK raises its own types):
 
 =========== ============================== ================================ ==========================
 action      effect.received                effect.applied                   model.request
 =========== ============================== ================================ ==========================
 go          go on                          send the response                answer
 slow        sleep ``delay_ms``, go on      sleep, send the response         sleep, answer
-error       503, nothing applied           500, the effect stays applied    500 ``api_error``
-overload    as error                       as error                         529 ``overloaded_error``
+error       503, nothing applied           500, the effect stays applied    500 (``api_error``;
+                                                                            openai ``server_error``)
+overload    as error (stripe, resend: 429  as error                         529 ``overloaded_error``
+            rate limit), nothing applied                                    (openai: 429)
 drop        reset the connection, nothing  reset the connection, the effect reset the connection, no
             applied                        stays applied                    answer
 =========== ============================== ================================ ==========================

@@ -4,7 +4,8 @@ Contract:
 
 - One global arrival counter (``order``) is shared by attempts and effects, so records of all services
   interleave in the order they happened. ``reset()`` (no run) sets it back to 0.
-- An *attempt* is one request to a service: ``order``, ``service`` (mailer | ledger | webhook | model),
+- An *attempt* is one request to a service: ``order``, ``service`` (mailer | ledger | webhook | model |
+  stripe | resend | openai; reads such as Stripe's retrieve are not attempts),
   ``run_id``, ``key`` (the Idempotency-Key header or None), ``payload_digest``, ``outcome``, ``status``
   (HTTP status sent, None for a drop), ``path``, ``t`` (``time.monotonic()`` at arrival). ``outcome`` is
   ``pending`` while the request is in flight (e.g. held by the hook), then one of applied |
@@ -48,6 +49,7 @@ class Journal:
         self._effects: list[Record] = []
         self._model: list[Record] = []
         self._by_key: dict[tuple[str, str, str], Record] = {}
+        self._by_id: dict[tuple[str, str, str], Record] = {}
         self._counts: dict[tuple[str, str], int] = {}
 
     def _tick(self) -> int:
@@ -107,9 +109,21 @@ class Journal:
                 "id": effect_id, "response": response, "attempt": attempt["order"], "t": time.monotonic(),
             }
             self._effects.append(effect)
+            self._by_id[(service, run_id, effect_id)] = effect
             if dedupe and key is not None:
                 self._by_key[(service, run_id, key)] = effect
             return "applied", effect
+
+    def find_effect(self, service: str, run_id: str, effect_id: str) -> Record | None:
+        """A copy of the effect of ``service`` in ``run_id`` with id ``effect_id``, or None."""
+        with self._lock:
+            effect = self._by_id.get((service, run_id, effect_id))
+            return copy.deepcopy(effect) if effect is not None else None
+
+    def effects_of(self, service: str, run_id: str) -> list[Record]:
+        """Copies of the effects of one service in one run, in order."""
+        with self._lock:
+            return [copy.deepcopy(r) for r in self._effects if r["service"] == service and r["run_id"] == run_id]
 
     def add_model_request(self, record: Record) -> None:
         """Record one model request (its ``order`` is that of its attempt); the journal keeps ``record``."""
@@ -137,10 +151,12 @@ class Journal:
                 self._effects.clear()
                 self._model.clear()
                 self._by_key.clear()
+                self._by_id.clear()
                 self._counts.clear()
                 return
             self._attempts = [r for r in self._attempts if r["run_id"] != run_id]
             self._effects = [r for r in self._effects if r["run_id"] != run_id]
             self._model = [r for r in self._model if r["run_id"] != run_id]
             self._by_key = {k: v for k, v in self._by_key.items() if k[1] != run_id}
+            self._by_id = {k: v for k, v in self._by_id.items() if k[1] != run_id}
             self._counts = {k: v for k, v in self._counts.items() if k[1] != run_id}

@@ -30,7 +30,7 @@ def validate_charge(payload: Any) -> str | None:
     return None
 
 
-def charge_response(payload: dict[str, Any], new_id: str) -> dict[str, Any]:
+def charge_response(payload: dict[str, Any], new_id: str, context: Any = None) -> dict[str, Any]:
     return {
         "id": new_id, "status": "succeeded", "account": payload["account"],
         "amount_cents": amount_of(payload), "currency": payload["currency"].lower(),

@@ -25,12 +25,12 @@ def validate_email(payload: Any) -> str | None:
 
 MAILER = EffectSpec(
     service="mailer", idempotent=True, id_prefix="em", validate=validate_email,
-    respond=lambda payload, new_id: {"id": new_id, "status": "sent"},
+    respond=lambda payload, new_id, context: {"id": new_id, "status": "sent"},
 )
 
 WEBHOOK = EffectSpec(
     service="webhook", idempotent=False, id_prefix="wh", validate=lambda payload: None,
-    respond=lambda payload, new_id: {"ok": True},
+    respond=lambda payload, new_id, context: {"ok": True},
 )
 
 ROUTES = {"/v1/emails": endpoint(MAILER), "/v1/webhooks": endpoint(WEBHOOK)}

@@ -19,15 +19,18 @@ with the SDK, which appends ``/v1/messages``):
 
 ``POST /v1/messages/count_tokens`` answers ``{"input_tokens": N}`` (not recorded, no hook).
 
-Every request is recorded in ``model_requests``: ``order``, ``run_id``, ``model``, ``system``,
-``messages``, ``max_tokens``, ``stream``, ``retry_count``, ``request_digest``, ``response_text``,
-``usage``, ``stop_reason``, ``outcome``, ``status``, ``t`` -- and as an attempt of service ``model``.
+Every request is recorded in ``model_requests``: ``order``, ``run_id``, ``service`` (``model``), ``api``
+(``messages``), ``model``, ``system``, ``messages``, ``max_tokens``, ``stream``, ``retry_count``,
+``request_digest``, ``response_text``, ``usage``, ``stop_reason``, ``outcome``, ``status``, ``t`` -- and as
+an attempt of service ``model``. The flow (:func:`handle_model`) is shared with the OpenAI fake
+(``openai_api.py``), which records the same fields.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,17 +65,17 @@ def request_text(model: Any, system: Any, messages: Any) -> str:
     return canonical_json({"model": model, "system": system, "messages": messages})
 
 
-def answer(model: str, system: Any, messages: list[Any], max_tokens: int) -> Answer:
+def answer(model: str, system: Any, messages: list[Any], max_tokens: int | None) -> Answer:
     """The answer the fake gives to (model, system, messages, max_tokens); pure."""
     return answer_for(request_text(model, system, messages), max_tokens)
 
 
-def answer_for(canonical: str, max_tokens: int) -> Answer:
-    """The answer to the request whose :func:`request_text` is ``canonical``."""
+def answer_for(canonical: str, max_tokens: int | None) -> Answer:
+    """The answer to the request whose :func:`request_text` is ``canonical`` (``max_tokens`` None: no cut)."""
     hexdigest = text_digest(canonical)
     text = f"answer {hexdigest[:12]} verdict={VERDICTS[int(hexdigest[12:20], 16) % len(VERDICTS)]}"
     stop_reason = "end_turn"
-    if math.ceil(len(text) / 4) > max_tokens:
+    if max_tokens is not None and math.ceil(len(text) / 4) > max_tokens:
         text, stop_reason = text[: max_tokens * 4], "max_tokens"
     return Answer(hexdigest, text, math.ceil(len(canonical) / 4), math.ceil(len(text) / 4), stop_reason)
 
@@ -110,50 +113,71 @@ def api_error(status: int, kind: str, message: str, headers: dict[str, str] | No
     return Reply.json(status, {"type": "error", "error": {"type": kind, "message": message}}, headers)
 
 
-def parse(request: Request) -> dict[str, Any]:
-    """The validated request body; ``BadRequest`` (400 invalid_request_error) otherwise."""
-    body = request.json()
-    if not isinstance(body, dict):
-        raise BadRequest("the body must be a JSON object")
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        raise BadRequest("model: field required")
-    max_tokens = body.get("max_tokens")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
-        raise BadRequest("max_tokens: a positive integer is required")
-    if not isinstance(body.get("messages"), list) or not body["messages"]:
-        raise BadRequest("messages: a non-empty list is required")
-    return body
+@dataclass(frozen=True)
+class Call:
+    """One model request as the fake understands it, whatever the API: what the answer depends on
+    (``model``, ``system``, ``messages``), the token limit (None: none) and whether to stream."""
+
+    model: str
+    system: Any
+    messages: list[Any]
+    max_tokens: int | None
+    stream: bool
+    body: dict[str, Any]
 
 
-def has_credentials(headers: dict[str, str]) -> bool:
-    bearer = headers.get("authorization", "")
-    return bool(headers.get("x-api-key")) or (bearer.startswith("Bearer ") and len(bearer) > len("Bearer "))
+@dataclass(frozen=True)
+class ModelApi:
+    """One model API served by :func:`handle_model`.
+
+    ``service``: the attempt's service (``model`` for Anthropic, ``openai``); ``name``: recorded as
+    ``api``; ``parse``: the :class:`Call` from a JSON body (``BadRequest`` otherwise); ``error(kind,
+    message, headers)`` for kinds ``unauthenticated``, ``invalid``, ``overload``, ``failed``; ``answer(call,
+    ans, headers)``: the 200 reply; ``request_id``: the header naming the request.
+    """
+
+    service: str
+    name: str
+    parse: Callable[[Any], Call]
+    error: Callable[[str, str, dict[str, str]], Reply]
+    answer: Callable[[Call, Answer, dict[str, str]], Reply]
+    request_id: str = "request-id"
 
 
-def messages(request: Request) -> Reply:
-    """``POST /v1/messages``: see the module docstring."""
+def handle_model(api: ModelApi, request: Request) -> Reply:
+    """The flow every model endpoint shares:
+
+    1. parse the body and record the attempt (``pending``) and the model request;
+    2. no credentials -> 401, a bad body -> 400 (``rejected``);
+    3. hook and static faults at ``model.request``: drop -> reset, overload / error -> the API's overload /
+       server error, with ``x-should-retry: true`` and (unless set to 0) ``retry-after-ms``
+       (``injected-error``);
+    4. otherwise the deterministic answer (``applied``).
+    """
     state = request.state
+    call: Call | None = None
+    problem = None
     try:
-        body: dict[str, Any] | None = parse(request)
-        problem = None
+        call = api.parse(request.json())
     except BadRequest as exc:
-        body, problem = None, exc.message
+        problem = exc.message
     key = request.headers.get("idempotency-key")
-    canonical = request_text(body["model"], body.get("system"), body["messages"]) if body else canonical_json(None)
+    canonical = request_text(call.model, call.system, call.messages) if call else canonical_json(None)
     request_digest = text_digest(canonical)[:DIGEST_LENGTH]
-    attempt = state.journal.begin("model", request.run_id, key, request_digest, request.route)
+    attempt = state.journal.begin(api.service, request.run_id, key, request_digest, request.route)
     request.attempt = attempt
-    headers = {"request-id": f"req_{attempt['order']:012d}"}
+    headers = {api.request_id: f"req_{attempt['order']:012d}"}
     retry_count = request.headers.get("x-stainless-retry-count", "0")
     record: dict[str, Any] = {
-        "order": attempt["order"], "run_id": request.run_id, "model": None, "system": None, "messages": None,
-        "max_tokens": None, "stream": False, "retry_count": int(retry_count) if retry_count.isdigit() else 0,
+        "order": attempt["order"], "run_id": request.run_id, "service": api.service, "api": api.name,
+        "model": None, "system": None, "messages": None, "max_tokens": None, "stream": False,
+        "retry_count": int(retry_count) if retry_count.isdigit() else 0,
         "request_digest": request_digest, "response_text": None, "usage": None, "stop_reason": None,
         "t": attempt["t"],
     }
-    if body is not None:
-        record.update(model=body["model"], system=body.get("system"), messages=body["messages"],
-                      max_tokens=body["max_tokens"], stream=bool(body.get("stream")))
+    if call is not None:
+        record.update(model=call.model, system=call.system, messages=call.messages,
+                      max_tokens=call.max_tokens, stream=call.stream)
 
     def finish(outcome: str, reply: Reply) -> Reply:
         status = None if reply.drop else reply.status
@@ -163,28 +187,68 @@ def messages(request: Request) -> Reply:
         return reply
 
     if not has_credentials(request.headers):
-        return finish("rejected", api_error(401, "authentication_error", "invalid x-api-key", headers))
-    if body is None:
-        return finish("rejected", api_error(400, "invalid_request_error", str(problem), headers))
-    info = {**info_for(request, attempt), "model": body["model"], "retry_count": record["retry_count"]}
+        return finish("rejected", api.error("unauthenticated", "invalid x-api-key", headers))
+    if call is None:
+        return finish("rejected", api.error("invalid", str(problem), headers))
+    info = {**info_for(request, attempt), "model": call.model, "retry_count": record["retry_count"]}
     decision = state.decide("model.request", info)
     if decision.action == "drop":
         return finish("dropped", Reply.dropped())
     if decision.action in ("overload", "error"):
         headers["x-should-retry"] = "true"
-        retry_after = state.faults.retry_after_ms()
+        retry_after = state.faults.retry_after_ms(api.service)
         if retry_after:
             headers["retry-after-ms"] = str(retry_after)
-        if decision.action == "overload":
-            return finish("injected-error", api_error(529, "overloaded_error", "Overloaded", headers))
-        return finish("injected-error", api_error(500, "api_error", "Internal server error", headers))
-    ans = answer_for(canonical, body["max_tokens"])
+        kind = "overload" if decision.action == "overload" else "failed"
+        return finish("injected-error", api.error(kind, "Overloaded" if kind == "overload" else "Internal server error",
+                                                  headers))
+    ans = answer_for(canonical, call.max_tokens)
     record.update(response_text=ans.text, usage=ans.usage, stop_reason=ans.stop_reason)
-    if record["stream"]:
-        reply = Reply(200, stream_body(body["model"], ans), "text/event-stream; charset=utf-8", headers)
-    else:
-        reply = Reply.json(200, message_body(body["model"], ans), headers)
-    return finish("applied", reply)
+    return finish("applied", api.answer(call, ans, headers))
+
+
+def parse(body: Any) -> Call:
+    """The validated Messages API request; ``BadRequest`` (400 invalid_request_error) otherwise."""
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise BadRequest("model: field required")
+    max_tokens = body.get("max_tokens")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
+        raise BadRequest("max_tokens: a positive integer is required")
+    if not isinstance(body.get("messages"), list) or not body["messages"]:
+        raise BadRequest("messages: a non-empty list is required")
+    return Call(body["model"], body.get("system"), body["messages"], max_tokens, bool(body.get("stream")), body)
+
+
+def has_credentials(headers: dict[str, str]) -> bool:
+    bearer = headers.get("authorization", "")
+    return bool(headers.get("x-api-key")) or (bearer.startswith("Bearer ") and len(bearer) > len("Bearer "))
+
+
+ANTHROPIC_ERRORS = {
+    "unauthenticated": (401, "authentication_error"), "invalid": (400, "invalid_request_error"),
+    "overload": (529, "overloaded_error"), "failed": (500, "api_error"),
+}
+
+
+def anthropic_error(kind: str, message: str, headers: dict[str, str]) -> Reply:
+    status, name = ANTHROPIC_ERRORS[kind]
+    return api_error(status, name, message, headers)
+
+
+def anthropic_answer(call: Call, ans: Answer, headers: dict[str, str]) -> Reply:
+    if call.stream:
+        return Reply(200, stream_body(call.model, ans), "text/event-stream; charset=utf-8", headers)
+    return Reply.json(200, message_body(call.model, ans), headers)
+
+
+MESSAGES = ModelApi(service="model", name="messages", parse=parse, error=anthropic_error, answer=anthropic_answer)
+
+
+def messages(request: Request) -> Reply:
+    """``POST /v1/messages``: see the module docstring."""
+    return handle_model(MESSAGES, request)
 
 
 def count_tokens(request: Request) -> Reply:

@@ -7,6 +7,9 @@ Contract:
   written with a single ``send``.
 - ``POST /runs/<run_id>/<route>`` goes to ``routes[route]`` with that run id (percent-decoded);
   a path without the prefix is attributed to run ``"default"``. ``/_admin/...`` is the admin interface.
+  A route's value is an endpoint (it takes POST) or a mapping of methods to endpoints
+  (``{"GET": ..., "POST": ...}``); a route may hold ``{name}`` segments, each matching one path segment
+  and handed to the endpoint in ``Request.params`` (``/v1/charges/{id}``). Another method -> 405.
 - A reply with ``drop`` set sends nothing: the socket is closed with ``SO_LINGER`` 0, so the client
   sees a connection reset.
 - A client that goes away mid-request (the harness killed the worker while the hook held it) is not an
@@ -18,6 +21,7 @@ Contract:
 
 from __future__ import annotations
 
+import re
 import socket
 import struct
 import sys
@@ -34,6 +38,8 @@ from .state import State
 from .wire import BadRequest, Reply, Request, error_body
 
 Endpoint = Callable[[Request], Reply]
+Route = Endpoint | Mapping[str, Endpoint]
+"""An endpoint taking POST, or endpoints by method."""
 
 RUN_PREFIX = "/runs/"
 DEFAULT_RUN = "default"
@@ -50,6 +56,22 @@ def split_run(path: str) -> tuple[str, str] | None:
     if not segment:
         return None
     return unquote(segment), "/" + rest
+
+
+def compile_routes(
+    routes: Mapping[str, Route],
+) -> tuple[dict[str, dict[str, Endpoint]], list[tuple[re.Pattern[str], dict[str, Endpoint]]]]:
+    """Exact routes by path, and ``{name}`` patterns in the order given; each with endpoints by method."""
+    exact: dict[str, dict[str, Endpoint]] = {}
+    patterns: list[tuple[re.Pattern[str], dict[str, Endpoint]]] = []
+    for path, route in routes.items():
+        methods = {"POST": route} if callable(route) else {m.upper(): e for m, e in route.items()}
+        if "{" not in path:
+            exact[path] = methods
+            continue
+        regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(path))
+        patterns.append((re.compile(regex + "$"), methods))
+    return exact, patterns
 
 
 def _phrase(status: int) -> str:
@@ -135,10 +157,11 @@ class FakeServer(ThreadingHTTPServer):
     request_queue_size = 128  # the default 5 drops SYNs when workers connect at once: 1 s retransmits
 
     def __init__(
-        self, name: str, routes: Mapping[str, Endpoint], state: State, host: str = "127.0.0.1", port: int = 0,
+        self, name: str, routes: Mapping[str, Route], state: State, host: str = "127.0.0.1", port: int = 0,
     ) -> None:
         self.name = name
         self.routes = dict(routes)
+        self._exact, self._patterns = compile_routes(self.routes)
         self.state = state
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
@@ -155,6 +178,17 @@ class FakeServer(ThreadingHTTPServer):
     def base_url(self) -> str:
         return f"http://{self.server_address[0]}:{self.port}"
 
+    def find(self, route: str) -> tuple[dict[str, Endpoint], dict[str, str]] | None:
+        """The endpoints by method serving ``route`` and the values of its ``{name}`` segments."""
+        methods = self._exact.get(route)
+        if methods is not None:
+            return methods, {}
+        for pattern, methods in self._patterns:
+            match = pattern.match(route)
+            if match:
+                return methods, {name: unquote(value) for name, value in match.groupdict().items()}
+        return None
+
     def route(self, method: str, raw_path: str, headers: dict[str, str], body: bytes) -> Reply:
         """Turn one request into a reply (never raises)."""
         parts = urlsplit(raw_path)
@@ -162,12 +196,15 @@ class FakeServer(ThreadingHTTPServer):
         if path.startswith(admin.PREFIX):
             return admin.reply(self.state, self.name, method, path, query, body)
         split = split_run(path)
-        endpoint = self.routes.get(split[1].rstrip("/")) if split else None
-        if split is None or endpoint is None:
+        found = self.find(split[1].rstrip("/")) if split else None
+        if split is None or found is None:
             return Reply.json(404, error_body("not_found", f"fake {self.name}: no route {path}"))
-        if method != "POST":
-            return Reply.json(405, error_body("method_not_allowed", f"{path} takes POST"))
-        request = Request(self.state, self.name, method, split[0], split[1].rstrip("/"), path, query, headers, body)
+        methods, params = found
+        endpoint = methods.get(method)
+        if endpoint is None:
+            return Reply.json(405, error_body("method_not_allowed", f"{path} takes {' or '.join(methods)}"))
+        request = Request(self.state, self.name, method, split[0], split[1].rstrip("/"), path, query, headers, body,
+                          params=params)
         try:
             reply = endpoint(request)
         except BadRequest as exc:

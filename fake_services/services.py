@@ -1,9 +1,9 @@
-"""``Services``: the three fakes started together in this process, for the harness and for tests.
+"""``Services``: the fakes started together in this process, for the harness and for tests.
 
 ::
 
     from killpoint.fake_services import Services, Decision
-    with Services.start(hook=None) as svc:          # mailer (+ webhook), ledger, model; free ports
+    with Services.start(hook=None) as svc:   # mailer (+ webhook), ledger, model, stripe, resend, openai; free ports
         base = svc.url("ledger", "r-1")             # http://127.0.0.1:PORT/runs/r-1
         ...
         svc.attempts("r-1"); svc.effects("r-1"); svc.model_requests("r-1")
@@ -17,15 +17,21 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-from . import admin, ledger, mailer, model
+from . import admin, ledger, mailer, model, openai_api, resend_api, stripe_api
 from .hooks import Hook
-from .server import Endpoint, FakeServer
+from .server import FakeServer, Route
 from .state import State
 
-SERVERS: dict[str, Mapping[str, Endpoint]] = {"mailer": mailer.ROUTES, "ledger": ledger.ROUTES, "model": model.ROUTES}
+SERVERS: dict[str, Mapping[str, Route]] = {
+    "mailer": mailer.ROUTES, "ledger": ledger.ROUTES, "model": model.ROUTES,
+    "stripe": stripe_api.ROUTES, "resend": resend_api.ROUTES, "openai": openai_api.ROUTES,
+}
 """The servers by name, with their routes. The webhook is served by the mailer's server."""
 
-SERVICE_SERVER: dict[str, str] = {"mailer": "mailer", "webhook": "mailer", "ledger": "ledger", "model": "model"}
+SERVICE_SERVER: dict[str, str] = {
+    "mailer": "mailer", "webhook": "mailer", "ledger": "ledger", "model": "model",
+    "stripe": "stripe", "resend": "resend", "openai": "openai",
+}
 """Which server serves each service."""
 
 
@@ -45,7 +51,7 @@ class Services:
 
     @classmethod
     def start(cls, hook: Hook | None = None, host: str = "127.0.0.1") -> Services:
-        """Start the mailer (which also serves the webhook), the ledger and the model on free ports."""
+        """Start every fake (the mailer also serves the webhook) on free ports, sharing one state."""
         state = State(hook)
         servers: dict[str, FakeServer] = {}
         try:
@@ -68,11 +74,21 @@ class Services:
         return f"{self.base_url(service)}/runs/{quote(run_id, safe='')}"
 
     def env(self, run_id: str, api_key: str = "killpoint-fake-key") -> dict[str, str]:
-        """The worker environment variables naming this run's services (contracts.md section 2)."""
+        """The worker environment variables naming this run's services (contracts.md section 2).
+
+        The SDKs read some of them themselves: ``ANTHROPIC_BASE_URL``/``ANTHROPIC_API_KEY`` (anthropic),
+        ``OPENAI_BASE_URL``/``OPENAI_API_KEY`` (openai), ``RESEND_API_URL``/``RESEND_API_KEY`` (resend, once, at
+        import). The stripe SDK reads none: a worker sets ``stripe.api_base = os.environ["STRIPE_BASE_URL"]``
+        and its key from ``STRIPE_API_KEY``. ``RESEND_BASE_URL`` is the same URL as ``RESEND_API_URL``.
+        """
+        resend_url = self.url("resend", run_id)
         return {
             "MAILER_URL": self.url("mailer", run_id), "LEDGER_URL": self.url("ledger", run_id),
             "WEBHOOK_URL": self.url("webhook", run_id), "ANTHROPIC_BASE_URL": self.url("model", run_id),
             "ANTHROPIC_API_KEY": api_key,
+            "STRIPE_BASE_URL": self.url("stripe", run_id), "STRIPE_API_KEY": api_key,
+            "RESEND_BASE_URL": resend_url, "RESEND_API_URL": resend_url, "RESEND_API_KEY": api_key,
+            "OPENAI_BASE_URL": self.url("openai", run_id) + "/v1", "OPENAI_API_KEY": api_key,
         }
 
     @property
@@ -80,7 +96,7 @@ class Services:
         return {name: server.port for name, server in self.servers.items()}
 
     def attempts(self, run_id: str | None = None) -> list[dict[str, Any]]:
-        """Every request to mailer, ledger, webhook and model, in arrival order (see ``journal.py``)."""
+        """Every request to every service (reads excepted), in arrival order (see ``journal.py``)."""
         return self.state.journal.attempts(run_id)
 
     def effects(self, run_id: str | None = None) -> list[dict[str, Any]]:

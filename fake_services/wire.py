@@ -24,7 +24,8 @@ class Request:
     """One HTTP request routed to an endpoint.
 
     ``route`` is the path after the per-run prefix (``/v1/emails``); ``run_id`` comes from the prefix
-    ``/runs/<run_id>`` (``"default"`` when the path has none); ``headers`` have lower-case names.
+    ``/runs/<run_id>`` (``"default"`` when the path has none); ``headers`` have lower-case names;
+    ``params`` holds the values of a route pattern's ``{name}`` segments (``/v1/charges/{id}``).
     """
 
     state: State
@@ -37,6 +38,7 @@ class Request:
     headers: dict[str, str]
     body: bytes
     attempt: dict[str, Any] | None = None
+    params: dict[str, str] = field(default_factory=dict)
 
     def json(self) -> Any:
         """The body parsed as JSON; ``BadRequest`` if it is not JSON."""

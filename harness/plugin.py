@@ -50,11 +50,11 @@ def killpoint_session(pytestconfig: pytest.Config, killpoint_steps: str,
     trial costs well under one; every trial uses its own run id, so tests do not see each other.
     """
     from killpoint.env.environment import Environment
+    from killpoint.env.stepmodule import load
+    from killpoint.reference_agent.schema import ensure_schema
     from killpoint.run.history import History
     from killpoint.run.options import RunOptions
-    from killpoint.env.stepmodule import load
     from killpoint.run.trial import Session
-    from killpoint.reference_agent.schema import ensure_schema
 
     agent = load(killpoint_steps)
     run_dir = tmp_path_factory.mktemp("killpoint-run")

@@ -26,10 +26,17 @@ Points the reference runtime reports: ``step.start``, ``effect.responded``, ``ch
 ``checkpoint.committed``. Notes: ``worker.start``, ``drain.signal``, ``drain.yield``, ``fenced``,
 ``lease.busy``, ``lease.lost``, ``refused.newer``, ``refused.incompatible``, ``run.done``.
 
+Threads: the functions here are safe to call from any thread (a step may use threads, or asyncio's
+executor). A point is one exchange -- write the line, read the answer -- and only one exchange is in flight
+per process: a second thread reporting a point waits until the first has its answer, then sends its own.
+Writes are serialized apart from that, so a note from another thread goes out at once, even while a point
+waits for its answer, and lines never interleave.
+
 Signals: a SIGTERM that arrives while the worker is blocked reading the answer runs its Python handler
 and the read resumes (PEP 475), so the handler must only set flags. A handler may call :func:`note`;
-if it interrupted a connect or a write in progress, the note is queued and written after it, so lines never
-interleave.
+if it interrupted a connect or a write of the same thread, the note is queued and written right after it,
+so lines never interleave. A handler must not call :func:`report` (it raises ``RuntimeError`` if it
+interrupted a report of its own thread). After a fork the child opens its own connection.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import json
 import os
 import socket
 import sys
+import threading
 from typing import Any
 
 HARNESS_GONE_EXIT = 70
@@ -46,66 +54,94 @@ POINTS = ("step.start", "effect.responded", "checkpoint.writing", "checkpoint.co
 
 
 class _Channel:
-    """The one connection of this process to the harness (re-opened after a fork)."""
+    """The one connection of this process to the harness (re-opened after a fork).
+
+    ``exchange`` (re-entrant) is held by the thread whose point is in flight, from its write to its answer;
+    ``write`` (re-entrant) is held while connecting and writing. Re-entrant, so that a signal handler
+    interrupting its own thread gets in at once instead of deadlocking; ``writing`` / ``exchanging`` then
+    tell it that it interrupted: a note is queued in ``pending`` (flushed by the interrupted writer before
+    it lets go), a point is refused.
+    """
 
     def __init__(self) -> None:
         self.pid: int | None = None
         self.sock: socket.socket | None = None
         self.reader: Any = None
-        self.busy = False  # connecting or writing: a signal handler's note must wait
+        self.exchange = threading.RLock()
+        self.exchanging = False
+        self.write = threading.RLock()
+        self.writing = False  # connecting or writing: a signal handler's note must wait
         self.pending: list[bytes] = []
 
-    def ensure(self, path: str) -> None:
-        if self.busy or (self.sock is not None and self.pid == os.getpid()):
+    def _connect(self, path: str) -> None:
+        if self.sock is not None and self.pid == os.getpid():
             return
         # A forked child must not share its parent's socket: open its own.
-        self.busy = True
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(path)
+        except OSError as exc:
+            _gone(f"cannot reach kill-point socket {path}: {exc}")
+        self.sock, self.reader, self.pid = sock, sock.makefile("rb"), os.getpid()
+
+    def send(self, path: str, line: bytes) -> None:
+        """Write one line (connecting first if needed), from any thread."""
+        with self.write:
+            if self.writing:
+                # Re-entered from a signal handler in the middle of this thread's connect or write: the
+                # interrupted writer sends it after its own line.
+                self.pending.append(line)
+                return
+            self.writing = True
             try:
-                sock.connect(path)
+                self._connect(path)
+                assert self.sock is not None
+                self.sock.sendall(line)
+                while True:
+                    while self.pending:
+                        self.sock.sendall(self.pending.pop(0))
+                    self.writing = False
+                    if not self.pending:  # a handler that ran after the loop and before this queued nothing
+                        break
+                    self.writing = True
             except OSError as exc:
-                _gone(f"cannot reach kill-point socket {path}: {exc}")
-            self.sock, self.reader, self.pid = sock, sock.makefile("rb"), os.getpid()
-        finally:
-            self.busy = False
+                _gone(f"kill-point socket write failed: {exc}")
+            finally:
+                self.writing = False
 
-    def send(self, line: bytes) -> None:
-        if self.busy or self.sock is None or self.pid != os.getpid():
-            # Re-entered from a signal handler in the middle of a connect or a write: send after it.
-            self.pending.append(line)
-            return
-        self.busy = True
-        try:
-            assert self.sock is not None
-            self.sock.sendall(line)
-            while self.pending:
-                self.sock.sendall(self.pending.pop(0))
-        except OSError as exc:
-            _gone(f"kill-point socket write failed: {exc}")
-        finally:
-            self.busy = False
-
-    def read_line(self) -> bytes:
-        try:
-            return self.reader.readline()
-        except OSError as exc:
-            _gone(f"kill-point socket read failed: {exc}")
-            raise  # unreachable
+    def ask(self, path: str, line: bytes, point: str) -> bytes:
+        """Send a point's line and return the answer line; one exchange at a time per process."""
+        with self.exchange:
+            if self.exchanging:
+                raise RuntimeError(f"kill point {point!r} reported from a signal handler that interrupted a report")
+            self.exchanging = True
+            try:
+                self.send(path, line)
+                try:
+                    return self.reader.readline()
+                except OSError as exc:
+                    _gone(f"kill-point socket read failed: {exc}")
+                    raise  # unreachable
+            finally:
+                self.exchanging = False
 
 
 _channel = _Channel()
+
+
+def _reset_after_fork() -> None:
+    """In a forked child: a fresh channel (the parent's locks may be held by threads the child lacks)."""
+    global _channel
+    _channel = _Channel()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def _gone(why: str) -> None:
     sys.stderr.write(f"killpoint: harness gone ({why}); exiting {HARNESS_GONE_EXIT}\n")
     sys.stderr.flush()
     os._exit(HARNESS_GONE_EXIT)
-
-
-def enabled() -> bool:
-    """True when this process runs under the harness (``KILLPOINT_SOCKET`` is set)."""
-    return bool(os.environ.get("KILLPOINT_SOCKET"))
 
 
 def _message(kind: str, fields: dict[str, Any]) -> bytes:
@@ -119,9 +155,7 @@ def report(point: str, run_id: str, step: str, seq: int) -> None:
     path = os.environ.get("KILLPOINT_SOCKET")
     if not path:
         return
-    _channel.ensure(path)
-    _channel.send(_message("point", {"point": point, "run_id": run_id, "step": step, "seq": seq}))
-    line = _channel.read_line()
+    line = _channel.ask(path, _message("point", {"point": point, "run_id": run_id, "step": step, "seq": seq}), point)
     if not line:
         _gone("EOF while waiting at " + point)
     try:
@@ -138,5 +172,4 @@ def note(name: str, **fields: Any) -> None:
     path = os.environ.get("KILLPOINT_SOCKET")
     if not path:
         return
-    _channel.ensure(path)
-    _channel.send(_message("note", {"note": name, **fields}))
+    _channel.send(path, _message("note", {"note": name, **fields}))

@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from killpoint.checkers import CRASH_CHECKERS
-from killpoint.run.scenario import Context, Scenario
 from killpoint.faults.schedule import Fault, Schedule
+from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 from killpoint.scenarios.common import run_each
 
@@ -73,7 +73,7 @@ class DeployDrain(Scenario):
                           drain_seconds=v.drain_seconds)
         extra = {"drain_expect": "checkpoint" if v.expect == "checkpoint" else "exit", "expect": v.expect,
                  "step_delay": v.step_delay, "drain_seconds": v.drain_seconds}
-        return ctx.session.trial(schedule, prefix=self.name, seed=seed, options=options, checkers=v.checkers(),
+        return ctx.session.trial(schedule, explicit=ctx.explicit, prefix=self.name, seed=seed, options=options, checkers=v.checkers(),
                                  setup=lambda _conn, _run_id: extra, agent=self.agent(ctx))
 
     def run(self, ctx: Context) -> list[Trial]:

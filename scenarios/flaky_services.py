@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections import Counter
 
 from killpoint.checkers import CRASH_CHECKERS
-from killpoint.run.scenario import Context, Scenario
 from killpoint.faults.schedule import Schedule, random_schedules
+from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 
 RANDOM_SCHEDULES = 4

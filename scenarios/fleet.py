@@ -18,12 +18,13 @@ from dataclasses import asdict, replace
 
 import psycopg
 
-from killpoint.run.fleet import FLEET_ACTIONS, FaultPlan, Fleet, fleet_schedule
+from killpoint.faults.plan import FLEET_ACTIONS, FaultPlan, fleet_schedule
+from killpoint.faults.schedule import Schedule, derive_seed
+from killpoint.reference_agent.sweeper import sweep_stalled
+from killpoint.run.fleet import Fleet
 from killpoint.run.options import RunOptions
 from killpoint.run.scenario import Context, Scenario
-from killpoint.faults.schedule import Schedule, derive_seed
 from killpoint.run.trial import Trial
-from killpoint.reference_agent.sweeper import sweep_stalled
 
 
 class FleetScenario(Scenario):

@@ -11,6 +11,7 @@ that replays it. The scenario counts as `expected` when the window is found and 
 
 from __future__ import annotations
 
+from killpoint.env.stepmodule import DEFAULT_STEPS
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 
@@ -29,11 +30,19 @@ def is_webhook_duplicate(trial: Trial) -> bool:
 
 class NonIdempotentDownstream(Scenario):
     name = "non-idempotent-downstream"
-    summary = "negative control: a webhook without idempotency keys; the harness must find the duplicate window"
+    summary = ("killpoint self-check (its own webhook agent, not yours): a negative control; the harness must find "
+               "the duplicate window")
     expected_finding = True
     steps = WEBHOOK_AGENT
     actions = ("kill",)
     """A SIGTERM lets the step finish, `mark_done` included: only a kill can land inside the window."""
+
+    def skip_reason(self, ctx: Context) -> str | None:
+        """A check of killpoint itself, on its own webhook agent: not run on a user's agent unless asked."""
+        if ctx.session.agent.module != DEFAULT_STEPS and not ctx.asked(self.name):
+            return ("a self-check of killpoint on its own webhook agent, not on yours; "
+                    f"run it with --scenario {self.name}")
+        return None
 
     def run(self, ctx: Context) -> list[Trial]:
         """Every single fault; random schedules would only find the same window again."""

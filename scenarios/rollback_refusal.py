@@ -22,15 +22,17 @@ from psycopg.types.json import Jsonb
 
 from killpoint.checkers import Evidence, Verdict
 from killpoint.checkers.verdict import failed, passed
-from killpoint.run.scenario import Context, Scenario
-from killpoint.faults.schedule import Schedule
+from killpoint.env.launcher import Incarnation
 from killpoint.env.stepmodule import AgentSpec
+from killpoint.faults.schedule import Schedule
+from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 from killpoint.scenarios.common import run_each
 
 REFUSED_EXIT = 3
 KINDS = ("newer", "missing-fields", "not-an-object")
 SEEDED_SEQ = 7
+LOG_TAIL = 4000
 
 
 def payload(kind: str, agent: AgentSpec, run_id: str) -> tuple[object, int]:
@@ -58,9 +60,16 @@ def seeder(kind: str, agent: AgentSpec) -> Callable[[psycopg.Connection, str], d
     return setup
 
 
-def refusal_explained(ev: Evidence, logs: dict[str, str]) -> Verdict:
+def log_tails(incs: list[Incarnation]) -> dict:
+    """The end of each incarnation's log (what `refusal_explained` reads), kept with the evidence."""
+    logs = {i.inc: Path(i.log).read_text(errors="replace")[-LOG_TAIL:] for i in incs if i.log and Path(i.log).exists()}
+    return {"logs": logs}
+
+
+def refusal_explained(ev: Evidence, base: Evidence | None = None) -> Verdict:
     """Each refusing incarnation said why: a `refused.*` note, or its log naming the refusal (and, for a
     newer checkpoint, the version it found)."""
+    logs: dict[str, str] = ev.options.get("logs") or {}
     version = str(ev.options.get("seeded_version"))
     newer = ev.options.get("seeded_kind") == "newer"
     notes = {e.get("inc"): str(e.get("message") or e.get("note")) for e in ev.events
@@ -88,13 +97,11 @@ class RollbackRefusal(Scenario):
     def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None) -> Trial:
         """The trial of kind KINDS[seed] (default: a newer checkpoint)."""
         kind = KINDS[seed % len(KINDS)] if seed is not None else KINDS[0]
-        s = ctx.session
         agent = self.agent(ctx)
-        run_id = s.next_run_id(f"{self.name}-{kind}")
-        ctl, extra = s.drive(run_id, schedule, self.options(s.options), seeder(kind, agent), agent)
-        ev = ctl.evidence(agent.own_effects_sql, extra)
-        logs = {i.inc: Path(i.log).read_text(errors="replace") for i in ctl.incarnations if i.log and Path(i.log).exists()}
-        return s.judge(run_id, schedule, seed, ev, None, self.checkers, [refusal_explained(ev, logs)])
+        return ctx.session.trial(schedule, explicit=ctx.explicit, prefix=f"{self.name}-{kind}", seed=seed,
+                                 options=self.options(ctx.session.options),
+                                 checkers=(*self.checkers, refusal_explained), setup=seeder(kind, agent),
+                                 agent=agent, alone=True, observe=log_tails)
 
     def run(self, ctx: Context) -> list[Trial]:
         return run_each(ctx, self.name, range(len(KINDS)), lambda seed: self.trial(ctx, Schedule(), seed),

@@ -14,18 +14,28 @@ reason, never passed.
 
 from __future__ import annotations
 
-from dataclasses import replace
+import psycopg
 
-from killpoint.run.controller import collect_evidence
-from killpoint.errors import UsageError
-from killpoint.run.scenario import Context, Scenario
-from killpoint.faults.schedule import Fault, Schedule
 from killpoint.env.stepmodule import AgentSpec, load
-from killpoint.run.trial import Trial, step_points
+from killpoint.errors import UsageError
+from killpoint.faults.schedule import Fault, Schedule
+from killpoint.run.scenario import Context, Scenario
+from killpoint.run.trial import Setup, Trial, Upgrade, step_points
 from killpoint.scenarios.common import run_each
 
 PREVIOUS = {"killpoint.reference_agent.invoice_agent": "killpoint.reference_agent.invoice_agent_v2"}
 """The previous code of the project's own agents."""
+
+
+def paused(previous: AgentSpec, current: AgentSpec) -> Setup:
+    """What the checkers need to know of the checkpoint the previous code left."""
+    def between(conn: psycopg.Connection, run_id: str) -> dict:
+        row = conn.execute("SELECT (data->>'version')::int, data->>'cursor', status FROM checkpoints "
+                           "WHERE run_id = %s", (run_id,)).fetchone()
+        return {"previous_steps": previous.module, "state_version": current.state_version,
+                "seeded_version": row[0] if row else None, "paused_at": row[1] if row else None,
+                "paused_status": row[2] if row else None}
+    return between
 
 
 class SchemaUpgrade(Scenario):
@@ -59,22 +69,9 @@ class SchemaUpgrade(Scenario):
     def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None) -> Trial:
         """Stop the previous code with `schedule` (one incarnation), then finish under the current code."""
         previous, current = self.agents(ctx)
-        s = ctx.session
-        options = self.options(s.options)
-        base = s.baseline(options, current)
-        run_id = s.next_run_id(self.name)
-        first, _ = s.drive(run_id, schedule, replace(options, max_incarnations=1), agent=previous)
-        with s.env.connect() as conn:
-            row = conn.execute("SELECT (data->>'version')::int, data->>'cursor', status FROM checkpoints "
-                               "WHERE run_id = %s", (run_id,)).fetchone()
-        second, _ = s.drive(run_id, Schedule(), options, agent=current)
-        extra = {"previous_steps": previous.module, "state_version": current.state_version,
-                 "seeded_version": row[0] if row else None, "paused_at": row[1] if row else None,
-                 "paused_status": row[2] if row else None}
-        ev = collect_evidence(s.env, s.history, run_id, first.incarnations + second.incarnations,
-                              current.own_effects_sql, limit=second.limit,
-                              options={"grace": options.grace, **extra})
-        return s.judge(run_id, schedule, seed, ev, base, self.checkers)
+        return ctx.session.trial(schedule, explicit=ctx.explicit, prefix=self.name, seed=seed, options=self.options(ctx.session.options),
+                                 checkers=self.checkers, agent=current,
+                                 upgrade=Upgrade(previous, paused(previous, current)))
 
     def run(self, ctx: Context) -> list[Trial]:
         """Pause after each step but the last (term at its start), and after each effect (kill)."""

@@ -2,8 +2,9 @@
 workers resume them. Each stalled run must be queued once (one job, `resume-<run_id>`, by one sweeper),
 taken by one queue worker, and completed, with every effect exactly once.
 
-A round: `runs` runs start together (`worker RUN_ID` each) and each follows the schedule (default
-`charge:checkpoint.committed:kill`: dead after a middle step's checkpoint). The harness lets the dead
+A round: `runs` runs start together (`worker RUN_ID` each) and each follows the round's schedule, derived
+from the agent's crash-free run (`STEP:checkpoint.committed:kill` for a middle step: dead after its
+checkpoint; `STEP:effect.applied:kill` for the first step with an effect). The harness lets the dead
 workers' leases lapse (the passage of time), then `sweepers` sweepers, each on its own connection,
 start together at a barrier and sweep once. The jobs table is read before anyone takes a job; then
 `queue_workers` queue workers (`worker --queue`, until the queue is empty) start together. Runs a
@@ -20,13 +21,14 @@ import psycopg
 from killpoint.checkers import CRASH_CHECKERS
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict, failed, passed
-from killpoint.run.fleet import FaultPlan, Fleet, Sweep
-from killpoint.run.options import RunOptions
-from killpoint.run.scenario import Context, Scenario
+from killpoint.faults.plan import FaultPlan
 from killpoint.faults.schedule import Schedule
-from killpoint.run.trial import Trial
 from killpoint.reference_agent.queue import resume_job_id
 from killpoint.reference_agent.sweeper import sweep_stalled
+from killpoint.run.fleet import Fleet, Sweep
+from killpoint.run.options import RunOptions
+from killpoint.run.scenario import Context, Scenario
+from killpoint.run.trial import Trial
 
 BARRIER_SECONDS = 10.0
 
@@ -102,8 +104,24 @@ class StalledSweep(Scenario):
     queue_workers = 2
     stale_seconds = 300.0
     """The sweepers' stall threshold; the harness expires the dead workers' leases instead of waiting."""
-    schedules = ("charge:checkpoint.committed:kill", "email:effect.applied:kill")
-    """One round per schedule: every run of the round follows it."""
+    def schedules(self, ctx: Context) -> list[Schedule]:
+        """One round per schedule, each derived from the agent's crash-free run: dead after the checkpoint
+        of a middle step (so the run stalls half-way), and dead right after the first effect is applied
+        (so the resumed run meets an applied, unrecorded effect)."""
+        points = self.step_points(ctx)
+        steps = [s for s in points if "checkpoint.committed" in points[s]][:-1] or list(points)[:1]
+        out = []
+        if steps:
+            out.append(Schedule.parse(f"{steps[len(steps) // 2]}:checkpoint.committed:kill"))
+        effect = next((s for s in points if "effect.applied" in points[s]), None)
+        if effect is not None:
+            out.append(Schedule.parse(f"{effect}:effect.applied:kill"))
+        return out
+
+    def skip_reason(self, ctx: Context) -> str | None:
+        if ctx.session.env.black_box:
+            return "a black-box worker has no queue mode (worker --queue) for the sweeper to resume it through"
+        return None
 
     def sweep(self, conn: psycopg.Connection, stale_seconds: float) -> list[str]:
         """The sweeper under test: the reference agent's."""
@@ -114,8 +132,7 @@ class StalledSweep(Scenario):
 
     def run(self, ctx: Context) -> list[Trial]:
         trials: list[Trial] = []
-        for text in self.schedules:
-            schedule = Schedule.parse(text, self.agent(ctx).steps)
+        for schedule in self.schedules(ctx):
             round_trials = self.round(ctx, schedule)
             ctx.say(f"{self.name}: {schedule} x{self.runs} runs -> "
                     f"{', '.join(t.outcome for t in round_trials)}")
@@ -156,7 +173,7 @@ class StalledSweep(Scenario):
                 fleet.drive_queue(1, self.sweep, self.stale_seconds)  # a later fault: finish the runs
         events = s.history.events()
         queue_workers = {i.inc for i in fleet.incarnations if i.role == "queue"}
-        return [fleet.trial(r, schedule, seed, self.checkers, base, more=[resumed_once], extra={
+        return [fleet.trial(r, schedule, seed, (*self.checkers, resumed_once), base, extra={
             "stalled": r in stalled, "resume_jobs": [j for j, run in jobs if run == r],
             "queued_by": [i + 1 for i, q in enumerate(queued) if r in q],
             "takers": race_takers(events, race["i"], r, queue_workers)}) for r in run_ids]

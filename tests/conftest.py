@@ -1,4 +1,4 @@
-"""Shared fixtures: one Postgres per test session, one fresh database per test.
+"""Shared fixtures: one Postgres per test session, one fresh database per test, and the CLI sandbox.
 
 Starting a server costs ~0.1-0.5 s and a database ~10 ms, so the server is shared by the whole session and
 isolation comes from giving every test its own database. The provider follows
@@ -7,15 +7,14 @@ isolation comes from giving every test its own database. The provider follows
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from killpoint.env.postgres import PostgresHandle, provide
+from tests.helpers.sandbox import Sandbox
 
 
 def _option(config: pytest.Config, name: str, default: str | None) -> str | None:
@@ -63,33 +62,11 @@ def pg_dsn(pg_server: PostgresHandle, request: pytest.FixtureRequest) -> Iterato
 
 
 @pytest.fixture
-def killpoint_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
-    """Run ``killpoint ARGS...`` as a real subprocess (as a user would: no stdin, output captured).
-
-    Uses ``python -m killpoint.cli.main`` from the checkout, so it works installed or not; a subprocess because
-    exit codes, stderr lines and cleanup are only honest when the process really ends.
-    """
-    root = Path(__file__).resolve().parent.parent
-
-    def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "killpoint.cli.main", *args],
-            capture_output=True,
-            text=True,
-            cwd=root,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
-
-    return run
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _close_cli_sandboxes() -> Iterator[None]:
-    """Close every CLI sandbox at the end of the session: their cluster roots live in the shared temp dir
-    (the server's unprivileged user must reach them), where a test that failed before its own `close()`
-    would otherwise leave them."""
-    yield
-    from helpers_harness import close_sandboxes
-
-    close_sandboxes()
+def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
+    """The CLI as a real subprocess in a sandbox of its own: cwd, TMPDIR, Postgres cluster root and a tag in
+    its environment (see :class:`tests.helpers.sandbox.Sandbox`), so what a harness leaves behind can be
+    counted. Whatever the test did, what its harness left is killed and its cluster root removed afterwards
+    (the cluster root lives in the shared temp dir, where the server's unprivileged user can reach it, so one
+    failure must not leak into the machine)."""
+    with Sandbox(tmp_path / "sandbox") as box:
+        yield box

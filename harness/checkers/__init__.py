@@ -1,15 +1,18 @@
 """Checkers: pure functions of (evidence, baseline evidence) -> Verdict, composed by name.
 
-A checker that raises is reported as `unknown` with the exception, never as a crash of the harness.
+A checker is named by a string: a key of `CHECKERS`, or `module:function` for a scenario's own checker
+(so `killpoint judge` can find it again from the history). A checker that raises is reported as
+`unknown` with the exception, never as a crash of the harness.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable
 
 from killpoint.checkers.effects import context_fidelity, exactly_once
 from killpoint.checkers.evidence import Evidence
-from killpoint.checkers.faults import commits_survive, retries_keep_keys
+from killpoint.checkers.faults import commits_survive, faults_injected, retries_keep_keys
 from killpoint.checkers.outcome import completes, cost_accounted, same_final_state
 from killpoint.checkers.process import bounded_rework, drains_on_sigterm, fenced_zombie, no_orphans, no_rewind
 from killpoint.checkers.verdict import Verdict, combine, unknown
@@ -32,22 +35,57 @@ CHECKERS: dict[str, Checker] = {
     "no_orphans": no_orphans,
     "commits_survive": commits_survive,
     "retries_keep_keys": retries_keep_keys,
+    "faults_injected": faults_injected,
 }
+
+ALWAYS = ("faults_injected",)
+"""Checkers every trial is judged by, whatever its scenario asks for."""
 
 CRASH_CHECKERS = ("completes", "exactly_once", "same_final_state", "no_rewind", "bounded_rework",
                   "context_fidelity", "cost_accounted", "drains_on_sigterm", "fenced_zombie", "no_orphans")
 """The checkers every faulted run of a resumable agent must pass."""
 
 
-def run_checkers(names: Iterable[str], ev: Evidence, base: Evidence | None) -> list[Verdict]:
-    """Run the named checkers; one that raises becomes `unknown` naming the exception."""
+CheckerRef = str | Checker
+"""A checker by name (a key of CHECKERS, or `module:function`), or the function itself."""
+
+
+def ref(checker: CheckerRef) -> str:
+    """The name a checker is recorded under in the history."""
+    if isinstance(checker, str):
+        return checker
+    for name, fn in CHECKERS.items():
+        if fn is checker:
+            return name
+    return f"{checker.__module__}:{checker.__qualname__}"
+
+
+def resolve(name: str) -> Checker:
+    """The checker a name stands for; KeyError if there is none."""
+    if name in CHECKERS:
+        return CHECKERS[name]
+    module, _, attr = name.partition(":")
+    if not attr:
+        raise KeyError(f"no checker named {name!r}")
+    obj = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj  # type: ignore[return-value]
+
+
+def run_checkers(checkers: Iterable[CheckerRef], ev: Evidence, base: Evidence | None) -> list[Verdict]:
+    """Run the checkers; one that raises (or cannot be found) becomes `unknown` naming the exception."""
     out = []
-    for name in names:
+    for checker in checkers:
+        name = ref(checker)
+        short = name.rpartition(":")[2]
         try:
-            out.append(CHECKERS[name](ev, base))
+            fn = checker if callable(checker) else resolve(checker)
+            out.append(fn(ev, base))
         except Exception as exc:  # a broken checker must not take the run down with it
-            out.append(unknown(name, f"checker raised {type(exc).__name__}: {exc}"))
+            out.append(unknown(short, f"checker raised {type(exc).__name__}: {exc}"))
     return out
 
 
-__all__ = ["CHECKERS", "CRASH_CHECKERS", "Checker", "Evidence", "Verdict", "combine", "run_checkers"]
+__all__ = ["ALWAYS", "CHECKERS", "CRASH_CHECKERS", "Checker", "CheckerRef", "Evidence", "Verdict", "combine", "ref",
+           "resolve", "run_checkers"]

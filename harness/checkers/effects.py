@@ -5,17 +5,20 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from killpoint.checkers.evidence import Evidence
-from killpoint.checkers.verdict import Verdict, failed, passed, unknown
+from killpoint.checkers.evidence import Evidence, mask, not_compared
+from killpoint.checkers.verdict import Verdict, failed, not_applicable, passed, unknown
 
 
-def _effect_keys(ev: Evidence) -> Counter:
+def _effect_keys(ev: Evidence, volatile: frozenset[str] = frozenset()) -> Counter:
+    """Each effect as (service, key, payload), with the payload fields in `volatile` (`effect.SERVICE.FIELD`,
+    found to differ between two crash-free runs) left out."""
     keys: Counter = Counter()
     for e in ev.effects:
-        payload = json.dumps(ev.normalize(e.get("payload")), sort_keys=True)
-        keys[(e.get("service"), ev.normalize(e.get("key")), payload)] += 1
+        service = e.get("service")
+        payload = mask(ev.normalize(e.get("payload")), f"effect.{service}", volatile)
+        keys[(service, ev.normalize(e.get("key")), json.dumps(payload, sort_keys=True))] += 1
     for row in ev.own_effects:
-        keys[("own-db", None, json.dumps(ev.normalize(row), sort_keys=True, default=str))] += 1
+        keys[("own-db", None, json.dumps(mask(ev.normalize(row), "own", volatile), sort_keys=True, default=str))] += 1
     return keys
 
 
@@ -23,12 +26,13 @@ def exactly_once(ev: Evidence, base: Evidence | None) -> Verdict:
     """Applied effects (services and own database) equal the crash-free run's: none missing, none extra."""
     if base is None:
         return unknown("exactly_once", "no crash-free baseline to compare with")
-    mine, theirs = _effect_keys(ev), _effect_keys(base)
+    volatile = base.volatile
+    mine, theirs = _effect_keys(ev, volatile), _effect_keys(base, volatile)
     extra, missing = mine - theirs, theirs - mine
     if not extra and not missing:
         retried = sum(1 for a in ev.attempts if a.get("outcome") == "deduplicated")
         return passed("exactly_once", f"{sum(mine.values())} effects, as in the crash-free run"
-                      + (f" ({retried} retries deduplicated)" if retried else ""))
+                      + (f" ({retried} retries deduplicated)" if retried else "") + not_compared(volatile, "effect"))
     lines = [f"extra x{n}: {svc} key={key} {payload[:60]}" for (svc, key, payload), n in extra.items()]
     lines += [f"missing x{n}: {svc} key={key} {payload[:60]}" for (svc, key, payload), n in missing.items()]
     what = " and ".join(w for w, c in (("done twice", extra), ("never done", missing)) if c)
@@ -43,9 +47,9 @@ def context_fidelity(ev: Evidence, base: Evidence | None) -> Verdict:
     """Every model request equals one the crash-free run sent: a resumed step sees the context it saw."""
     if base is None:
         return unknown("context_fidelity", "no crash-free baseline to compare with")
-    if not base.model_requests:
-        return unknown("context_fidelity", "the crash-free run made no model requests")
-    known = {_request_body(base, r) for r in base.model_requests}
+    if not base.model_requests and not ev.model_requests:
+        return not_applicable("context_fidelity", "the agent makes no model requests")
+    known = {_request_body(base, r) for r in base.model_requests}  # none: any request is one never sent
     strange = [r for r in ev.model_requests if _request_body(ev, r) not in known]
     if not strange:
         return passed("context_fidelity", f"{len(ev.model_requests)} model requests, all as in the crash-free run")

@@ -36,6 +36,15 @@ class Evidence:
     limit: str | None = None
     leftovers: list[str] = field(default_factory=list)
     options: dict = field(default_factory=dict)
+    crashes: dict[str, dict] = field(default_factory=dict)
+    """Workers that died of an exception: incarnation id -> {"log": path, "tail": last traceback lines}."""
+
+    @property
+    def volatile(self) -> frozenset[str]:
+        """Fields left out of comparisons with this (crash-free) run: they differed between two crash-free
+        runs, or the step module declared them (`NONDETERMINISTIC`). Paths like `state.decided_at`,
+        `effect.mailer.sent_at`, `own.2`."""
+        return frozenset(self.options.get("volatile") or ())
 
     def faults(self) -> list[dict]:
         return [e for e in self.events if e["type"] == "fault"]
@@ -75,3 +84,61 @@ def normalize(value: Any, aliases: dict[str, str]) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(normalize(v, aliases) for v in value)
     return value
+
+
+VOLATILE = "<not compared>"
+
+
+def mask(value: Any, path: str, volatile: frozenset[str]) -> Any:
+    """`value` with every field whose dotted path (under `path`) is in `volatile` replaced by VOLATILE."""
+    if not volatile:
+        return value
+    if path in volatile:
+        return VOLATILE
+    if isinstance(value, dict):
+        return {k: mask(v, f"{path}.{k}" if path else str(k), volatile) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mask(v, f"{path}.{i}" if path else str(i), volatile) for i, v in enumerate(value)]
+    return value
+
+
+def not_compared(volatile: frozenset[str], prefix: str) -> str:
+    """` (not compared: a, b)` for the volatile fields under `prefix`, or "" when there are none."""
+    mine = sorted(v for v in volatile if v.startswith(prefix))
+    return f" (not compared, they differ between crash-free runs: {', '.join(mine)})" if mine else ""
+
+
+def differing(a: Any, b: Any, path: str) -> set[str]:
+    """The dotted paths (under `path`) where `a` and `b` differ; lists of different lengths differ whole."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: set[str] = set()
+        for k in set(a) | set(b):
+            out |= differing(a.get(k), b.get(k), f"{path}.{k}" if path else str(k))
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        out = set()
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            out |= differing(x, y, f"{path}.{i}" if path else str(i))
+        return out
+    return set() if a == b else {path}
+
+
+def volatile_fields(a: Evidence, b: Evidence) -> set[str]:
+    """Fields that differ between two crash-free runs `a` and `b` of one agent (after run-specific names are
+    replaced): of the final state, of each service's effects (paired in order), of the own-database rows."""
+    out: set[str] = set()
+    if a.final is not None and b.final is not None:
+        out |= differing(a.normalize(a.final.get("state")), b.normalize(b.final.get("state")), "state")
+    by_service: dict[str, list[tuple[dict, dict]]] = {}
+    left = [e for e in a.effects]
+    right = [e for e in b.effects]
+    for service in {str(e.get("service")) for e in left}:
+        xs = [e for e in left if str(e.get("service")) == service]
+        ys = [e for e in right if str(e.get("service")) == service]
+        by_service[service] = list(zip(xs, ys, strict=False))
+    for service, pairs in by_service.items():
+        for x, y in pairs:
+            out |= differing(a.normalize(x.get("payload")), b.normalize(y.get("payload")), f"effect.{service}")
+    for x, y in zip(a.own_effects, b.own_effects, strict=False):
+        out |= differing(a.normalize(x), b.normalize(y), "own")
+    return out

@@ -45,3 +45,17 @@ def retries_keep_keys(ev: Evidence, base: Evidence | None) -> Verdict:
                       [f"{a.get('service')} key={ev.normalize(a.get('key'))} ({a.get('outcome')})" for a in strange])
     retried = len(ev.attempts) - len({(a.get("service"), a.get("key")) for a in ev.attempts})
     return passed("retries_keep_keys", f"{len(ev.attempts)} requests, {retried} retried, all with the crash-free keys")
+
+
+def faults_injected(ev: Evidence, base: Evidence | None) -> Verdict:
+    """Every fault the trial asked for was injected: none was missed (a db-crash on a database killpoint
+    does not own, no live worker to signal), and, for an explicit schedule (`replay --schedule`, the
+    pytest API), every fault fired. Otherwise nothing was tested there: `unknown`, never a pass."""
+    missed = [f"{e.get('fault')}: {e.get('reason')}" for e in ev.events if e["type"] == "fault.missed"]
+    if missed:
+        return unknown("faults_injected", f"a fault could not be injected ({missed[0]})")
+    if ev.options.get("explicit"):
+        unfired = [u for e in ev.events if e["type"] == "run.end" for u in e.get("unfired") or []]
+        if unfired:
+            return unknown("faults_injected", f"the run never reached {', '.join(unfired)}: nothing was injected there")
+    return passed("faults_injected", f"{len(ev.faults())} fault(s) injected")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.evidence import Evidence, mask, not_compared
 from killpoint.checkers.verdict import Verdict, failed, passed, unknown
 
 
@@ -24,10 +24,11 @@ def same_final_state(ev: Evidence, base: Evidence | None) -> Verdict:
         return unknown("same_final_state", "no crash-free baseline to compare with")
     if ev.final is None:
         return failed("same_final_state", "the run has no final checkpoint")
-    mine = ev.normalize({k: ev.final.get(k) for k in ("cursor", "status", "state")})
-    theirs = base.normalize({k: base.final.get(k) for k in ("cursor", "status", "state")})
+    volatile = base.volatile
+    mine = mask(ev.normalize({k: ev.final.get(k) for k in ("cursor", "status", "state")}), "", volatile)
+    theirs = mask(base.normalize({k: base.final.get(k) for k in ("cursor", "status", "state")}), "", volatile)
     if mine == theirs:
-        return passed("same_final_state", "final state equals the crash-free run's")
+        return passed("same_final_state", "final state equals the crash-free run's" + not_compared(volatile, "state"))
     lines = []
     for k in sorted(set(mine["state"] or {}) | set(theirs["state"] or {})):
         a, b = (mine["state"] or {}).get(k), (theirs["state"] or {}).get(k)

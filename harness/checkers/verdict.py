@@ -1,11 +1,12 @@
-"""Three-valued verdicts: pass, fail, unknown. An unknown is never counted as a pass."""
+"""Three-valued verdicts: pass, fail, unknown (never counted as a pass), and `n/a`: a checker whose evidence
+is absent for this agent (no model requests to compare, say) does not decide the run either way."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal
 
-Outcome = Literal["pass", "fail", "unknown"]
+Outcome = Literal["pass", "fail", "unknown", "n/a"]
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,14 @@ def unknown(checker: str, reason: str) -> Verdict:
     return Verdict(checker, "unknown", reason)
 
 
+def not_applicable(checker: str, reason: str) -> Verdict:
+    return Verdict(checker, "n/a", reason)
+
+
 def combine(verdicts: list[Verdict]) -> Outcome:
-    """fail if any failed; else unknown if any could not decide; else pass (an empty list is unknown)."""
+    """fail if any failed; else unknown if any could not decide; else pass. `n/a` verdicts do not count;
+    a list with nothing but them (or nothing) is unknown."""
+    verdicts = [v for v in verdicts if v.outcome != "n/a"]
     if any(v.outcome == "fail" for v in verdicts):
         return "fail"
     if not verdicts or any(v.outcome == "unknown" for v in verdicts):

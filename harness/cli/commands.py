@@ -9,19 +9,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
 
-from killpoint.cli.main import add_postgres_options
+from killpoint.cli.args import add_common
+from killpoint.env.stepmodule import load
+from killpoint.errors import KillpointError
+from killpoint.faults.schedule import Schedule
 from killpoint.run.history import History
 from killpoint.run.options import RunOptions
-from killpoint.run.scenario import Context, Scenario, ScenarioResult, find, registry
-from killpoint.faults.schedule import Schedule
-from killpoint.env.stepmodule import DEFAULT_STEPS, load
-from killpoint.run.trial import Session, Trial
+from killpoint.run.scenario import Context, ScenarioResult, find, registry
+from killpoint.run.trial import CrashFreeFailure, Session
 
 _console = Console(stderr=True, highlight=False)
 
@@ -29,24 +31,11 @@ SHOWN_PER_SCENARIO = 3
 """Non-passing trials printed in full per scenario; all of them are in the run directory."""
 
 
-def add_common(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("environment")
-    g.add_argument("--steps", default=DEFAULT_STEPS, help=f"step module of the agent (default {DEFAULT_STEPS})")
-    g.add_argument("--spawn", default="fork", choices=["fork", "exec"],
-                   help="incarnations from a preloaded fork server (fast) or fresh interpreters")
-    g.add_argument("--worker-cmd", default=None, help="black-box worker command, e.g. 'node worker.js {run_id}'")
-    g.add_argument("--previous-steps", default=None,
-                   help="the agent's previous code (a step module), for the schema scenarios")
-    g.add_argument("--grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL (default 5)")
-    g.add_argument("--out", default=".killpoint/runs", help="where run directories go")
-    g.add_argument("--junit", default=None, help="also write JUnit XML here")
-    g.add_argument("--quiet", action="store_true", help="no progress lines")
-    add_postgres_options(p)
-
-
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run the crash suite (all scenarios, or --scenario NAME)")
     p.add_argument("--scenario", action="append", default=None, help="a scenario to run (repeatable)")
+    p.add_argument("--skip-scenario", action="append", default=None, metavar="NAME",
+                   help="a scenario not to run (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="base seed of the randomised parts (default 0)")
     p.add_argument("--budget", type=float, default=60.0, help="seconds of random exploration per scenario")
     add_common(p)
@@ -76,6 +65,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", help="a directory under .killpoint/runs/")
     p.set_defaults(func=cmd_report)
 
+    p = sub.add_parser("judge", help="judge a run directory again, offline, from its stored history")
+    p.add_argument("run_dir", help="a directory under .killpoint/runs/")
+    p.set_defaults(func=cmd_judge)
+
 
 def _say(args: argparse.Namespace):
     if getattr(args, "quiet", False):
@@ -92,44 +85,39 @@ def session(args: argparse.Namespace, label: str) -> Iterator[Session]:
     agent = load(args.steps)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(args.out) / f"{stamp}-{label}-{os.getpid()}"
+    made = [d for d in (run_dir, *run_dir.parents) if not d.exists()]  # what to remove if refused
     run_dir.mkdir(parents=True, exist_ok=True)
     history = History(run_dir / "history.jsonl")
-    postgres = "dsn" if args.dsn else args.postgres
     say = _say(args)
     try:
-        with Environment(postgres=postgres, dsn=args.dsn, allow_any_dsn=args.allow_any_dsn, spawn=args.spawn,
+        with Environment(postgres=args.postgres, dsn=args.dsn, allow_any_dsn=args.allow_any_dsn, spawn=args.spawn,
                          worker_cmd=args.worker_cmd, preload=[agent.module], run_dir=run_dir, say=say,
                          schema=ensure_schema) as env:
-            yield Session(env, history, agent, RunOptions(grace=args.grace))
+            s = Session(env, history, agent, RunOptions(grace=args.grace))
+            s.prepare(agent)  # the agent's own schema, and its OWN_EFFECTS_SQL checked, before any run
+            yield s
+    except (KeyboardInterrupt, SystemExit) as exc:
+        # the journal says the session did not finish (and why), before everything is torn down
+        history.append("session.interrupted", run_id=None,
+                       by="SIGINT" if isinstance(exc, KeyboardInterrupt) else f"exit {exc.code}")
+        raise
+    except KillpointError:
+        if not history.events("run.begin"):  # refused before any run: nothing of it is left behind
+            history.close()
+            shutil.rmtree(run_dir, ignore_errors=True)
+            for folder in made[1:]:  # the folders above it that this made, if nothing else is in them
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+        raise
     finally:
         history.close()
 
 
 def _context(args: argparse.Namespace, s: Session) -> Context:
+    named = getattr(args, "scenario", None) or ()
     return Context(session=s, seed=getattr(args, "seed", 0) or 0, budget=getattr(args, "budget", 60.0),
-                   say=_say(args), previous_steps=getattr(args, "previous_steps", None))
-
-
-def _result(scenario: Scenario, trials: list[Trial], started: float) -> ScenarioResult:
-    outcomes = {t.outcome for t in trials}
-    outcome = "fail" if "fail" in outcomes else "unknown" if "unknown" in outcomes or not trials else "pass"
-    reason = ""
-    if scenario.expected_finding:
-        outcome, reason = _negative_control(scenario, trials)
-    return ScenarioResult(scenario.name, outcome, trials, time.monotonic() - started,  # type: ignore[arg-type]
-                          figures=scenario.figures(trials), reason=reason)
-
-
-def _negative_control(scenario: Scenario, trials: list[Trial]) -> tuple[str, str]:
-    """A negative control is `expected` when it produced its finding and nothing else failed or stayed
-    undecided; when the finding is missing, the harness missed what it exists to catch: a failure."""
-    found = [t for t in trials if t.outcome == "fail" and scenario.finding(t)]
-    others = [t for t in trials if t.outcome != "pass" and all(t is not f for f in found)]
-    if not found:
-        return "fail", "negative control: the expected finding was not produced"
-    if others:
-        return "fail", f"negative control: {len(others)} trial(s) failed otherwise than by the expected finding"
-    return "expected", ""
+                   say=_say(args), previous_steps=getattr(args, "previous_steps", None),
+                   named=tuple([named] if isinstance(named, str) else named))
 
 
 def finish(args: argparse.Namespace, s: Session, results: list[ScenarioResult], meta: dict) -> int:
@@ -152,7 +140,9 @@ def finish(args: argparse.Namespace, s: Session, results: list[ScenarioResult], 
                   f"{s.env.run_dir / 'verdicts.json'}, or killpoint report {s.env.run_dir}")
         if first is None and shown and r.outcome in ("fail", "unknown"):
             first = replay_line(r.name, shown[0], s.agent.module)
-    write_run_dir(s.env.run_dir, results, {**meta, "steps": s.agent.module, "steps_digest": s.agent.digest})
+    write_run_dir(s.env.run_dir, results, {**meta, "steps": s.agent.module, "steps_digest": s.agent.digest,
+                                          "worker_cmd": s.env.worker_cmd, "grace": s.options.grace,
+                                          "previous_steps": getattr(args, "previous_steps", None)})
     if args.junit:
         Path(args.junit).write_text(junit_xml(results, s.agent.module))
     unfired = sorted({u for r in results for t in r.trials for u in t.unfired()})
@@ -162,43 +152,60 @@ def finish(args: argparse.Namespace, s: Session, results: list[ScenarioResult], 
     print(f"\nrun directory: {s.env.run_dir}")
     if first is not None:
         print(f"reproduce the first failure with:\n  {first}")
+    if any(r.outcome == "error" for r in results):
+        return 2
     bad = [r for r in results if r.outcome in ("fail", "unknown")]
     return 1 if bad else 0
 
 
-def _skipped(scenario: Scenario, ctx: Context, started: float) -> ScenarioResult | None:
-    """The `skipped` result (with its reason) of a scenario that cannot run in this session, else None."""
-    reason = scenario.skip_reason(ctx)
-    if reason is None:
-        return None
-    ctx.say(f"{scenario.name}: skipped: {reason}")
-    return ScenarioResult(scenario.name, "skipped", [], time.monotonic() - started, reason=reason)
-
-
-def _with_shrunk(scenario: Scenario, ctx: Context, trials: list[Trial]) -> list[Trial]:
-    """`trials`, plus the first failing multi-fault schedule shrunk to the fewest faults that still fail."""
-    failing = [t for t in trials if t.outcome == "fail" and len(t.schedule) > 1]
-    return [*trials, scenario.shrink(ctx, failing[0])] if failing else trials
+def crash_free_first(args: argparse.Namespace, s: Session, meta: dict) -> int | None:
+    """Run and judge the agent's crash-free run before any fault: if it fails, say so at the top, with the
+    worker's traceback and log, write the run directory, and return the exit code (1); else None."""
+    try:
+        s.baseline()
+    except CrashFreeFailure as exc:
+        print(f"FAIL: {exc.message}")
+        for line in exc.details:
+            print(f"  {line}")
+        print("  no faulted trial was run: a fault's effect could not be told apart from this failure")
+        result = ScenarioResult("crash-free", "fail", [], 0.0, reason=exc.message)
+        return finish(args, s, [result], {**meta, "crash_free": "fail"})
+    return None
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     names = args.scenario or list(registry())
     scenarios = [find(n) for n in names]
+    skip = set(args.skip_scenario or ())
+    for name in skip:
+        find(name)  # a misspelt name is a usage error, not a silent no-op
+    scenarios = [sc for sc in scenarios if sc.name not in skip]
     results = []
+    meta = {"command": "run", "seed": args.seed, "scenarios": names, "skipped_by_user": sorted(skip)}
     with session(args, "run") as s:
+        code = crash_free_first(args, s, meta)
+        if code is not None:
+            return code
         for scenario in scenarios:
             started = time.monotonic()
             ctx = _context(args, s)
             ctx.say(f"{scenario.name}: {scenario.summary}")
-            skipped = _skipped(scenario, ctx, started)
-            if skipped is not None:
-                results.append(skipped)
-                continue
-            trials = scenario.run(ctx)
-            if not scenario.expected_finding:
-                trials = _with_shrunk(scenario, ctx, trials)
-            results.append(_result(scenario, trials, started))
-        return finish(args, s, results, {"command": "run", "seed": args.seed, "scenarios": names})
+            try:
+                skipped = scenario.skipped(ctx, started)
+                if skipped is not None:
+                    results.append(skipped)
+                    continue
+                trials = scenario.with_shrunk(ctx, scenario.run(ctx))
+                results.append(scenario.result(trials, started))
+            except CrashFreeFailure as exc:  # the scenario's own agent fails without faults
+                ctx.say(f"{scenario.name}: {exc.message}")
+                results.append(ScenarioResult(scenario.name, "fail", [], time.monotonic() - started,
+                                              reason="; ".join([exc.message, *exc.details[:3]])))
+            except KillpointError as exc:  # one scenario's error never costs the others
+                ctx.say(f"{scenario.name}: error: {exc.message}")
+                results.append(ScenarioResult(scenario.name, "error", [], time.monotonic() - started,
+                                              reason=f"{exc.code}: {exc.message} ({exc.fix})"))
+        return finish(args, s, results, meta)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -206,33 +213,40 @@ def cmd_replay(args: argparse.Namespace) -> int:
     steps = scenario.steps or args.steps  # a scenario with its own agent names that agent's steps
     given = Schedule.parse(args.schedule, load(steps).steps) if args.schedule is not None else None
     with session(args, "replay") as s:
+        code = None if scenario.steps else crash_free_first(args, s, {"command": "replay"})
+        if code is not None:
+            return code
         started = time.monotonic()
         ctx = _context(args, s)
-        skipped = _skipped(scenario, ctx, started)
+        skipped = scenario.skipped(ctx, started)
         if skipped is not None:
             return finish(args, s, [skipped], {"command": "replay", "skipped": skipped.reason})
         if given is not None:
             schedule = given
+            ctx.explicit = True
             trial = scenario.trial(ctx, schedule)
         else:
             schedule = scenario.schedule_from_seed(ctx, args.seed)
             ctx.say(f"seed {args.seed} -> schedule {schedule}")
             trial = scenario.trial(ctx, schedule, args.seed)
-        result = _result(scenario, [trial], started)
+        result = scenario.result([trial], started)
         return finish(args, s, [result], {"command": "replay", "schedule": str(schedule), "seed": args.seed})
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
     scenario = find(args.scenario)
     with session(args, "explore") as s:
+        code = None if scenario.steps else crash_free_first(args, s, {"command": "explore"})
+        if code is not None:
+            return code
         started = time.monotonic()
         ctx = _context(args, s)
-        skipped = _skipped(scenario, ctx, started)
+        skipped = scenario.skipped(ctx, started)
         if skipped is not None:
             return finish(args, s, [skipped], {"command": "explore", "skipped": skipped.reason})
-        trials = _with_shrunk(scenario, ctx,
-                              scenario.exhaustive(ctx) if args.exhaustive else scenario.random(ctx, args.random))
-        result = _result(scenario, trials, started)
+        trials = scenario.with_shrunk(ctx, scenario.exhaustive(ctx) if args.exhaustive
+                                      else scenario.random(ctx, args.random))
+        result = scenario.result(trials, started)
         return finish(args, s, [result], {"command": "explore", "seed": args.seed,
                                           "mode": "exhaustive" if args.exhaustive else f"random {args.random}"})
 
@@ -248,3 +262,33 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     print(render(Path(args.run_dir)))
     return 0
+
+
+def cmd_judge(args: argparse.Namespace) -> int:
+    """Re-run every checker from `RUN_DIR/history.jsonl` alone; 0 when every recorded verdict is reproduced,
+    1 when one differs."""
+    from killpoint.errors import UsageError
+    from killpoint.run.rejudge import rejudge
+
+    path = Path(args.run_dir) / "history.jsonl"
+    if not path.is_file():
+        raise UsageError("no-history", f"{path} does not exist",
+                         "give a run directory written by killpoint run, replay or explore")
+    events, torn = History.read(path)
+    trials = rejudge(events)
+    if torn:
+        print(f"note: {torn} unreadable line(s) of {path} skipped")
+    if not trials:
+        raise UsageError("nothing-judged", f"{path} holds no judged trial",
+                         "give the run directory of a run that judged at least one trial")
+    differ = [t for t in trials if not t.reproduces]
+    for t in trials:
+        mark = "reproduced" if t.reproduces else "DIFFERS"
+        print(f"{t.outcome.upper():<8} {t.run_id:<32} {t.schedule or '(crash-free)'}  {mark}")
+        for line in t.differences():
+            print(f"    {line}")
+    counts = {o: sum(1 for t in trials if t.outcome == o) for o in ("pass", "fail", "unknown")}
+    print(f"\n{len(trials)} trials judged again from {path}: {counts['pass']} pass, {counts['fail']} fail, "
+          f"{counts['unknown']} unknown; " + (f"{len(differ)} differ from the recorded verdicts" if differ
+                                              else "every recorded verdict reproduced"))
+    return 1 if differ else 0

@@ -14,18 +14,8 @@ import sys
 from collections.abc import Callable, Sequence
 
 from killpoint import __version__
+from killpoint.cli.args import add_postgres_options
 from killpoint.errors import KillpointError
-from killpoint.env.postgres import KINDS
-
-
-def add_postgres_options(p: argparse.ArgumentParser) -> None:
-    """The Postgres provider options shared by every command that needs a server."""
-    g = p.add_argument_group("postgres")
-    g.add_argument("--postgres", default="auto", choices=KINDS, help="provider (default auto)")
-    g.add_argument("--dsn", default=None, help="a test database to use instead of starting one")
-    g.add_argument(
-        "--allow-any-dsn", action="store_true", help="accept a DSN whose database name lacks 'test'"
-    )
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

@@ -12,20 +12,18 @@ import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 
-from killpoint.fake_services import Services
-from killpoint.fake_services.hooks import Decision
 from killpoint.env import audit, sqlbarrier
 from killpoint.env.barrier import BarrierServer
 from killpoint.env.launcher import ExecLauncher, ForkLauncher, Incarnation, Launcher
+from killpoint.env.listener import RunListener
 from killpoint.env.postgres import provide
 from killpoint.env.postgres.reaper import new_cluster_dir
-
-if TYPE_CHECKING:
-    from killpoint.run.controller import RunController
+from killpoint.fake_services import Services
+from killpoint.fake_services.hooks import Decision
 
 
 class Environment:
@@ -44,7 +42,7 @@ class Environment:
         self._say = say
         self._schema = schema
         self._stack = contextlib.ExitStack()
-        self._controllers: dict[str, RunController] = {}
+        self._listeners: dict[str, RunListener] = {}
         self._sqlbarriers: dict[str, sqlbarrier.SqlBarrier] = {}
         self._lock = threading.Lock()
 
@@ -91,47 +89,58 @@ class Environment:
         self.launcher = launcher
         stack.callback(launcher.close)
 
+    @property
+    def black_box(self) -> bool:
+        """True when incarnations are a user's `--worker-cmd` (steps are not known in advance)."""
+        return bool(self._worker_cmd)
+
+    @property
+    def worker_cmd(self) -> str | None:
+        """The user's `--worker-cmd`, if incarnations are black-box workers."""
+        return self._worker_cmd
+
     def connect(self) -> psycopg.Connection:
         """A new autocommit connection to the run database (the caller closes it)."""
         return psycopg.connect(self.pg.dsn, autocommit=True, application_name="killpoint-harness")
 
     # ---- routing events to the run they belong to ---------------------------------------------
-    def attach(self, ctl: RunController) -> None:
+    def attach(self, listener: RunListener) -> None:
+        """Route the events of `listener.run_id` to it (a black-box run's checkpoint points too)."""
         with self._lock:
-            self._controllers[ctl.run_id] = ctl
-        if self._worker_cmd and hasattr(ctl, "on_held_point"):  # a black-box run (not a fleet's port)
-            self._sqlbarriers[ctl.run_id] = sqlbarrier.SqlBarrier(self.pg.dsn, ctl)
+            self._listeners[listener.run_id] = listener
+        if self._worker_cmd:
+            self._sqlbarriers[listener.run_id] = sqlbarrier.SqlBarrier(self.pg.dsn, listener)
 
-    def detach(self, ctl: RunController) -> None:
+    def detach(self, listener: RunListener) -> None:
         with self._lock:
-            self._controllers.pop(ctl.run_id, None)
-        held = self._sqlbarriers.pop(ctl.run_id, None)
+            self._listeners.pop(listener.run_id, None)
+        held = self._sqlbarriers.pop(listener.run_id, None)
         if held is not None:
             held.close()
 
-    def _controller(self, run_id: Any) -> RunController | None:
+    def _listener(self, run_id: Any) -> RunListener | None:
         with self._lock:
-            return self._controllers.get(run_id)
+            return self._listeners.get(run_id)
 
     def _worker_point(self, msg: dict) -> bool:
-        ctl = self._controller(msg.get("run_id"))
-        return True if ctl is None else ctl.on_worker_point(msg)
+        listener = self._listener(msg.get("run_id"))
+        return True if listener is None else listener.on_worker_point(msg)
 
     def _worker_note(self, msg: dict) -> None:
-        ctl = self._controller(msg.get("run_id"))
-        if ctl is not None:
-            ctl.on_note(msg)
+        listener = self._listener(msg.get("run_id"))
+        if listener is not None:
+            listener.on_note(msg)
 
     def _service_hook(self, point: str, info: dict) -> Decision:
-        ctl = self._controller(info.get("run_id"))
-        return Decision.GO if ctl is None else ctl.on_service_point(point, info)
+        listener = self._listener(info.get("run_id"))
+        return Decision.GO if listener is None else listener.on_service_point(point, info)
 
     def _on_start(self, inc: Incarnation) -> None:
-        on_start = getattr(self._controller(inc.run_id), "on_start", None)  # optional for a controller
-        if on_start is not None:
-            on_start(inc)
+        listener = self._listener(inc.run_id)
+        if listener is not None:
+            listener.on_start(inc)
 
     def _on_exit(self, inc: Incarnation) -> None:
-        ctl = self._controller(inc.run_id)
-        if ctl is not None:
-            ctl.on_exit(inc)
+        listener = self._listener(inc.run_id)
+        if listener is not None:
+            listener.on_exit(inc)

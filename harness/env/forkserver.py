@@ -9,7 +9,13 @@ milliseconds. Run as `python -m killpoint.env.forkserver MODULE [MODULE...]`; it
 and answers `{"op": "spawned", "inc": "w3", "pid": N}`. It reports every child's state change:
 `{"op": "stopped"|"continued", "pid": N}` and `{"op": "exited", "pid": N, "exit_code": C, "signal": S}`.
 A child runs `killpoint.reference_agent.worker.main(argv)` with exactly `env` as its environment and exits
-with its return value. On stdin EOF (the harness is gone or done) it SIGKILLs its children and exits.
+with its return value. Each child is the leader of its own process group (set by both sides of the fork, so
+the group exists before `spawned` is said): whatever the worker starts stays in that group.
+
+The server is a child subreaper: a worker's descendant whose parents died is adopted by the server (and
+reaped by it) rather than by init, so one that left its group (`setsid`) is still the server's descendant.
+On stdin EOF (the harness is done) or SIGTERM (its parent-death signal: the harness died) it SIGKILLs every
+group it made and every descendant it has, reaps them, and exits.
 The server is single-threaded on purpose: forking a multi-threaded process can inherit held locks.
 """
 
@@ -24,13 +30,17 @@ import signal
 import sys
 import traceback
 
-from killpoint.env.procutil import decode_status, die_with_parent
+import psutil
+
+from killpoint.env.procutil import become_subreaper, decode_status, die_with_parent, wait_gone
 
 
 def _child(argv: list[str], env: dict[str, str], log: str | None, fds: list[int]) -> None:
     """In the forked child: become the worker. Never returns."""
     code = 1
     try:
+        with contextlib.suppress(OSError):
+            os.setpgid(0, 0)  # the parent does the same; whichever runs first makes the group
         die_with_parent()
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
@@ -70,7 +80,12 @@ def _say(msg: dict) -> None:
 
 
 def serve(modules: list[str]) -> int:
-    die_with_parent()
+    # SIGTERM, not SIGKILL, when the harness dies: the server then kills the groups it made (a worker's own
+    # parent-death signal does not reach the processes the worker started) before it exits.
+    die_with_parent(signal.SIGTERM)
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
+    become_subreaper()
     for name in modules:
         importlib.import_module(name)
     importlib.import_module("killpoint.reference_agent.worker")
@@ -82,11 +97,13 @@ def serve(modules: list[str]) -> int:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the harness decides when we stop
     children: set[int] = set()
+    groups: set[int] = set()
     stdin = sys.stdin.buffer
     buf = b""
-    _say({"op": "ready", "pid": os.getpid()})
+    me = os.getpid()
+    _say({"op": "ready", "pid": me})
     try:
-        while True:
+        while not stopping:
             _reap(children)
             try:
                 ready, _, _ = select.select([stdin, rfd], [], [])
@@ -107,15 +124,63 @@ def serve(modules: list[str]) -> int:
                         pid = os.fork()
                         if pid == 0:
                             _child(cmd["argv"], cmd["env"], cmd.get("log"), [rfd, wfd, stdin.fileno()])
+                        with contextlib.suppress(OSError):
+                            os.setpgid(pid, pid)
                         children.add(pid)
+                        groups.add(pid)
                         _say({"op": "spawned", "inc": cmd["inc"], "pid": pid})
+        return 0
     finally:
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        for pid in list(children):
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+        if os.getpid() == me:  # never in a child that a signal caught between fork and _child
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            _kill_everything(groups)
+
+
+def _kill_everything(groups: set[int]) -> None:
+    """SIGKILL every descendant of this process (each group of ours at once, then every process by pid),
+    wait until they are gone, and reap every child, adopted ones included."""
+    for _ in range(5):
+        try:
+            procs = psutil.Process().children(recursive=True)
+        except psutil.Error:
+            procs = []
+        live = [p for p in procs if _running(p)]
+        if not live:
+            break
+        for pgid in {_pgid(p.pid) for p in live} & groups:  # a live member: the group is still ours
+            with contextlib.suppress(OSError):
+                os.killpg(pgid, signal.SIGKILL)
+        for p in live:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        wait_gone(live, 5.0)
+        _reap_all()
+    _reap_all()
+
+
+def _reap_all() -> None:
+    """Reap every child that has ended (a dead worker's descendants are re-parented here, the subreaper)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _pgid(pid: int) -> int:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return -1
 
 
 def _warm() -> None:
@@ -130,13 +195,17 @@ def _warm() -> None:
 
 
 def _reap(children: set[int]) -> None:
-    while children:
+    """Collect every state change of our children; report those of incarnations (adopted orphans are
+    only reaped: nobody asked about them)."""
+    while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG | os.WUNTRACED | os.WCONTINUED)
         except ChildProcessError:
             return
         if pid == 0:
             return
+        if pid not in children:
+            continue
         if os.WIFSTOPPED(status):
             _say({"op": "stopped", "pid": pid})
         elif os.WIFCONTINUED(status):

@@ -4,6 +4,25 @@
 `ExecLauncher` starts a fresh interpreter (`--spawn exec`) or any command (`--worker-cmd`). Both give
 back an `Incarnation` whose `ended` event is set when the process is gone, with its exit code or
 signal, and whose `stopped` event follows SIGSTOP/SIGCONT as the kernel reports them.
+
+Process groups. Every incarnation is the leader of its own process group (pgid = its pid), so whatever it
+starts (a forked child, a shell's `sleep &`) is in that group too. `Incarnation.send` delivers SIGKILL,
+SIGSTOP and SIGCONT to the whole group: a killed or frozen worker takes its helpers with it, as a killed or
+frozen container does. SIGTERM goes to the leader only, as Kubernetes and `docker stop` deliver it to a
+container's PID 1: forwarding it is the worker's job, and the SIGKILL that ends the grace period then takes
+the whole group, like the kubelet's final kill. `Launcher.close()` kills every group and every straggler.
+
+A process can leave its group (`setsid`, `setpgid`). Such an escapee is still found: while its parent chain
+up to the incarnation lives it is a descendant; once that chain is gone, an exec'd escapee still carries the
+incarnation's tag (`KILLPOINT_PROCESS_TAG`, set in the worker's environment by the launcher) in its
+`/proc/PID/environ`; and the fork server is a child subreaper, so a forked escapee whose parents died is
+adopted by it (not by init), charged to every incarnation of that server alive when it was created, and
+killed when the server stops. `Incarnation.leftovers()` lists all of these; `kill_all()` ends them.
+
+Limits: no cgroups are used. Under `ExecLauncher` an escapee that also drops the tag from its environment
+and outlives its parents goes to init unseen; and if the harness itself is SIGKILLed, an exec'd worker dies
+by its parent-death signal but what it started lives on (a fork server, told by its own parent-death signal,
+kills its groups first).
 """
 
 from __future__ import annotations
@@ -17,20 +36,36 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import psutil
+
+from killpoint.env.procutil import decode_status, describe, die_with_parent, wait_gone
 from killpoint.errors import EnvironmentProblem
-from killpoint.env.procutil import decode_status, die_with_parent
+
+TAG_VAR = "KILLPOINT_PROCESS_TAG"
+"""The environment variable holding an incarnation's unique tag; every process it execs inherits it."""
+GROUP_SIGNALS = frozenset({signal.SIGKILL, signal.SIGSTOP, signal.SIGCONT})
+"""The signals `Incarnation.send` delivers to the whole process group by default (see the module doc)."""
+KILL_ROUNDS = 5
 
 
 @dataclass
 class Incarnation:
-    """One worker process.
+    """One worker process, leader of its own process group.
 
     When it ends, `exit_code`/`signal` and `exited` are set first, then the launcher's `on_exit` runs
     (the history records the end), and only then is `ended` set: whoever waits on `ended` finds the end
     already recorded, and whoever `on_exit` wakes already sees `alive()` False.
+
+    `pgid` is its process group (0: it has none of its own, signals go to `pid` only), `tag` the value of
+    `TAG_VAR` in its environment, `since` a time (epoch seconds) before it was started, `leader_ctime`
+    the leader's create time (None if it was gone before it could be read), `ended_at` when its end was
+    reported, and `adopter` (fork server only) lists the orphans the fork server adopted: those created
+    while this incarnation lived are counted as its own.
     """
 
     inc: str
@@ -44,19 +79,159 @@ class Incarnation:
     ended: threading.Event = field(default_factory=threading.Event)
     stopped: threading.Event = field(default_factory=threading.Event)
     continued: threading.Event = field(default_factory=threading.Event)
+    pgid: int = 0
+    tag: str = ""
+    since: float = 0.0
+    leader_ctime: float | None = None
+    ended_at: float | None = None
+    adopter: Callable[[], list[psutil.Process]] | None = field(default=None, repr=False, compare=False)
 
     def alive(self) -> bool:
         return not self.exited
 
-    def send(self, sig: int) -> bool:
-        """Signal the process if it still runs; False if it was already gone."""
+    def send(self, sig: int, group: bool | None = None) -> bool:
+        """Signal the incarnation if its leader still runs; False if it was already gone.
+
+        `group` None: SIGKILL, SIGSTOP and SIGCONT go to the whole process group, any other signal (SIGTERM)
+        to the leader only; True/False force either."""
         if self.exited:
             return False
+        if group is None:
+            group = sig in GROUP_SIGNALS
         try:
-            os.kill(self.pid, sig)
+            if group and self.pgid:
+                os.killpg(self.pgid, sig)
+            else:
+                os.kill(self.pid, sig)
             return True
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):
             return False
+
+    def leftovers(self) -> list[str]:
+        """Every process of this incarnation still alive (zombies excluded), as `pid N (command line)`:
+        its process group (the leader too, if it still runs), its descendants, and the escapees that carry
+        its tag (see the module doc). Empty once everything it started has ended."""
+        return [describe(p) for p in _members([self]).get(id(self), [])]
+
+    def kill_all(self, timeout: float = 10.0) -> list[str]:
+        """SIGKILL everything `leftovers()` finds (the group at once, then each straggler) and wait until
+        it is gone; return what was killed (as `leftovers()` words it)."""
+        return kill_all([self], timeout)
+
+
+def _members(incs: list[Incarnation]) -> dict[int, list[psutil.Process]]:
+    """One pass over the process table: `id(incarnation)` -> its live processes (see `leftovers`).
+
+    A group counts only while it is provably the incarnation's: its number is not the pid of another
+    process (a reused pid may lead a new, unrelated group of the same number)."""
+    incs = [i for i in incs if i.pid]
+    out: dict[int, list[psutil.Process]] = {id(i): [] for i in incs}
+    if not incs:
+        return out
+    me = os.getpid()
+    table: dict[int, psutil.Process] = {}
+    for proc in psutil.process_iter(["ppid", "create_time", "status"]):
+        if proc.info["create_time"] is not None:
+            table[proc.pid] = proc
+
+    def is_leader(inc: Incarnation, pid: int) -> bool:
+        proc = table.get(pid)
+        if proc is None or pid != inc.pid:
+            return False
+        if inc.leader_ctime is None:  # not identified at start (gone at once, or made by hand): trust the pid
+            return not inc.exited
+        return abs(proc.info["create_time"] - inc.leader_ctime) < 0.01
+
+    groups = {}
+    for inc in incs:
+        if inc.pgid and (inc.pgid not in table or is_leader(inc, inc.pgid)):
+            groups[inc.pgid] = inc
+    leaders = {inc.pid: inc for inc in incs if is_leader(inc, inc.pid)}
+    tags = {inc.tag: inc for inc in incs if inc.tag}
+    since = min(inc.since for inc in incs) - 1.0  # create times are rounded to clock ticks
+    for pid, proc in table.items():
+        if pid == me or proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        owner = None
+        with contextlib.suppress(OSError):
+            owner = groups.get(os.getpgid(pid))
+        if owner is None:
+            if pid in leaders:
+                owner = leaders[pid]
+            else:
+                up, hops = proc.info["ppid"], 0
+                while up and up in table and hops < 256:
+                    if up in leaders:
+                        owner = leaders[up]
+                        break
+                    up, hops = table[up].info["ppid"], hops + 1
+        if owner is None and tags and proc.info["create_time"] >= since:
+            with contextlib.suppress(psutil.Error):
+                owner = tags.get(proc.environ().get(TAG_VAR, ""))
+        if owner is not None:
+            out[id(owner)].append(proc)
+    _charge_adopted(incs, out)
+    return out
+
+
+def _charge_adopted(incs: list[Incarnation], out: dict[int, list[psutil.Process]]) -> None:
+    """Charge each orphan a fork server adopted, and no group, descendant line or tag claims, to every
+    incarnation of that server alive when the orphan was created (it cannot tell which one made it)."""
+    claimed = {p.pid for procs in out.values() for p in procs}
+    seen: dict[int, list[psutil.Process]] = {}
+    for inc in incs:
+        if inc.adopter is None or inc.leader_ctime is None:
+            continue
+        key = id(getattr(inc.adopter, "__self__", inc.adopter))  # one call per fork server
+        if key not in seen:
+            seen[key] = inc.adopter()
+        # both ends in psutil's clock (create times): shift the reported end by the offset seen at start
+        end = None if inc.ended_at is None else inc.ended_at + (inc.leader_ctime - inc.since) + 0.05
+        for proc in seen[key]:
+            with contextlib.suppress(psutil.Error):
+                ctime = proc.create_time()
+                if proc.pid not in claimed and ctime >= inc.leader_ctime and (end is None or ctime <= end):
+                    out[id(inc)].append(proc)
+
+
+def kill_all(incs: list[Incarnation], timeout: float = 10.0) -> list[str]:
+    """SIGKILL every live process of `incs` (see `Incarnation.leftovers`): each group at once, then every
+    straggler by pid, again until none is found (a process may fork while it is being killed). Waits until
+    they are gone; returns what was killed."""
+    killed: dict[int, str] = {}
+    deadline = time.monotonic() + timeout
+    for _ in range(KILL_ROUNDS):
+        found = _members(incs)
+        procs = [p for inc in incs for p in found[id(inc)]]
+        if not procs:
+            break
+        for p in procs:
+            killed.setdefault(p.pid, describe(p))
+        for inc in incs:
+            in_group = []
+            for p in found[id(inc)]:
+                with contextlib.suppress(OSError):
+                    if inc.pgid and os.getpgid(p.pid) == inc.pgid:
+                        in_group.append(p)
+            if in_group:  # a live member holds the group's number: it cannot be another group's
+                with contextlib.suppress(OSError):
+                    os.killpg(inc.pgid, signal.SIGKILL)
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                p.kill()  # psutil checks the pid still names the same process
+        wait_gone(procs, max(0.1, deadline - time.monotonic()))
+    return list(killed.values())
+
+
+def _new(inc: str, run_id: str, role: str, log: str | None) -> Incarnation:
+    return Incarnation(inc=inc, run_id=run_id, role=role, log=log, tag=uuid.uuid4().hex, since=time.time())
+
+
+def _identify(incarnation: Incarnation) -> None:
+    """Record the new leader's create time (to tell it from a later process that reuses its pid)."""
+    incarnation.pgid = incarnation.pid
+    with contextlib.suppress(psutil.Error):
+        incarnation.leader_ctime = psutil.Process(incarnation.pid).create_time()
 
 
 ExitCallback = Callable[[Incarnation], None]
@@ -85,6 +260,7 @@ class Launcher:
 
     def _finish(self, incarnation: Incarnation, code: int | None, sig: int | None) -> None:
         incarnation.exit_code, incarnation.signal = code, sig
+        incarnation.ended_at = time.time()
         incarnation.exited = True
         incarnation.stopped.clear()
         try:
@@ -108,6 +284,7 @@ class ForkLauncher(Launcher):
         self._spawned: queue.Queue[dict] = queue.Queue()
         self._lock = threading.Lock()  # guards _by_pid and _early
         self._spawn_lock = threading.Lock()  # one spawn request in flight at a time
+        self._leaders: set[int] = set()  # every pid the server forked for us (under _spawn_lock)
         assert self._proc.stdout is not None
         first = self._proc.stdout.readline()
         if not first:
@@ -149,13 +326,17 @@ class ForkLauncher(Launcher):
     def spawn(self, inc: str, run_id: str, role: str, argv: list[str], env: dict[str, str],
               log: str | None) -> Incarnation:
         assert self._proc.stdin is not None
-        incarnation = Incarnation(inc=inc, run_id=run_id, role=role, log=log)
+        incarnation = _new(inc, run_id, role, log)
+        env = {**env, TAG_VAR: incarnation.tag}
         with self._spawn_lock:
             self._proc.stdin.write((json.dumps({"op": "spawn", "inc": inc, "argv": argv, "env": env,
                                                 "log": log}) + "\n").encode())
             self._proc.stdin.flush()
             msg = self._spawned.get(timeout=30)
-        incarnation.pid = msg["pid"]
+            self._leaders.add(msg["pid"])
+        incarnation.pid = msg["pid"]  # the fork server made it a group leader before it answered
+        incarnation.adopter = self.adopted
+        _identify(incarnation)
         self._started(incarnation)  # before its exit, which may already be waiting in _early
         with self._lock:
             self._by_pid[incarnation.pid] = incarnation
@@ -163,6 +344,23 @@ class ForkLauncher(Launcher):
         for m in early:
             self._apply(incarnation, m)
         return incarnation
+
+    def adopted(self) -> list[psutil.Process]:
+        """Live processes the fork server adopted as a subreaper (children of it that are no incarnation,
+        and their descendants): escapees whose parents died."""
+        with self._spawn_lock:  # no fork in flight: every child that is no leader was adopted
+            leaders = set(self._leaders)
+            try:
+                kids = psutil.Process(self.server_pid).children()
+            except psutil.Error:
+                return []
+        out: list[psutil.Process] = []
+        for kid in kids:
+            if kid.pid in leaders:
+                continue
+            with contextlib.suppress(psutil.Error):
+                out += [p for p in [kid, *kid.children(recursive=True)] if p.status() != psutil.STATUS_ZOMBIE]
+        return out
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -178,9 +376,11 @@ class ForkLauncher(Launcher):
             if stream:
                 stream.close()
         with self._lock:
-            for incarnation in self._by_pid.values():
-                if not incarnation.exited:
-                    self._finish(incarnation, None, signal.SIGKILL)
+            incarnations = list(self._by_pid.values())
+        kill_all(incarnations)  # what escaped the fork server's own clean-up (exec'd escapees)
+        for incarnation in incarnations:
+            if not incarnation.exited:
+                self._finish(incarnation, None, signal.SIGKILL)
 
 
 class ExecLauncher(Launcher):
@@ -188,6 +388,10 @@ class ExecLauncher(Launcher):
 
     `command` is an argv template; `{run_id}` in it is replaced. Processes are started from one
     long-lived thread, because Linux's parent-death signal follows the thread that forked.
+
+    A guard process (`python -m killpoint.env.launcher`, see `guard`) is told about every incarnation; when
+    its stdin closes (at `close()`, or because the harness died) it kills whatever they left: a worker's
+    parent-death signal does not reach what the worker started.
     """
 
     def __init__(self, command: list[str] | None = None) -> None:
@@ -195,6 +399,10 @@ class ExecLauncher(Launcher):
         self._jobs: queue.Queue = queue.Queue()
         self._procs: list[tuple[subprocess.Popen, Incarnation]] = []
         self._lock = threading.Lock()
+        self._guard: subprocess.Popen | None = None
+        with contextlib.suppress(OSError):
+            self._guard = subprocess.Popen([sys.executable, "-m", "killpoint.env.launcher"], stdin=subprocess.PIPE,
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, process_group=0)
         self._spawner = threading.Thread(target=self._spawn_loop, name="killpoint-spawner", daemon=True)
         self._spawner.start()
 
@@ -224,18 +432,29 @@ class ExecLauncher(Launcher):
             full = [sys.executable, "-m", "killpoint.reference_agent.worker", *argv]
         else:
             full = [part.replace("{run_id}", run_id) for part in self._command]
+        incarnation = _new(inc, run_id, role, log)
         reply: queue.Queue = queue.Queue()
-        self._jobs.put((full, env, log, reply))
+        self._jobs.put((full, {**env, TAG_VAR: incarnation.tag}, log, reply))
         proc = reply.get()
         if isinstance(proc, OSError):
             raise EnvironmentProblem("worker-cmd", f"cannot start worker {full[0]!r}: {proc.strerror}",
                                      "check --worker-cmd names an executable on PATH")
-        incarnation = Incarnation(inc=inc, run_id=run_id, role=role, pid=proc.pid, log=log)
+        incarnation.pid = proc.pid  # process_group=0: the leader of its own group
+        _identify(incarnation)
+        self._tell_guard(incarnation)
         self._started(incarnation)  # before the thread that reports its exit
         with self._lock:
             self._procs.append((proc, incarnation))
         threading.Thread(target=self._wait, args=(proc, incarnation), daemon=True).start()
         return incarnation
+
+    def _tell_guard(self, incarnation: Incarnation) -> None:
+        if self._guard is None or self._guard.stdin is None:
+            return
+        ctime = "-" if incarnation.leader_ctime is None else repr(incarnation.leader_ctime)
+        with self._lock, contextlib.suppress(OSError, ValueError):
+            self._guard.stdin.write(f"{incarnation.pid} {ctime} {incarnation.tag} {incarnation.since!r}\n".encode())
+            self._guard.stdin.flush()
 
     def _wait(self, proc: subprocess.Popen, incarnation: Incarnation) -> None:
         while True:
@@ -263,7 +482,38 @@ class ExecLauncher(Launcher):
             if incarnation.alive():
                 incarnation.send(signal.SIGKILL)
                 incarnation.send(signal.SIGCONT)
+        kill_all([incarnation for _, incarnation in procs])  # the groups of those that ended, and escapees
         for _, incarnation in procs:
             incarnation.ended.wait(timeout=10)
         self._jobs.put(None)
         self._spawner.join(timeout=5)
+        guard, self._guard = self._guard, None
+        if guard is not None:
+            with contextlib.suppress(OSError):
+                if guard.stdin:
+                    guard.stdin.close()
+            try:
+                guard.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                guard.kill()
+                guard.wait()
+
+
+def guard() -> int:
+    """The guard of an `ExecLauncher` (run as `python -m killpoint.env.launcher`): reads one line per
+    incarnation on stdin (`PID CTIME|- TAG SINCE`) and, at end of input, SIGKILLs everything they left
+    (`kill_all`). Terminal signals do not reach it (it has its own process group and ignores SIGINT)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    incs: list[Incarnation] = []
+    for line in sys.stdin:
+        with contextlib.suppress(ValueError):
+            pid, ctime, tag, since = line.split()
+            incs.append(Incarnation(inc="", run_id="", role="", pid=int(pid), pgid=int(pid), tag=tag,
+                                    since=float(since), leader_ctime=None if ctime == "-" else float(ctime),
+                                    exited=ctime == "-"))  # unidentified: never trust its pid alone
+    kill_all(incs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(guard())

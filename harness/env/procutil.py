@@ -1,24 +1,43 @@
-"""Small process helpers shared by the launchers: parent-death signals and exit-status decoding."""
+"""Small process helpers shared by the launchers: parent-death signals, the child subreaper, exit-status
+decoding, waiting for processes that are not our children, and one-line descriptions of processes."""
 
 from __future__ import annotations
 
 import ctypes
 import os
+import select
 import signal
+import time
+
+import psutil
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, arg: int) -> bool:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(option, int(arg), 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def die_with_parent(sig: int = signal.SIGKILL) -> None:
     """Ask Linux to send `sig` to this process when the thread that forked it dies (no-op elsewhere).
 
-    This is what makes a SIGKILLed harness take its fork server and workers with it.
+    This is what makes a SIGKILLed harness take its fork server and workers with it. It is not inherited
+    by the processes this one forks: grandchildren are found and killed through the process group instead.
     """
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+    _prctl(_PR_SET_PDEATHSIG, sig)
+
+
+def become_subreaper() -> bool:
+    """Make this process adopt its orphaned descendants (Linux `PR_SET_CHILD_SUBREAPER`) instead of init.
+
+    A grandchild that left its incarnation's process group (`setsid`) and whose parent died is then still
+    this process's descendant, so it can be found and killed. False where the kernel does not offer it."""
+    return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
 
 
 def decode_status(status: int) -> tuple[int | None, int | None]:
@@ -26,3 +45,51 @@ def decode_status(status: int) -> tuple[int | None, int | None]:
     if os.WIFSIGNALED(status):
         return None, os.WTERMSIG(status)
     return os.waitstatus_to_exitcode(status), None
+
+
+def gone(proc: psutil.Process) -> bool:
+    """True once `proc` has ended (a zombie has ended: it only waits for its parent to read its status)."""
+    try:
+        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until every process of `procs` has ended (or is a zombie); return those still alive at the
+    deadline. Wakes on the exit itself through a pidfd (Linux 5.3+), and polls only where there is none."""
+    deadline = time.monotonic() + timeout
+    left: list[psutil.Process] = []
+    for proc in procs:
+        if gone(proc):
+            continue
+        fd = None
+        try:
+            fd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            pass
+        try:
+            if fd is not None and proc.is_running():  # the pidfd is of this very process, not a reused pid
+                select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            else:
+                interval = 0.002
+                while not gone(proc) and time.monotonic() < deadline:
+                    time.sleep(interval)
+                    interval = min(interval * 1.5, 0.05)
+        finally:
+            if fd is not None:
+                os.close(fd)
+        if not gone(proc):
+            left.append(proc)
+    return left
+
+
+def describe(proc: psutil.Process) -> str:
+    """`pid N (command line)` for reports; the name where the command line cannot be read."""
+    try:
+        cmd = " ".join(proc.cmdline()) or proc.name()
+    except psutil.Error:
+        cmd = "?"
+    if len(cmd) > 160:
+        cmd = cmd[:157] + "..."
+    return f"pid {proc.pid} ({cmd})"

@@ -7,7 +7,7 @@ advisory lock in shared mode. While the run is active, a `SqlBarrier` holds the 
 its own session, so the worker's COMMIT waits inside its checkpoint transaction: `checkpoint.writing`.
 
 The barrier's thread polls `pg_locks` for a backend waiting on the lock (server state, with no sleep
-for synchronisation), and hands the point to the controller (`RunController.on_held_point`):
+for synchronisation), and hands the point to the controller (`RunListener.on_held_point`):
 
 - released (no fault, or a fault that lets the worker go on, e.g. `term`): the worker's process (the
   incarnation its session's application_name names, PGAPPNAME) is frozen with SIGSTOP while it waits for
@@ -30,11 +30,12 @@ import hashlib
 import signal
 import threading
 import time
-from typing import Any, Protocol
+from typing import Any
 
 import psycopg
 
 from killpoint.env.launcher import Incarnation
+from killpoint.env.listener import RunListener
 
 POLL_SECONDS = 0.002
 TERMINATE_DEADLINE = 10.0
@@ -67,14 +68,6 @@ ORDER BY l.pid
 """
 
 
-class Controller(Protocol):
-    run_id: str
-    incarnations: list[Incarnation]
-
-    def on_held_point(self, step: str | None, point: str, inc_id: str | None, source: str,
-                      seq: int | None = None) -> bool: ...
-
-
 def install(conn: psycopg.Connection, table: str = "checkpoints") -> None:
     """Create the barrier table and the deferred trigger on `table` (idempotent)."""
     conn.execute(INSTALL_SQL.format(table=table))  # type: ignore[arg-type]
@@ -90,7 +83,7 @@ class SqlBarrier:
     """Holds one run's checkpoint commits while the run is active. `close()` lets every waiter go (after
     terminating the backends of workers that are gone) and removes the run's barrier row."""
 
-    def __init__(self, dsn: str, ctl: Controller) -> None:
+    def __init__(self, dsn: str, ctl: RunListener) -> None:
         self._dsn, self._ctl = dsn, ctl
         self.key = key_of(ctl.run_id)
         self._stop = threading.Event()

@@ -1,19 +1,24 @@
-"""Loading a step module (`--steps pkg.module`) and checking it against the contract in DESIGN.md."""
+"""The harness's view of a step module (`--steps pkg.module`): loaded by the runtime's one loader
+(`killpoint.reference_agent.step_module`), summarised as an `AgentSpec`, and every violation of the
+contract turned into one usage error naming the module, the problem and the fix."""
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import inspect
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from killpoint.errors import UsageError
+import psycopg
 
-DEFAULT_STEPS = "killpoint.reference_agent.invoice_agent"
-TERMINAL = "done"
+from killpoint.errors import UsageError
+from killpoint.reference_agent.checkpoint import DONE
+from killpoint.reference_agent.step_module import DEFAULT_STEPS, BadStepModule, StepModule, import_step_module
+
+TERMINAL = DONE
+__all__ = ["DEFAULT_STEPS", "TERMINAL", "AgentSpec", "check", "load", "prepare"]
 
 
 @dataclass(frozen=True)
@@ -26,10 +31,9 @@ class AgentSpec:
     state_version: int
     digest: str
     own_effects_sql: str | None
-
-
-def _bad(module: str, what: str, fix: str) -> UsageError:
-    return UsageError("bad-steps-module", f"step module {module!r} {what}", fix)
+    schema_sql: str | None = None
+    has_setup: bool = False
+    nondeterministic: tuple[str, ...] = ()
 
 
 def load(module: str) -> AgentSpec:
@@ -37,56 +41,55 @@ def load(module: str) -> AgentSpec:
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))
     try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and not _is_prefix(exc.name, module):
-            # the step module exists, but something it imports does not
-            raise UsageError("bad-steps-module", f"step module {module!r} imports {exc.name!r}, which is not installed",
-                             f"install {exc.name.split('.')[0]} in this environment, or run `python -c "
-                             f"'import {module}'` to see the full error") from None
-        raise UsageError("bad-steps-module", f"cannot import step module {module!r}: {exc}",
-                         "give a dotted module path importable from here (run from the project root or "
-                         "pip install your package), e.g. --steps killpoint.reference_agent.invoice_agent") from None
-    except Exception as exc:  # a user's module may fail to import in any way
-        raise UsageError("bad-steps-module", f"importing step module {module!r} raised {type(exc).__name__}: {exc}",
-                         f"run `python -c 'import {module}'` to see the full error") from None
+        mod = import_step_module(module)
+    except BadStepModule as exc:
+        raise UsageError("bad-steps-module", exc.message, exc.fix) from None
     return check(mod, module)
 
 
-def _is_prefix(name: str, module: str) -> bool:
-    """True when `name` is `module` or one of its parent packages (the step module itself is missing)."""
-    return module == name or module.startswith(name + ".")
-
-
 def check(mod: ModuleType, module: str) -> AgentSpec:
-    steps = getattr(mod, "STEPS", None)
-    if not isinstance(steps, dict) or not steps:
-        raise _bad(module, "has no STEPS", "define STEPS = {cursor: step_callable, ...} (a non-empty dict)")
-    start = getattr(mod, "START", None)
-    if not isinstance(start, str) or start not in steps:
-        raise _bad(module, f"has START = {start!r}, which is not a step",
-                   f"set START to one of the STEPS keys: {', '.join(map(str, steps))}")
-    if TERMINAL in steps:
-        raise _bad(module, f"has a step named {TERMINAL!r}, the terminal cursor",
-                   f"rename that step; a step returns {TERMINAL!r} as its next cursor to finish the run")
-    for name, fn in steps.items():
-        if not callable(fn):
-            raise _bad(module, f"has step {name!r} that is not callable",
-                       "make each STEPS value a function (checkpoint, context) -> StepResult")
-    version = getattr(mod, "STATE_VERSION", None)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        what = "has no STATE_VERSION" if version is None else f"has STATE_VERSION = {version!r}, not an int >= 1"
-        raise _bad(module, what, "define STATE_VERSION = 1 (an int, raised with each state change)")
-    if not callable(getattr(mod, "initial_state", None)):
-        raise _bad(module, "has no initial_state", "define initial_state(params: dict) -> dict")
-    migrations = getattr(mod, "MIGRATIONS", {})
-    if not isinstance(migrations, dict) or not all(isinstance(k, int) and callable(v) for k, v in migrations.items()):
-        raise _bad(module, "has MIGRATIONS that is not {version: callable}",
-                   "define MIGRATIONS = {1: migrate_v1_to_v2, ...} or leave it out")
+    """The AgentSpec of an imported module, or the UsageError of its first violation of the contract."""
+    try:
+        spec = StepModule.from_module(mod, module)
+    except BadStepModule as exc:
+        raise UsageError("bad-steps-module", exc.message, exc.fix) from None
     try:
         source = inspect.getsource(mod).encode()
     except (OSError, TypeError):
         source = module.encode()
-    return AgentSpec(module=module, start=start, steps=tuple(steps), state_version=version,
-                     digest=hashlib.sha256(source).hexdigest()[:16],
-                     own_effects_sql=getattr(mod, "OWN_EFFECTS_SQL", None))
+    return AgentSpec(module=module, start=spec.start, steps=tuple(spec.steps), state_version=spec.state_version,
+                     digest=hashlib.sha256(source).hexdigest()[:16], own_effects_sql=spec.own_effects_sql,
+                     schema_sql=spec.schema_sql, has_setup=spec.setup is not None,
+                     nondeterministic=spec.nondeterministic)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def prepare(conn: psycopg.Connection, agent: AgentSpec) -> None:
+    """Create the agent's own schema (`SCHEMA_SQL`, then `setup(conn)`) and check that its `OWN_EFFECTS_SQL`
+    runs; each error is one UsageError naming the module, the part and the database's message."""
+    if agent.schema_sql:
+        try:
+            conn.execute(agent.schema_sql)  # type: ignore[arg-type]
+        except psycopg.Error as exc:
+            raise UsageError("bad-agent-schema", f"step module {agent.module!r}: SCHEMA_SQL failed: {_first_line(exc)}",
+                             "fix the SQL (it runs once per database, before any run, so make it idempotent: "
+                             "CREATE TABLE IF NOT EXISTS ...)") from None
+    if agent.has_setup:
+        try:
+            sys.modules[agent.module].setup(conn)
+        except Exception as exc:  # a user's setup may fail in any way
+            raise UsageError("bad-agent-schema", f"step module {agent.module!r}: setup(conn) raised {_first_line(exc)}",
+                             f"fix {agent.module}.setup (it runs once per database, before any run)") from None
+    if agent.own_effects_sql:
+        try:
+            with conn.transaction():
+                conn.execute(agent.own_effects_sql, ("killpoint-check",)).fetchall()  # type: ignore[arg-type]
+        except psycopg.Error as exc:
+            raise UsageError("bad-own-effects-sql", f"step module {agent.module!r}: OWN_EFFECTS_SQL failed: "
+                             f"{_first_line(exc)}",
+                             "make OWN_EFFECTS_SQL a SELECT of the agent's own rows for one run id (%s), over "
+                             "tables SCHEMA_SQL or setup(conn) creates") from None

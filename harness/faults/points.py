@@ -13,12 +13,6 @@ POINTS: tuple[str, ...] = (
 )
 """Named boundaries inside one step, in the order a step reaches them (DESIGN.md, "Kill points")."""
 
-WORKER_POINTS = frozenset({"step.start", "effect.responded", "checkpoint.writing", "checkpoint.committed"})
-"""Points a white-box worker reports itself over the kill-point socket."""
-
-SERVICE_POINTS = frozenset({"model.request", "effect.received", "effect.applied"})
-"""Points the fake services report through their hook."""
-
 ACTIONS: tuple[str, ...] = ("kill", "term", "stop", "db-crash", "drop", "error", "slow", "overload")
 
 PROCESS_ACTIONS = frozenset({"kill", "term", "stop", "db-crash"})

@@ -14,9 +14,9 @@ from xml.sax.saxutils import escape, quoteattr
 
 from killpoint import __version__
 from killpoint.run.scenario import ScenarioResult, replay_command
-from killpoint.run.trial import Trial
+from killpoint.run.trial import Trial, crash_lines
 
-MARK = {"pass": "PASS", "fail": "FAIL", "unknown": "UNKNOWN", "expected": "EXPECTED", "skipped": "SKIP"}
+MARK = {"pass": "PASS", "fail": "FAIL", "unknown": "UNKNOWN", "expected": "EXPECTED", "skipped": "SKIP", "error": "ERROR"}
 
 
 def scenario_line(r: ScenarioResult) -> str:
@@ -30,10 +30,11 @@ def trial_block(scenario: str, t: Trial, steps: str, title: str = "FAILED") -> l
     """The failure in full: checkers that failed with their evidence, seed, schedule, replay line."""
     lines = [f"--- {title}: {scenario} run {t.run_id}"]
     for v in t.verdicts:
-        if v.outcome == "pass":
+        if v.outcome in ("pass", "n/a"):
             continue
         lines.append(f"  {v.checker}: {v.outcome}: {v.reason}")
         lines.extend(f"      {e}" for e in v.evidence)
+    lines.extend(f"  {line}" for line in crash_lines(t.evidence.crashes))
     if t.unfired():
         lines.append(f"  not fired (the run never reached them): {', '.join(t.unfired())}")
     if t.seed is not None:
@@ -48,14 +49,14 @@ def replay_line(scenario: str, t: Trial, steps: str) -> str:
     by_seed = not t.schedule and t.seed is not None
     o = t.evidence.options
     return replay_command(scenario, None if by_seed else t.schedule, t.seed, steps, o.get("grace"),
-                          o.get("previous_steps"))
+                          o.get("previous_steps"), o.get("worker_cmd"))
 
 
 def write_run_dir(run_dir: Path, results: list[ScenarioResult], meta: dict) -> None:
     """meta.json (seed, versions, step module digest) and verdicts.json (every trial) in the run dir."""
     meta = {**meta, "killpoint": __version__, "python": sys.version.split()[0], "platform": platform.platform()}
     (run_dir / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
-    verdicts = [{"scenario": r.name, "outcome": r.outcome, "elapsed": round(r.elapsed, 3),
+    verdicts = [{"scenario": r.name, "outcome": r.outcome, "reason": r.reason, "elapsed": round(r.elapsed, 3),
                  "trials": [{"run_id": t.run_id, "schedule": str(t.schedule), "seed": t.seed, "outcome": t.outcome,
                              "verdicts": [v.to_dict() for v in t.verdicts]} for t in r.trials]}
                 for r in results]
@@ -71,6 +72,8 @@ def junit_xml(results: list[ScenarioResult], steps: str) -> str:
                    f'time="{r.elapsed:.3f}">')
         if r.outcome == "skipped":
             out.append(f'    <testcase name="{escape(r.name)}"><skipped message={quoteattr(r.reason)}/></testcase>')
+        if r.outcome == "error":
+            out.append(f'    <testcase name="{escape(r.name)}"><error message={quoteattr(r.reason)}/></testcase>')
         for t in r.trials:
             name = quoteattr(str(t.schedule) or "crash-free")
             out.append(f"    <testcase classname={quoteattr(r.name)} name={name}>")

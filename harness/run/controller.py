@@ -1,41 +1,43 @@
-"""The interpreter of one run: starts incarnations until the run is done, holds each at its kill
-points, fires the schedule's faults there, and gathers the evidence afterwards.
+"""The interpreter of one run: starts incarnations until the run is done, holds each at its kill points,
+fires the schedule's faults there, and records the evidence afterwards.
+
+1. `run()` starts an incarnation, waits for every live one to end, and starts the next (after expiring
+   the lease a dead worker held) until the run is done, refused, or a bound is hit (a liveness limit).
+2. The environment routes the run's events here (`RunListener`): each kill point is counted by the
+   `FaultPlan`; where a fault fires, the `Nemesis` applies it while the worker (or the request) is held.
+3. The step of a service request comes from `StepAttribution` (the same rule as a fleet's).
+4. `evidence()` records what the run left into the history and returns it for the checkers.
 
 Threads: the run's own loop (`run`), one barrier thread per worker connection and one per held service
-request call `on_worker_point` / `on_service_point`; counting and fault selection happen under a lock,
-the fault itself outside it (a `stop` runs a whole successor incarnation while the zombie waits).
+request call the `on_*` methods; counting and fault selection happen under a lock, the fault itself
+outside it (a `stop` runs a whole successor incarnation while the zombie waits).
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import threading
 import time
-from collections import Counter
-from typing import TYPE_CHECKING
 
-import psutil
 import psycopg
 
-from killpoint.fake_services.hooks import Decision
-from killpoint.env import audit
 from killpoint.checkers.evidence import Evidence
-from killpoint.run.history import History
+from killpoint.env.environment import Environment
 from killpoint.env.launcher import Incarnation
-from killpoint.run.nemesis import HOLD, Nemesis
-from killpoint.run.options import RunOptions
+from killpoint.env.postgres.handle import PostgresHandle
+from killpoint.fake_services.hooks import Decision
+from killpoint.faults.plan import FaultPlan
 from killpoint.faults.schedule import Fault, Schedule
-
-if TYPE_CHECKING:
-    from killpoint.env.environment import Environment
+from killpoint.run import evidence as evidence_mod
+from killpoint.run.attribution import StepAttribution
+from killpoint.run.history import History
+from killpoint.run.nemesis import Nemesis
+from killpoint.run.options import RunOptions
 
 REFUSED_EXIT = 3
 
 
 class RunController:
-    """Drives one run (one run id) through one schedule."""
+    """Drives one run (one run id) through one schedule. A `RunListener` and a nemesis `Target`."""
 
     def __init__(self, env: Environment, history: History, run_id: str, schedule: Schedule,
                  options: RunOptions, steps_module: str, argv: list[str] | None = None) -> None:
@@ -48,26 +50,41 @@ class RunController:
         self.argv = argv if argv is not None else [run_id]
         self.incarnations: list[Incarnation] = []
         self.limit: str | None = None
-        self._pending: dict[tuple[str, str, int], Fault] = {(f.step, f.point, f.nth): f for f in schedule}
-        self._counts: Counter = Counter()
+        self.plan = FaultPlan(schedule, "run")
+        self.steps = StepAttribution()
         self._lock = threading.Lock()
         self._registered = threading.Condition(self._lock)
         self._current: Incarnation | None = None
-        self._step: str | None = None
-        self._reported: set[str] = set()  # steps a white-box worker reported at step.start
         self._nemesis = Nemesis(self)
         self._earlier = sum(1 for e in history.events("inc.start") if e.get("run_id") == run_id)
         """Incarnations of this run id started by earlier controllers (a run paused under one agent and
         resumed under another): numbering goes on after them, so an incarnation id names one process."""
         self._deadline = time.monotonic() + options.time_budget
 
-    # ---- time and processes ------------------------------------------------------------------
+    # ---- what the nemesis may act on --------------------------------------------------------------
+    @property
+    def pg(self) -> PostgresHandle:
+        return self.env.pg
+
+    def connect(self) -> psycopg.Connection:
+        return self.env.connect()
+
     def remaining(self) -> float:
         return max(0.0, self._deadline - time.monotonic())
 
+    def expire_lease(self) -> None:
+        """Simulate the passage of time for a dead or frozen lease holder."""
+        with self.env.connect() as conn:
+            conn.execute("UPDATE leases SET expires_at = now() - interval '1 second' WHERE run_id = %s",
+                         (self.run_id,))
+
+    def spawn_successor(self) -> Incarnation:
+        return self.spawn("successor")
+
+    # ---- processes -------------------------------------------------------------------------------
     def worker_env(self, inc: str) -> dict[str, str]:
         """The environment of one incarnation (docs/contracts.md section 2)."""
-        return incarnation_env(self.env, inc, self.run_id, self.options, self.steps_module)
+        return evidence_mod.incarnation_env(self.env, inc, self.run_id, self.options, self.steps_module)
 
     def spawn(self, role: str) -> Incarnation:
         with self._lock:
@@ -92,12 +109,6 @@ class RunController:
         self.env.barrier.settle(inc.pid)  # its last notes (run.done...) go in the journal before its end
         self.history.append("inc.end", run_id=self.run_id, inc=inc.inc, exit_code=inc.exit_code, signal=inc.signal)
 
-    def expire_lease(self) -> None:
-        """Simulate the passage of time for a dead or frozen lease holder."""
-        with self.env.connect() as conn:
-            conn.execute("UPDATE leases SET expires_at = now() - interval '1 second' WHERE run_id = %s",
-                         (self.run_id,))
-
     def _owner(self) -> Incarnation | None:
         """The incarnation a service request of this run most likely comes from."""
         with self._lock:
@@ -109,17 +120,27 @@ class RunController:
                     return inc
         return None
 
+    def _find(self, inc_id: str | None, timeout: float = 10.0) -> Incarnation | None:
+        """The incarnation `inc_id`. A forked worker may report before the launcher has told us its pid:
+        wait (up to `timeout`) for it to be registered, so its reports follow its `inc.start`."""
+        if inc_id is None:
+            return None
+        with self._registered:
+            self._registered.wait_for(lambda: any(i.inc == inc_id for i in self.incarnations), timeout)
+            return next((i for i in self.incarnations if i.inc == inc_id), None)
+
     # ---- kill points -----------------------------------------------------------------------------
-    def _reach(self, step: str | None, point: str, inc: str | None, source: str,
+    def _reach(self, step: str | None, point: str, inc_id: str | None, source: str,
                seq: int | None = None) -> Fault | None:
         with self._lock:
-            key = (step or "?", point)
-            self._counts[key] += 1
-            nth = self._counts[key]
+            nth, fault = self.plan.reach(self.run_id, step, point)
             where = {"seq": seq} if seq is not None else {}  # a worker's report names its checkpoint seq
-            self.history.append("point", run_id=self.run_id, inc=inc, step=step, point=point, nth=nth, source=source,
-                                **where)
-            return self._pending.pop((step or "?", point, nth), None)
+            self.history.append("point", run_id=self.run_id, inc=inc_id, step=step, point=point, nth=nth,
+                                source=source, **where)
+            if fault is not None:
+                self.history.append("fault", run_id=self.run_id, inc=inc_id, step=step, point=point,
+                                    action=fault.action, nth=fault.nth)
+            return fault
 
     def on_worker_point(self, msg: dict) -> bool:
         """A white-box worker reports a point; True releases it."""
@@ -128,50 +149,26 @@ class RunController:
         if inc is not None:
             with self._lock:
                 self._current = inc
-        if point == "step.start":
-            self._step = step
-            self._reported.add(step)
-        return self._hold(step, point, inc, inc_id, "worker", msg.get("seq"))
+        self.steps.on_point(self.run_id, step, point)
+        fault = self._reach(step, point, inc_id, "worker", msg.get("seq"))
+        return True if fault is None else self._nemesis.apply(fault, inc, service_point=False).release
 
     def on_held_point(self, step: str | None, point: str, inc_id: str | None, source: str,
                       seq: int | None = None) -> bool:
-        """A worker is held at a point from outside (a black-box worker's checkpoint, harness/sqlbarrier.py);
+        """A worker is held at a point from outside (a black-box worker's checkpoint, env/sqlbarrier.py);
         `inc_id` is its session's application name, if it names an incarnation. True releases it."""
         with self._lock:
             inc = next((i for i in self.incarnations if i.inc == inc_id), None)
         inc = inc or self._owner()
-        return self._hold(step, point, inc, inc.inc if inc else inc_id, source, seq)
-
-    def _hold(self, step: str | None, point: str, inc: Incarnation | None, inc_id: str | None, source: str,
-              seq: int | None) -> bool:
-        fault = self._reach(step, point, inc_id, source, seq)
-        if fault is None:
-            return True
-        self.history.append("fault", run_id=self.run_id, inc=inc_id, step=step, point=point,
-                            action=fault.action, nth=fault.nth)
-        return self._nemesis.apply(fault, inc, service_point=False) != HOLD
+        fault = self._reach(step, point, inc.inc if inc else inc_id, source, seq)
+        return True if fault is None else self._nemesis.apply(fault, inc, service_point=False).release
 
     def on_service_point(self, point: str, info: dict) -> Decision:
         """A fake service holds a request of this run at `point`; the decision releases it."""
-        key = info.get("key") or ""
-        prefix = f"{self.run_id}:"
-        named = key[len(prefix):].split(":")[0] if key.startswith(prefix) else None
-        if self._reported:
-            # A key names its step only if it is one: a worker that reports its steps may key on anything
-            # else (a seq, a hash) that merely starts with the run id.
-            step = named if named in self._reported else self._step
-        else:
-            # A black-box worker: the step in progress is the cursor of its last checkpoint.
-            step = self._cursor() or named
+        step = self.steps.step_of(self.run_id, info, self._cursor)
         inc = self._owner()
-        inc_id = inc.inc if inc else None
-        fault = self._reach(step, point, inc_id, info.get("service", "service"))
-        if fault is None:
-            return Decision.GO
-        self.history.append("fault", run_id=self.run_id, inc=inc_id, step=step, point=point,
-                            action=fault.action, nth=fault.nth)
-        decision = self._nemesis.apply(fault, inc, service_point=True)
-        return Decision.GO if decision == HOLD else decision  # type: ignore[return-value]
+        fault = self._reach(step, point, inc.inc if inc else None, info.get("service", "service"))
+        return Decision.GO if fault is None else self._nemesis.apply(fault, inc, service_point=True).decision
 
     def _cursor(self) -> str | None:
         """The cursor of the run's last committed checkpoint (None if there is none or it cannot be read)."""
@@ -187,15 +184,6 @@ class RunController:
         self._find(msg.get("incarnation"))  # a worker's first note may arrive before its spawn returned
         fields = {k: v for k, v in msg.items() if k not in ("v", "kind", "note", "incarnation", "pid", "run_id")}
         self.history.append("note", run_id=self.run_id, inc=msg.get("incarnation"), note=msg.get("note"), **fields)
-
-    def _find(self, inc_id: str | None, timeout: float = 10.0) -> Incarnation | None:
-        """The incarnation `inc_id`. A forked worker may report before the launcher has told us its pid:
-        wait (up to `timeout`) for it to be registered, so its reports follow its `inc.start`."""
-        if inc_id is None:
-            return None
-        with self._registered:
-            self._registered.wait_for(lambda: any(i.inc == inc_id for i in self.incarnations), timeout)
-            return next((i for i in self.incarnations if i.inc == inc_id), None)
 
     # ---- the loop -------------------------------------------------------------------------------
     def status(self) -> str | None:
@@ -221,7 +209,7 @@ class RunController:
                 self.expire_lease()
         finally:
             self.kill_all()
-            unfired = sorted(str(f) for f in self._pending.values())
+            unfired = sorted(str(f) for f in self.plan.unfired(self.run_id))
             self.history.append("run.end", run_id=self.run_id, limit=self.limit, unfired=unfired)
 
     def _wait_all(self) -> bool:
@@ -237,83 +225,23 @@ class RunController:
     def kill_all(self) -> None:
         with self._lock:
             live = [i for i in self.incarnations if i.alive()]
-        for inc in live:
-            inc.send(9)
-            inc.send(18)  # SIGCONT: a stopped process dies only once continued
-        for inc in live:
-            inc.ended.wait(timeout=10)
+        kill_all(live)
 
     # ---- evidence ---------------------------------------------------------------------------------
-    def evidence(self, own_effects_sql: str | None, extra: dict | None = None) -> Evidence:
-        return collect_evidence(self.env, self.history, self.run_id, self.incarnations, own_effects_sql,
-                                limit=self.limit, options={"grace": self.options.grace, **(extra or {})})
+    def evidence(self, own_effects_sql: str | None, extra: dict | None = None,
+                 also: list[Incarnation] | None = None) -> Evidence:
+        """Record the run's evidence in the history and return it; `also`: incarnations of the same run id
+        driven by an earlier controller (a run resumed under other code)."""
+        return evidence_mod.record(self.env, self.history, self.run_id, [*(also or []), *self.incarnations],
+                                   own_effects_sql, limit=self.limit,
+                                   options={"grace": self.options.grace, **(extra or {})})
 
 
-def incarnation_env(env: Environment, inc: str, run_id: str | None, options: RunOptions,
-                    steps_module: str) -> dict[str, str]:
-    """The environment of one incarnation (docs/contracts.md section 2).
-
-    With `run_id` None the incarnation is a queue worker serving many runs: its service URLs carry the
-    `{run_id}` slot that the runtime fills in per run, so each request still lands under its run's prefix.
-    """
-    svc = env.services
-
-    def url(service: str) -> str:
-        return svc.url(service, run_id) if run_id is not None else f"{svc.base_url(service)}/runs/{{run_id}}"
-
-    out = dict(os.environ)
-    out.update({
-        "DATABASE_URL": env.pg.dsn,
-        "MAILER_URL": url("mailer"),
-        "LEDGER_URL": url("ledger"),
-        "WEBHOOK_URL": url("webhook"),
-        "ANTHROPIC_BASE_URL": url("model"),
-        "ANTHROPIC_API_KEY": "killpoint-fake-key",
-        "KILLPOINT_SOCKET": str(env.socket_path),
-        "KILLPOINT_INCARNATION": inc,
-        "KILLPOINT_RUN_ID": run_id or "",
-        "KILLPOINT_STEPS": steps_module,
-        "KILLPOINT_PARAMS": json.dumps(options.params, sort_keys=True),
-        "KILLPOINT_WORKER_ID": inc,
-        "KILLPOINT_LEASE_SECONDS": str(options.lease_seconds),
-        "KILLPOINT_DRAIN_SECONDS": str(options.drain_seconds),
-        "KILLPOINT_STEP_DELAY": str(options.step_delay),
-        "PGAPPNAME": inc,
-        "NO_PROXY": "127.0.0.1,localhost",
-        "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), out.get("PYTHONPATH")) if p),
-    })
-    out.update(options.extra_env)
-    return out
-
-
-def collect_evidence(env: Environment, history: History, run_id: str, incarnations: list[Incarnation],
-                     own_effects_sql: str | None, *, limit: str | None, options: dict,
-                     watch: list[Incarnation] | None = None) -> Evidence:
-    """Everything the checkers may look at for `run_id`, once its incarnations have ended. A process of
-    `watch` (default: `incarnations`) still alive is a leftover."""
-    with env.connect() as conn:
-        row = conn.execute("SELECT data, data::text FROM checkpoints WHERE run_id = %s", (run_id,)).fetchone()
-        writes = audit.writes(conn, run_id)
-        own = [list(r) for r in conn.execute(own_effects_sql, (run_id,)).fetchall()] if own_effects_sql else []
-    svc = env.services
-    leftovers = []
-    for inc in incarnations if watch is None else watch:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            if inc.pid and psutil.Process(inc.pid).status() != psutil.STATUS_ZOMBIE and inc.alive():
-                leftovers.append(f"pid {inc.pid} ({inc.inc})")
-    return Evidence(
-        run_id=run_id,
-        events=[e for e in history.events() if e.get("run_id") == run_id],
-        final=row[0] if row else None,
-        final_raw=row[1] if row else None,
-        audit=writes,
-        attempts=svc.attempts(run_id),
-        effects=svc.effects(run_id),
-        model_requests=svc.model_requests(run_id),
-        own_effects=own,
-        incarnations=[{"inc": i.inc, "role": i.role, "pid": i.pid, "exit_code": i.exit_code,
-                       "signal": i.signal} for i in incarnations],
-        limit=limit,
-        leftovers=leftovers,
-        options=options,
-    )
+def kill_all(live: list[Incarnation]) -> None:
+    """SIGKILL every incarnation of `live` (SIGCONT too: a stopped process dies only once continued) and
+    wait for their ends to be recorded."""
+    for inc in live:
+        inc.send(9)
+        inc.send(18)
+    for inc in live:
+        inc.ended.wait(timeout=10)

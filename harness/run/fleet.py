@@ -4,19 +4,19 @@
 many runs, one after another, so its kill points belong to whichever run it is working on. `Fleet`
 owns every incarnation of a group of runs:
 
-- it attaches one small port per run (and one per queue worker, for its exit) to the `Environment`,
-  so the run's worker points, service points and notes reach it, and a worker's exit too;
-- a `FaultPlan` decides, for each point a run reaches, whether a fault fires there: a schedule that
-  every run follows on its own (`scope="run"`: `charge:checkpoint.committed:kill` kills every run
-  there once), or one schedule for the whole fleet (`scope="fleet"`: `@N` is the N-th time any run
-  of the fleet reaches that step and point);
-- faults are applied by the `Nemesis`, through the run's port (kill and term; `stop` needs a
-  successor of its own and is refused here);
-- `drive_queue` keeps N queue workers (`--queue --follow`) alive until every run is done: a worker
-  that ended is replaced, the leases it held are expired (the passage of time, as for a dead worker
-  in `RunController`), and the agent's own sweeper queues the runs nobody is moving;
-- `evidence(run_id)` gathers one run's evidence exactly as a single-run trial does, with the
-  incarnations that worked on that run.
+1. it attaches one `RunPort` per run (and one per queue worker, for its start and exit) to the
+   `Environment`: the port is the run's `RunListener` and the nemesis's `Target` for that run;
+2. one `FaultPlan` (the same as a single run's) decides whether a fault fires where a run arrives: every
+   run on its own (`scope="run"`), or one count for the whole fleet (`scope="fleet"`: `@N` is the N-th
+   time any run of the fleet reaches that step and point);
+3. one `StepAttribution` (the same rule as a single run's) names the step of each service request;
+4. the `Nemesis` applies every action: kill, term, stop (a successor worker of that run takes over while
+   the frozen one waits), db-crash, and the service faults;
+5. `drive_queue` keeps N queue workers (`--queue --follow`) alive until every run is done: a worker
+   that ended is replaced, the leases it held are expired (the passage of time, as for a dead worker
+   in `RunController`), and the agent's own sweeper queues the runs nobody is moving;
+6. `evidence(run_id)` records one run's evidence exactly as a single-run trial does, with the
+   incarnations that worked on that run.
 
 Threads: barrier and service threads call the `on_*` methods; the launcher's reader thread calls
 `on_exit` (which only records and wakes the loop); the loop that called `drive_queue` does the
@@ -28,97 +28,60 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
 
 import psycopg
 
-from killpoint.fake_services.hooks import Decision
-from killpoint.checkers import Checker, run_checkers
+from killpoint.checkers import CheckerRef
 from killpoint.checkers.evidence import Evidence
-from killpoint.checkers.verdict import unknown
-from killpoint.run.controller import collect_evidence, incarnation_env
-from killpoint.run.history import History
+from killpoint.env.environment import Environment
 from killpoint.env.launcher import Incarnation
-from killpoint.run.nemesis import HOLD, Nemesis
-from killpoint.run.options import RunOptions
-from killpoint.faults.points import fits
-from killpoint.faults.schedule import Fault, Schedule, ScheduleError, derive_seed
+from killpoint.env.postgres.handle import PostgresHandle
 from killpoint.env.stepmodule import AgentSpec
-from killpoint.run.trial import Session, Trial
-
-if TYPE_CHECKING:
-    from killpoint.env.environment import Environment
-
-FLEET_ACTIONS = ("kill", "term")
-"""What a fleet fault may do to a worker (a `stop` needs a successor of its own run)."""
+from killpoint.fake_services.hooks import Decision
+from killpoint.faults.plan import FaultPlan
+from killpoint.faults.schedule import Fault, Schedule
+from killpoint.run import evidence as evidence_mod
+from killpoint.run.attribution import StepAttribution
+from killpoint.run.controller import kill_all
+from killpoint.run.history import History
+from killpoint.run.nemesis import Nemesis
+from killpoint.run.options import RunOptions
+from killpoint.run.trial import Session, Trial, judge
 
 Sweep = Callable[[psycopg.Connection, float], list[str]]
 """A sweeper: (connection, stale seconds) -> the run ids it queued."""
 
-Scope = Literal["run", "fleet"]
 
-
-class FaultPlan:
-    """Which fault, if any, fires when a run reaches a point.
-
-    `scope="run"`: every run follows `schedule`, counting its own occurrences (as a single-run trial).
-    `scope="fleet"`: the fleet follows `schedule` once, counting occurrences across every run.
-    """
-
-    def __init__(self, schedule: Schedule, scope: Scope) -> None:
-        bad = [f for f in schedule if f.action not in FLEET_ACTIONS]
-        if bad:
-            raise ScheduleError(str(bad[0]), f"a fleet cannot apply {bad[0].action!r}",
-                                f"use one of: {', '.join(FLEET_ACTIONS)}")
-        self.schedule = schedule
-        self.scope = scope
-        self._counts: Counter = Counter()
-        self._faults = {(f.step, f.point, f.nth): f for f in schedule}
-
-    def most(self, runs: int) -> int:
-        """The most faults this plan can fire over `runs` runs."""
-        return len(self.schedule) * (runs if self.scope == "run" else 1)
-
-    def reach(self, run_id: str, step: str, point: str) -> tuple[int, Fault | None]:
-        """Count one arrival; return its occurrence number (in the plan's scope) and the fault, if any."""
-        owner = run_id if self.scope == "run" else "*"
-        self._counts[(owner, step, point)] += 1
-        nth = self._counts[(owner, step, point)]
-        return nth, self._faults.get((step, point, nth))  # each occurrence is counted once: it fires once
-
-
-def fleet_schedule(seed: int, step_points: dict[str, list[str]], runs: int, faults: int,
-                   actions: tuple[str, ...] = FLEET_ACTIONS) -> Schedule:
-    """A fleet-wide schedule, a pure function of its arguments: `faults` faults, each at a step, a point
-    that step reaches, an action, and an occurrence `@N` with N in 1..runs (so the faults spread over
-    the fleet's runs). Collisions on (step, point, N) are skipped."""
-    candidates = [(s, p, a) for s in step_points for p in step_points[s] for a in actions if fits(a, p)]
-    if not candidates:
-        return Schedule()
-    chosen: dict[tuple[str, str, int], Fault] = {}
-    for i in range(faults):
-        step, point, action = candidates[derive_seed(seed, 2 * i) % len(candidates)]
-        nth = 1 + derive_seed(seed, 2 * i + 1) % max(1, runs)
-        chosen.setdefault((step, point, nth), Fault(step, point, action, nth))
-    return Schedule(tuple(chosen.values()))
-
-
-class _Port:
-    """What the Environment routes to, for one run id (or one queue worker's id): the run's events go
-    to the fleet. It also offers the Nemesis the few things it needs of a controller."""
+class RunPort:
+    """One run id of the fleet: its `RunListener` (the environment routes its events here, and on to the
+    fleet) and the nemesis's `Target` for it (a `stop` spawns a successor worker of this run)."""
 
     def __init__(self, fleet: Fleet, run_id: str) -> None:
         self.fleet = fleet
         self.run_id = run_id
-        self.env = fleet.env
         self.history = fleet.history
         self.options = fleet.options
+        self.nemesis = Nemesis(self)
+
+    # RunListener
+    @property
+    def incarnations(self) -> list[Incarnation]:
+        return self.fleet.touched.get(self.run_id, [])
+
+    def on_start(self, inc: Incarnation) -> None:
+        self.fleet.on_start(inc)
+
+    def on_exit(self, inc: Incarnation) -> None:
+        self.fleet.on_exit(inc)
 
     def on_worker_point(self, msg: dict) -> bool:
         return self.fleet.on_worker_point(self.run_id, msg)
+
+    def on_held_point(self, step: str | None, point: str, inc_id: str | None, source: str,
+                      seq: int | None = None) -> bool:
+        return self.fleet.on_held_point(self.run_id, step, point, inc_id, source, seq)
 
     def on_service_point(self, point: str, info: dict) -> Decision:
         return self.fleet.on_service_point(self.run_id, point, info)
@@ -126,11 +89,24 @@ class _Port:
     def on_note(self, msg: dict) -> None:
         self.fleet.on_note(self.run_id, msg)
 
-    def on_start(self, inc: Incarnation) -> None:
-        self.fleet.on_start(inc)
+    # nemesis Target
+    @property
+    def pg(self) -> PostgresHandle:
+        return self.fleet.env.pg
 
-    def on_exit(self, inc: Incarnation) -> None:
-        self.fleet.on_exit(inc)
+    def connect(self) -> psycopg.Connection:
+        return self.fleet.env.connect()
+
+    def expire_lease(self) -> None:
+        with self.fleet.env.connect() as conn:
+            conn.execute("UPDATE leases SET expires_at = now() - interval '1 second' WHERE run_id = %s",
+                         (self.run_id,))
+
+    def spawn_successor(self) -> Incarnation:
+        return self.fleet.spawn_run_worker(self.run_id, role="successor")
+
+    def remaining(self) -> float:
+        return self.fleet.remaining()
 
 
 @dataclass
@@ -157,14 +133,13 @@ class Fleet:
         self.options = options
         self.agent = agent
         self.plan = plan
+        self.steps = StepAttribution()
         self.incarnations: list[Incarnation] = []
         self.touched: dict[str, list[Incarnation]] = {r: [] for r in run_ids}
         self.limit: str | None = None
         self.stats = FleetStats(runs=len(run_ids))
-        self._ports = {r: _Port(self, r) for r in run_ids}
-        self._nemeses = {r: Nemesis(port) for r, port in self._ports.items()}  # type: ignore[arg-type]
+        self._ports = {r: RunPort(self, r) for r in run_ids}
         self._serving: dict[str, Incarnation] = {}
-        self._step: dict[str, str | None] = {}  # a run's step: a model request carries no key to tell
         self._lock = threading.Lock()
         self._registered = threading.Condition(self._lock)
         self._spawned = 0
@@ -188,13 +163,13 @@ class Fleet:
     def attached(self) -> Iterator[Fleet]:
         """Route the runs' events here; on the way out, end every incarnation and detach."""
         for port in self._ports.values():
-            self.env.attach(port)  # type: ignore[arg-type]
+            self.env.attach(port)
         try:
             yield self
         finally:
             self.kill_all()
             for port in list(self._ports.values()):
-                self.env.detach(port)  # type: ignore[arg-type]
+                self.env.detach(port)
 
     def remaining(self) -> float:
         return max(0.0, self._deadline - time.monotonic())
@@ -206,10 +181,10 @@ class Fleet:
             self._spawned += 1
             key = run_id or inc_id
             if key not in self._ports:  # a queue worker: its start and exit are routed by its own id
-                self._ports[key] = _Port(self, key)
-                self.env.attach(self._ports[key])  # type: ignore[arg-type]
+                self._ports[key] = RunPort(self, key)
+                self.env.attach(self._ports[key])
         log = str(self.env.run_dir / f"{inc_id}.log")
-        env = incarnation_env(self.env, inc_id, run_id, self.options, self.agent.module)
+        env = evidence_mod.incarnation_env(self.env, inc_id, run_id, self.options, self.agent.module)
         inc = self.env.launcher.spawn(inc_id, key, role, argv, env, log)
         self.on_start(inc)  # a no-op when the launcher has already reported it
         return inc
@@ -226,9 +201,9 @@ class Fleet:
             self.history.append("inc.start", run_id=inc.run_id, inc=inc.inc, role=inc.role, pid=inc.pid)
             self._registered.notify_all()
 
-    def spawn_run_worker(self, run_id: str) -> Incarnation:
+    def spawn_run_worker(self, run_id: str, role: str = "worker") -> Incarnation:
         """`worker RUN_ID`: one incarnation of one run."""
-        return self._spawn("worker", run_id, [run_id])
+        return self._spawn(role, run_id, [run_id])
 
     def spawn_queue_worker(self, follow: bool) -> Incarnation:
         """`worker --queue [--follow]`: takes resume jobs for any run."""
@@ -243,12 +218,7 @@ class Fleet:
         return all(inc.ended.wait(timeout=self.remaining()) for inc in incs)
 
     def kill_all(self) -> None:
-        live = self.live()
-        for inc in live:
-            inc.send(9)
-            inc.send(18)  # SIGCONT: a stopped process dies only once continued
-        for inc in live:
-            inc.ended.wait(timeout=10)
+        kill_all(self.live())
 
     def drain_all(self) -> None:
         """SIGTERM every live worker (a following queue worker drains and exits 0), then wait for them."""
@@ -258,9 +228,7 @@ class Fleet:
         for inc in live:
             if not inc.ended.wait(timeout=self.options.grace) and not inc.exited:
                 self.history.append("escalate", run_id=inc.run_id, inc=inc.inc, grace=self.options.grace)
-                inc.send(9)
-                inc.send(18)
-                inc.ended.wait(timeout=10)
+                kill_all([inc])
 
     # ---- events ----------------------------------------------------------------------------------
     def _find(self, inc_id: str | None, timeout: float = 10.0) -> Incarnation | None:
@@ -276,10 +244,13 @@ class Fleet:
         if inc is not None and run_id in self.touched and inc not in self.touched[run_id]:
             self.touched[run_id].append(inc)
 
-    def _reach(self, run_id: str, step: str | None, point: str, inc_id: str | None, source: str) -> Fault | None:
+    def _reach(self, run_id: str, step: str | None, point: str, inc_id: str | None, source: str,
+               seq: int | None = None) -> Fault | None:
         with self._lock:
-            nth, fault = self.plan.reach(run_id, step or "?", point)
-            self.history.append("point", run_id=run_id, inc=inc_id, step=step, point=point, nth=nth, source=source)
+            nth, fault = self.plan.reach(run_id, step, point)
+            where = {"seq": seq} if seq is not None else {}
+            self.history.append("point", run_id=run_id, inc=inc_id, step=step, point=point, nth=nth, source=source,
+                                **where)
             if fault is not None:
                 self.stats.faults += 1
                 self.history.append("fault", run_id=run_id, inc=inc_id, step=step, point=point,
@@ -292,27 +263,31 @@ class Fleet:
             self._touch(run_id, inc)
             if inc is not None:
                 self._serving[run_id] = inc
-            if msg.get("point") == "step.start":
-                self._step[run_id] = msg.get("step")
-        fault = self._reach(run_id, msg.get("step"), msg.get("point", "?"), msg.get("incarnation"), "worker")
+        step, point = msg.get("step"), msg.get("point", "?")
+        self.steps.on_point(run_id, step, point)
+        fault = self._reach(run_id, step, point, msg.get("incarnation"), "worker", msg.get("seq"))
         if fault is None:
             return True
-        return self._nemeses[run_id].apply(fault, inc, service_point=False) != HOLD
+        return self._ports[run_id].nemesis.apply(fault, inc, service_point=False).release
+
+    def on_held_point(self, run_id: str, step: str | None, point: str, inc_id: str | None, source: str,
+                      seq: int | None = None) -> bool:
+        with self._lock:
+            inc = next((i for i in self.incarnations if i.inc == inc_id), None) or self._serving.get(run_id)
+        fault = self._reach(run_id, step, point, inc.inc if inc else inc_id, source, seq)
+        if fault is None:
+            return True
+        return self._ports[run_id].nemesis.apply(fault, inc, service_point=False).release
 
     def on_service_point(self, run_id: str, point: str, info: dict) -> Decision:
-        key = info.get("key") or ""
         with self._lock:
             inc = self._serving.get(run_id)
-            # the step of the run's last step.start (queue workers report their steps); a key may name
-            # something else that merely starts with the run id (a seq, a hash)
-            named = key[len(run_id) + 1:].split(":")[0] if key.startswith(f"{run_id}:") else None
-            step = self._step.get(run_id) or named
+        step = self.steps.step_of(run_id, info, lambda: None)
         fault = self._reach(run_id, step, point, inc.inc if inc else None, info.get("service", "service"))
         if fault is None:
             return Decision.GO
         live = inc if inc is not None and inc.alive() else None
-        decision = self._nemeses[run_id].apply(fault, live, service_point=True)
-        return Decision.GO if decision == HOLD else decision  # type: ignore[return-value]
+        return self._ports[run_id].nemesis.apply(fault, live, service_point=True).decision
 
     def on_note(self, run_id: str, msg: dict) -> None:
         inc = self._find(msg.get("incarnation"))
@@ -410,21 +385,10 @@ class Fleet:
             self.stats.done = sum(1 for s in self.statuses().values() if s == "done")
 
     # ---- evidence ----------------------------------------------------------------------------------
-    def trial(self, run_id: str, schedule: Schedule, seed: int | None, checkers: Iterable[str], base: Evidence,
-              extra: dict | None = None, more: Iterable[Checker] = ()) -> Trial:
-        """Judge one run of the fleet: the named checkers and `more` (checker functions of the caller's own;
-        one that raises is `unknown`, as with the named ones)."""
-        ev = self.evidence(run_id, extra)
-        verdicts = run_checkers(checkers, ev, base)
-        for check in more:
-            try:
-                verdicts.append(check(ev, base))
-            except Exception as exc:  # a broken checker must not take the run down with it
-                verdicts.append(unknown(getattr(check, "__name__", "checker"), f"checker raised {type(exc).__name__}: {exc}"))
-        trial = Trial(run_id, schedule, seed, ev, verdicts)
-        self.history.append("verdict", run_id=run_id, outcome=trial.outcome,
-                            failing=[v.checker for v in trial.failing()])
-        return trial
+    def trial(self, run_id: str, schedule: Schedule, seed: int | None, checkers: Iterable[CheckerRef],
+              base: Evidence, extra: dict | None = None) -> Trial:
+        """Record and judge one run of the fleet (as a single-run trial is judged)."""
+        return judge(self.history, run_id, schedule, seed, self.evidence(run_id, extra), base, checkers)
 
     def evidence(self, run_id: str, extra: dict | None = None) -> Evidence:
         """One run's evidence, with the incarnations that worked on it; any process of the fleet still
@@ -433,6 +397,6 @@ class Fleet:
             touched = list(self.touched[run_id])
             everyone = list(self.incarnations)
         done = self.statuses().get(run_id) == "done"
-        return collect_evidence(self.env, self.history, run_id, touched, self.agent.own_effects_sql,
-                                limit=None if done else self.limit, watch=everyone,
-                                options={"grace": self.options.grace, **(extra or {})})
+        return evidence_mod.record(self.env, self.history, run_id, touched, self.agent.own_effects_sql,
+                                   limit=None if done else self.limit, watch=everyone,
+                                   options={"grace": self.options.grace, **(extra or {})})

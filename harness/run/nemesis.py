@@ -1,25 +1,38 @@
-"""The nemesis: applies one fault to a run held at a kill point.
+"""The nemesis: applies one fault to a run held at a kill point, and always says what to do next.
 
-Each action is a method; the controller calls `apply(fault, incarnation)` while the worker (or the
-service request) waits at the barrier, and gets back what to do with the held barrier: release it
-(`GO`), leave it unanswered (`HOLD`, the worker is dead), or a fake-service decision.
+`Nemesis.apply(fault, incarnation, service_point)` runs while the worker (or the service request) waits
+at the barrier and returns a `Reaction`:
+
+1. a service action (`drop`, `error`, `overload`, `slow`): the fake service's decision; the worker goes on;
+2. `db-crash`: the owned Postgres is crashed and restarted (on a database killpoint does not own the
+   fault is recorded as missed: the trial cannot pass on it);
+3. no live incarnation to act on: recorded as missed, the request goes on;
+4. `kill`: SIGKILL (and SIGCONT for a frozen one); a held worker point is left unanswered, a held request
+   is dropped before its effect or answered into the void after it;
+5. `term`: SIGTERM, then SIGKILL after the grace period if the worker is still alive; it goes on (drains);
+6. `stop`: SIGSTOP, the lease lapses, a successor runs until it ends (or waits on a lock the frozen one
+   holds), then SIGCONT: the zombie goes on and must be fenced.
+
+The nemesis talks to a narrow `Target` (the run's id, history and options, the database, a way to expire
+the run's lease and to start a successor), never back into whoever drives the run.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
-from killpoint.fake_services.hooks import Decision
+import psycopg
+
 from killpoint.env.launcher import Incarnation
+from killpoint.env.postgres.handle import PostgresHandle
+from killpoint.fake_services.hooks import Decision
 from killpoint.faults.schedule import Fault
-
-if TYPE_CHECKING:
-    from killpoint.run.controller import RunController
-
-HOLD = "hold"
-"""The barrier is never answered: the worker waiting at it was killed."""
+from killpoint.run.history import History
+from killpoint.run.options import RunOptions
 
 SERVICE_DECISION = {"drop": Decision.DROP, "error": Decision.ERROR, "overload": Decision.OVERLOAD}
 SLOW_MS = 250
@@ -32,56 +45,88 @@ WHERE s.application_name = %s AND z.application_name = %s
 by incarnation through PGAPPNAME)."""
 
 
+@dataclass(frozen=True)
+class Reaction:
+    """What happens at the barrier after a fault: `release` answers a held worker point (False: it is never
+    answered, the worker is dead); `decision` is what a held service request does."""
+
+    release: bool
+    decision: Decision
+
+
+GO = Reaction(True, Decision.GO)
+
+
+class Target(Protocol):
+    """What the nemesis may act on for one run."""
+
+    run_id: str
+    history: History
+    options: RunOptions
+    pg: PostgresHandle
+
+    def connect(self) -> psycopg.Connection: ...
+
+    def expire_lease(self) -> None:
+        """Simulate the passage of time: the run's lease lapses."""
+
+    def spawn_successor(self) -> Incarnation:
+        """Start another incarnation of the run (the one that takes over from a frozen worker)."""
+        ...
+
+    def remaining(self) -> float:
+        """Seconds left of the run's time budget."""
+        ...
+
+
 class Nemesis:
-    """Fault actions against one run's incarnations and the environment."""
+    """Fault actions against one run's incarnations and the environment (see the module docstring)."""
 
-    def __init__(self, ctl: RunController) -> None:
-        self.ctl = ctl
+    def __init__(self, target: Target) -> None:
+        self.target = target
 
-    def apply(self, fault: Fault, inc: Incarnation | None, service_point: bool) -> Decision | str:
+    def apply(self, fault: Fault, inc: Incarnation | None, service_point: bool) -> Reaction:
         action = fault.action
         if action in SERVICE_DECISION:
-            return SERVICE_DECISION[action]
+            return Reaction(True, SERVICE_DECISION[action])
         if action == "slow":
-            return Decision.slow(SLOW_MS)
+            return Reaction(True, Decision.slow(SLOW_MS))
         if action == "db-crash":
-            return self._db_crash()
+            return self._db_crash(fault)
         if inc is None:
-            self.ctl.history.append("fault.missed", run_id=self.ctl.run_id, reason="no live incarnation")
-            return Decision.GO
-        if action == "kill":
-            return self._kill(inc, service_point, fault)
-        if action == "term":
-            return self._term(inc)
-        if action == "stop":
-            return self._stop(inc)
-        raise ValueError(action)
+            self._missed(fault, "no live incarnation")
+            return GO
+        actions: dict[str, Callable[[Incarnation, Fault, bool], Reaction]] = {
+            "kill": self._kill, "term": self._term, "stop": self._stop}
+        return actions[action](inc, fault, service_point)
 
-    def _kill(self, inc: Incarnation, service_point: bool, fault: Fault) -> Decision | str:
+    def _missed(self, fault: Fault, reason: str) -> None:
+        self.target.history.append("fault.missed", run_id=self.target.run_id, fault=str(fault), reason=reason)
+
+    def _kill(self, inc: Incarnation, fault: Fault, service_point: bool) -> Reaction:
         inc.send(signal.SIGKILL)
         inc.send(signal.SIGCONT)  # a stopped process only dies once continued
         inc.ended.wait(timeout=30)
-        if not service_point:
-            return HOLD
         # The client is gone. Before the effect, nothing is applied (as a server that notices the closed
         # connection); after it, the effect stays applied and the response goes nowhere.
-        return Decision.GO if fault.point == "effect.applied" else Decision.DROP
+        return Reaction(False, Decision.GO if fault.point == "effect.applied" else Decision.DROP)
 
-    def _term(self, inc: Incarnation) -> Decision:
+    def _term(self, inc: Incarnation, fault: Fault, service_point: bool) -> Reaction:
         inc.send(signal.SIGTERM)
-        grace = self.ctl.options.grace
+        grace = self.target.options.grace
+        history, run_id = self.target.history, self.target.run_id
 
         def escalate() -> None:
             # `ended` follows the journal's inc.end; `exited` is set the moment the exit is known
             if not inc.ended.wait(timeout=grace) and not inc.exited:
-                self.ctl.history.append("escalate", run_id=self.ctl.run_id, inc=inc.inc, grace=grace)
+                history.append("escalate", run_id=run_id, inc=inc.inc, grace=grace)
                 inc.send(signal.SIGKILL)
                 inc.send(signal.SIGCONT)
 
         threading.Thread(target=escalate, name=f"killpoint-grace-{inc.inc}", daemon=True).start()
-        return Decision.GO  # the worker drains: it finishes the step it is in
+        return GO  # the worker drains: it finishes the step it is in
 
-    def _stop(self, inc: Incarnation) -> Decision:
+    def _stop(self, inc: Incarnation, fault: Fault, service_point: bool) -> Reaction:
         """Freeze the worker, let its lease lapse, run a successor to its end, then thaw the zombie.
 
         A zombie frozen inside a transaction (e.g. at checkpoint.writing) holds its row locks, and a
@@ -90,32 +135,31 @@ class Nemesis:
         """
         inc.send(signal.SIGSTOP)
         inc.stopped.wait(timeout=10)
-        self.ctl.expire_lease()
-        successor = self.ctl.spawn(role="successor")
+        self.target.expire_lease()
+        successor = self.target.spawn_successor()
         why = self._await_successor(inc, successor)
-        self.ctl.history.append("thaw", run_id=self.ctl.run_id, inc=inc.inc, why=why)
+        self.target.history.append("thaw", run_id=self.target.run_id, inc=inc.inc, why=why)
         inc.send(signal.SIGCONT)
-        return Decision.GO
+        return GO
 
     def _await_successor(self, zombie: Incarnation, successor: Incarnation) -> str:
         """Wait until the successor ends, waits on a lock the zombie's session holds, or time runs out."""
-        with self.ctl.env.connect() as conn:
+        with self.target.connect() as conn:
             while not successor.ended.wait(timeout=STOP_POLL_SECONDS):
-                if self.ctl.remaining() <= 0:
+                if self.target.remaining() <= 0:
                     return "time budget spent"
                 row = conn.execute(BLOCKED_BY_SQL, (successor.inc, zombie.inc)).fetchone()
                 if row is not None:
                     return "successor waits on a lock the zombie holds"
         return "successor ended"
 
-    def _db_crash(self) -> Decision:
-        pg = self.ctl.env.pg
+    def _db_crash(self, fault: Fault) -> Reaction:
+        pg = self.target.pg
         if not pg.owned:
-            self.ctl.history.append("fault.missed", run_id=self.ctl.run_id, reason="database not owned")
-            return Decision.GO
+            self._missed(fault, "database not owned: killpoint can only crash a server it started")
+            return GO
         pg.crash()
-        self.ctl.history.append("db.down", run_id=self.ctl.run_id)
+        self.target.history.append("db.down", run_id=self.target.run_id)
         pg.restart()
-        self.ctl.history.append("db.up", run_id=self.ctl.run_id)
-        return Decision.GO
-
+        self.target.history.append("db.up", run_id=self.target.run_id)
+        return GO

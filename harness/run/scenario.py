@@ -1,26 +1,30 @@
-"""Scenarios: a workload, how its faults are generated, and which checkers judge it.
+"""Scenarios: a workload, how its faults are generated, which checkers judge it, and what its trials add
+up to (pass, fail, unknown, a negative control's expected finding, skipped).
 
 A scenario module in `scenarios/` defines a `Scenario` subclass and registers it under the entry-point
-group `killpoint.scenarios`, so `harness` never imports `scenarios` and a user's package can add its
-own. `run` is what `killpoint run` does with it; `replay` and `explore` are shared.
+group `killpoint.scenarios`, so the harness never imports `killpoint.scenarios` and a user's package can
+add its own. `run` is what `killpoint run` does with it; `replay` and `explore` are shared.
 """
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Literal
 
-from killpoint.checkers import CRASH_CHECKERS
-from killpoint.errors import UsageError
-from killpoint.run.options import RunOptions
-from killpoint.faults.schedule import Fault, Schedule, exhaustive, random_schedules
+from killpoint.checkers import CRASH_CHECKERS, CheckerRef
 from killpoint.env.stepmodule import DEFAULT_STEPS, AgentSpec, load
+from killpoint.errors import UsageError
+from killpoint.faults.schedule import Schedule, exhaustive, random_schedules
+from killpoint.faults.shrink import shrink
+from killpoint.run.options import RunOptions
 from killpoint.run.trial import Session, Setup, Trial, step_points
 
-ScenarioOutcome = Literal["pass", "fail", "unknown", "expected", "skipped"]
+ScenarioOutcome = Literal["pass", "fail", "unknown", "expected", "skipped", "error"]
+"""`error`: the scenario could not run (its message says why); the run goes on with the others."""
 
 
 @dataclass
@@ -36,6 +40,14 @@ class Context:
     started: float = field(default_factory=time.monotonic)
     previous_steps: str | None = None
     """The agent's previous code (`--previous-steps pkg.module`), for the schema scenarios."""
+    explicit: bool = False
+    """The user wrote the schedules (`replay --schedule`): a fault that never fires leaves a trial unknown."""
+    named: tuple[str, ...] = ()
+    """The scenarios the user named (`--scenario`); empty when the whole suite runs."""
+
+    def asked(self, name: str) -> bool:
+        """True when the user named scenario `name` (not merely ran the whole suite)."""
+        return name in self.named
 
     def over_budget(self) -> bool:
         return time.monotonic() - self.started > self.budget
@@ -52,16 +64,13 @@ class ScenarioResult:
     figures: str = ""
     reason: str = ""
 
-    def failures(self) -> list[Trial]:
-        return [t for t in self.trials if t.outcome == "fail"]
-
 
 class Scenario:
     """Base scenario: single faults everywhere, then random multi-fault schedules (crash-points)."""
 
     name = ""
     summary = ""
-    checkers: tuple[str, ...] = CRASH_CHECKERS
+    checkers: tuple[CheckerRef, ...] = CRASH_CHECKERS
     actions: tuple[str, ...] = ("kill", "term")
     expected_finding = False
     """A negative control: failing is the expected outcome, reported as a finding, not a failure."""
@@ -93,7 +102,7 @@ class Scenario:
         return load(self.steps) if self.steps else ctx.session.agent
 
     def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None) -> Trial:
-        return ctx.session.trial(schedule, prefix=self.name, seed=seed, options=self.options(ctx.session.options),
+        return ctx.session.trial(schedule, explicit=ctx.explicit, prefix=self.name, seed=seed, options=self.options(ctx.session.options),
                                  checkers=self.checkers, setup=self.setup(), agent=self.agent(ctx))
 
     def step_points(self, ctx: Context) -> dict[str, list[str]]:
@@ -132,33 +141,56 @@ class Scenario:
         return self.exhaustive(ctx) + self.random(ctx, ctx.random_count, stop_on_budget=True)
 
     def shrink(self, ctx: Context, failing: Trial, max_tries: int = 12) -> Trial:
-        """Greedily drop faults while the same checker still fails: the fewest faults that break it."""
+        """The fewest faults (`faults.shrink`) for which the same checker still fails; the trial of it."""
         checker = failing.failing()[0].checker
-        best = failing
-        tries = 0
-        changed = True
-        while changed and len(best.schedule) > 1 and tries < max_tries:
-            changed = False
-            for i in range(len(best.schedule)):
-                faults = best.schedule.faults[:i] + best.schedule.faults[i + 1:]
-                candidate = Schedule(tuple(_renumber(faults)))
-                tries += 1
-                trial = self.trial(ctx, candidate)
-                if any(v.checker == checker for v in trial.failing()):
-                    best, changed = trial, True
-                    break
-        return best
+        tried: dict[str, Trial] = {}
 
+        def still_fails(candidate: Schedule) -> bool:
+            trial = tried[str(candidate)] = self.trial(ctx, candidate)
+            return any(v.checker == checker for v in trial.failing())
 
-def _renumber(faults: tuple[Fault, ...]) -> list[Fault]:
-    """After dropping faults, an @N with fewer earlier faults on its (step, point) moves down to match."""
-    seen: dict[tuple[str, str], int] = {}
-    out = []
-    for f in faults:
-        n = seen.get((f.step, f.point), 0) + 1
-        seen[(f.step, f.point)] = n
-        out.append(Fault(f.step, f.point, f.action, min(f.nth, n)))
-    return out
+        best = shrink(failing.schedule, still_fails, max_tries)
+        return tried.get(str(best), failing)
+
+    def with_shrunk(self, ctx: Context, trials: list[Trial]) -> list[Trial]:
+        """`trials`, plus the first failing multi-fault schedule shrunk to the fewest faults that still fail
+        (a negative control's findings are not shrunk: they are expected)."""
+        if self.expected_finding:
+            return trials
+        failing = [t for t in trials if t.outcome == "fail" and len(t.schedule) > 1]
+        return [*trials, self.shrink(ctx, failing[0])] if failing else trials
+
+    # ---- policy: what the trials add up to -----------------------------------------------------------
+    def skipped(self, ctx: Context, started: float) -> ScenarioResult | None:
+        """The `skipped` result (with its reason) when this scenario cannot run in this session, else None."""
+        reason = self.skip_reason(ctx)
+        if reason is None:
+            return None
+        ctx.say(f"{self.name}: skipped: {reason}")
+        return ScenarioResult(self.name, "skipped", [], time.monotonic() - started, reason=reason)
+
+    def result(self, trials: list[Trial], started: float) -> ScenarioResult:
+        """The scenario's outcome: fail if a trial failed, unknown if one could not decide (or none ran),
+        else pass; a negative control is judged by `negative_control`."""
+        outcomes = {t.outcome for t in trials}
+        outcome: ScenarioOutcome = ("fail" if "fail" in outcomes else
+                                    "unknown" if "unknown" in outcomes or not trials else "pass")
+        reason = ""
+        if self.expected_finding:
+            outcome, reason = self.negative_control(trials)
+        return ScenarioResult(self.name, outcome, trials, time.monotonic() - started,
+                              figures=self.figures(trials), reason=reason)
+
+    def negative_control(self, trials: list[Trial]) -> tuple[ScenarioOutcome, str]:
+        """A negative control is `expected` when it produced its finding and nothing else failed or stayed
+        undecided; when the finding is missing, the harness missed what it exists to catch: a failure."""
+        found = [t for t in trials if t.outcome == "fail" and self.finding(t)]
+        others = [t for t in trials if t.outcome != "pass" and all(t is not f for f in found)]
+        if not found:
+            return "fail", "negative control: the expected finding was not produced"
+        if others:
+            return "fail", f"negative control: {len(others)} trial(s) failed otherwise than by the expected finding"
+        return "expected", ""
 
 
 def registry() -> dict[str, Scenario]:
@@ -180,7 +212,8 @@ def find(name: str) -> Scenario:
 
 
 def replay_command(scenario: str, schedule: Schedule | None = None, seed: int | None = None,
-                   steps: str = DEFAULT_STEPS, grace: float | None = None, previous_steps: str | None = None) -> str:
+                   steps: str = DEFAULT_STEPS, grace: float | None = None, previous_steps: str | None = None,
+                   worker_cmd: str | None = None) -> str:
     """The one line that reproduces a trial (with `--grace` when the trial ran with another grace than
     the default, and `--previous-steps` when it resumed a run of the agent's previous code)."""
     parts = ["killpoint replay", f"--scenario {scenario}"]
@@ -194,4 +227,6 @@ def replay_command(scenario: str, schedule: Schedule | None = None, seed: int | 
         parts.append(f"--grace {grace:g}")
     if previous_steps:
         parts.append(f"--previous-steps {previous_steps}")
+    if worker_cmd:
+        parts.append(f"--worker-cmd {shlex.quote(worker_cmd)}")
     return " ".join(parts)

@@ -12,18 +12,84 @@ from dataclasses import dataclass, field, replace
 
 import psycopg
 
-from killpoint.checkers import CRASH_CHECKERS, Evidence, Verdict, combine, run_checkers
+from killpoint.checkers import (
+    ALWAYS,
+    CRASH_CHECKERS,
+    CheckerRef,
+    Evidence,
+    Verdict,
+    combine,
+    ref,
+    run_checkers,
+)
+from killpoint.checkers.evidence import volatile_fields
 from killpoint.checkers.verdict import Outcome
-from killpoint.run.controller import RunController
 from killpoint.env.environment import Environment
+from killpoint.env.launcher import Incarnation
+from killpoint.env.stepmodule import AgentSpec, prepare
+from killpoint.errors import KillpointError
+from killpoint.faults.schedule import Schedule, ScheduleError
+from killpoint.run.controller import RunController
 from killpoint.run.history import History
 from killpoint.run.options import RunOptions
-from killpoint.faults.schedule import Schedule
-from killpoint.env.stepmodule import AgentSpec
 
 Setup = Callable[[psycopg.Connection, str], dict | None]
 """Prepares the database before a trial's first incarnation (e.g. seeds an old checkpoint); may
 return extra options for the checkers."""
+
+Observe = Callable[[list[Incarnation]], dict | None]
+"""Reads what a trial's incarnations left (their logs) once the run ended: extra options for the checkers."""
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    """Run a trial's schedule under the agent's previous code first (one incarnation), then finish the
+    run under the current code; `between` reads the paused checkpoint (options for the checkers)."""
+
+    previous: AgentSpec
+    between: Setup | None = None
+
+
+class CrashFreeFailure(KillpointError):
+    """The agent does not finish even with no faults: nothing a fault shows could be told apart from it,
+    so no faulted trial runs. `details` are the lines that say why (the last traceback, the log)."""
+
+    exit_code = 1
+
+    def __init__(self, agent: str, reason: str, details: list[str]) -> None:
+        super().__init__("fails-without-faults", f"the agent {agent} fails with no faults: {reason}",
+                         "fix the agent first: the worker's traceback and log are shown above")
+        self.details = details
+
+
+def crash_free_failure(agent: str, ev: Evidence) -> CrashFreeFailure | None:
+    """Why a crash-free run is no reference (it did not finish as done), or None if it is one."""
+    if ev.limit:
+        reason = ev.limit
+    elif ev.final is None:
+        reason = "it never wrote a checkpoint"
+    elif ev.final.get("status") != "done":
+        error = (ev.final.get("state") or {}).get("error") or ev.final.get("error")
+        reason = f"it ended with status {ev.final.get('status')!r} at cursor {ev.final.get('cursor')!r}" + (
+            f" (last error: {error})" if error else "")
+    else:
+        return None
+    return CrashFreeFailure(agent, reason, crash_lines(ev.crashes))
+
+
+def crash_lines(crashes: dict[str, dict]) -> list[str]:
+    """The tracebacks of workers that died of an exception, each different one once (with its log)."""
+    out: list[str] = []
+    seen: dict[tuple, list[str]] = {}
+    for inc, crash in crashes.items():
+        seen.setdefault(tuple(crash.get("tail", [])), []).append(inc)
+    for tail, incs in seen.items():
+        first = crashes[incs[0]]
+        more = f" (and {len(incs) - 1} more worker(s) the same way)" if len(incs) > 1 else ""
+        out.append(f"worker {incs[0]} died of an exception, exit {first.get('exit_code')}{more}; "
+                   f"log {first.get('log')}:")
+        out.extend(f"    {line}" for line in tail)
+    return out
 
 
 @dataclass
@@ -58,6 +124,7 @@ class Session:
         self.options = options
         self._baselines: dict[str, Evidence] = {}
         self._counter = 0
+        self._prepared: set[str] = set()
 
     def next_run_id(self, prefix: str) -> str:
         """`prefix-N`, N counting this session's runs. On a database that already saw that id (a `--dsn`
@@ -69,10 +136,28 @@ class Session:
                 self._counter += 1
         return f"{prefix}-{self._counter}"
 
+    def check_steps(self, schedule: Schedule, agent: AgentSpec) -> None:
+        """A fault must name a step of the agent it runs on (ScheduleError naming the valid ones); a black-box
+        worker's steps are not known in advance."""
+        if self.env.black_box:
+            return
+        for fault in schedule:
+            if fault.step not in agent.steps:
+                raise ScheduleError(str(fault), f"unknown step {fault.step!r} of {agent.module}",
+                                    f"use one of: {', '.join(sorted(agent.steps))}")
+
+    def prepare(self, agent: AgentSpec) -> None:
+        """The agent's own schema, created once per session's database (`stepmodule.prepare`)."""
+        if agent.module not in self._prepared:
+            with self.env.connect() as conn:
+                prepare(conn, agent)
+            self._prepared.add(agent.module)
+
     def drive(self, run_id: str, schedule: Schedule, options: RunOptions, setup: Setup | None = None,
               agent: AgentSpec | None = None, argv: list[str] | None = None) -> tuple[RunController, dict]:
         """Run one run to its end and return its controller and the setup's extra options."""
         agent = agent or self.agent
+        self.prepare(agent)
         extra: dict = {}
         if setup is not None:
             with self.env.connect() as conn:
@@ -91,31 +176,83 @@ class Session:
         agent = agent or self.agent
         key = json.dumps([agent.module, options.params], sort_keys=True)
         if key not in self._baselines:
-            ctl, _ = self.drive(self.next_run_id("baseline"), Schedule(), replace(options, step_delay=0.0),
-                                agent=agent)
-            self._baselines[key] = ctl.evidence(agent.own_effects_sql)
+            self._baselines[key] = self._crash_free(options, agent)
         return self._baselines[key]
 
+    def _crash_free(self, options: RunOptions, agent: AgentSpec) -> Evidence:
+        """Two crash-free runs: the first must finish (else `CrashFreeFailure`); the fields in which the
+        second differs from it (and those the module declares) are recorded with the second, which is the
+        reference, as `volatile`: left out of every comparison, and listed where they are."""
+        quiet = replace(options, step_delay=0.0)
+        evs = []
+        for _ in range(2):
+            ctl, _ = self.drive(self.next_run_id("baseline"), Schedule(), quiet, agent=agent)
+            ev = ctl.evidence(agent.own_effects_sql)
+            failure = crash_free_failure(agent.module, ev)
+            if failure is not None:
+                raise failure
+            evs.append(ev)
+        volatile = sorted(volatile_fields(evs[0], evs[1]) | set(agent.nondeterministic))
+        if not volatile:
+            return evs[1]
+        return ctl.evidence(agent.own_effects_sql, {"volatile": volatile})
+
     def trial(self, schedule: Schedule, *, prefix: str = "run", seed: int | None = None,
-              options: RunOptions | None = None, checkers: Iterable[str] = CRASH_CHECKERS,
+              options: RunOptions | None = None, checkers: Iterable[CheckerRef] = CRASH_CHECKERS,
               setup: Setup | None = None, agent: AgentSpec | None = None,
-              baseline: Evidence | None = None) -> Trial:
-        """Run `schedule` and judge it with `checkers` against the baseline."""
+              baseline: Evidence | None = None, upgrade: Upgrade | None = None,
+              observe: Observe | None = None, alone: bool = False, explicit: bool = True) -> Trial:
+        """Run `schedule` and judge it with `checkers` against the baseline.
+
+        With `upgrade`, the schedule is run under the previous code for one incarnation first (a fault
+        pauses or kills it), `upgrade.between` reads what it left, and `agent` then finishes the run
+        crash-free; the evidence covers both. `observe` adds options for the checkers from the ended run
+        (e.g. the tail of each worker's log). `alone`: judged without a crash-free baseline. `explicit`: the
+        schedule was written by a user (a fault that never fires leaves the trial unknown); generated
+        schedules pass False."""
         options = options or self.options
         agent = agent or self.agent
-        base = baseline if baseline is not None else self.baseline(options, agent)
+        self.check_steps(schedule, upgrade.previous if upgrade is not None else agent)
+        base = None if alone else baseline if baseline is not None else self.baseline(options, agent)
         run_id = self.next_run_id(prefix)
-        ctl, extra = self.drive(run_id, schedule, options, setup, agent)
-        return self.judge(run_id, schedule, seed, ctl.evidence(agent.own_effects_sql, extra), base, checkers)
+        earlier: list = []
+        extra: dict = {}
+        flags = {"explicit": True} if explicit and len(schedule) else {}
+        if self.env.worker_cmd:
+            flags["worker_cmd"] = self.env.worker_cmd  # the replay line must run the same worker
+        if upgrade is not None:
+            first, extra = self.drive(run_id, schedule, replace(options, max_incarnations=1), setup,
+                                      upgrade.previous)
+            earlier = first.incarnations
+            if upgrade.between is not None:
+                with self.env.connect() as conn:
+                    extra.update(upgrade.between(conn, run_id) or {})
+            ctl, _ = self.drive(run_id, Schedule(), options, None, agent)
+        else:
+            ctl, extra = self.drive(run_id, schedule, options, setup, agent)
+        if observe is not None:
+            extra.update(observe([*earlier, *ctl.incarnations]) or {})
+        extra.update(flags)
+        return self.judge(run_id, schedule, seed, ctl.evidence(agent.own_effects_sql, extra, also=earlier), base,
+                          checkers)
 
     def judge(self, run_id: str, schedule: Schedule, seed: int | None, ev: Evidence, base: Evidence | None,
-              checkers: Iterable[str], more: Iterable[Verdict] = ()) -> Trial:
-        """Judge a run's evidence with `checkers` (plus verdicts `more` a scenario reached itself) and
-        record the outcome: for scenarios that drive a run their own way (several drives, own evidence)."""
-        trial = Trial(run_id, schedule, seed, ev, run_checkers(checkers, ev, base) + list(more))
-        self.history.append("verdict", run_id=run_id, outcome=trial.outcome,
-                            failing=[v.checker for v in trial.failing()])
-        return trial
+              checkers: Iterable[CheckerRef]) -> Trial:
+        """Judge a run's evidence (see `judge`)."""
+        return judge(self.history, run_id, schedule, seed, ev, base, checkers)
+
+
+def judge(history: History, run_id: str, schedule: Schedule, seed: int | None, ev: Evidence,
+          base: Evidence | None, checkers: Iterable[CheckerRef]) -> Trial:
+    """Judge a run's recorded evidence with `checkers` against the baseline `base`, and record the verdict
+    event (which checkers, which baseline, what each concluded) that `killpoint judge` reproduces."""
+    checkers = list(checkers)
+    checkers += [c for c in ALWAYS if c not in checkers]
+    trial = Trial(run_id, schedule, seed, ev, run_checkers(checkers, ev, base))
+    history.append("verdict", run_id=run_id, outcome=trial.outcome, schedule=str(schedule), seed=seed,
+                   checkers=[ref(c) for c in checkers], baseline=base.run_id if base is not None else None,
+                   verdicts=[v.to_dict() for v in trial.verdicts], failing=[v.checker for v in trial.failing()])
+    return trial
 
 
 def step_points(base: Evidence) -> dict[str, list[str]]:

@@ -17,11 +17,10 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from killpoint.env.postgres.handle import PostgresHandle
+from killpoint.env.postgres.handle import KINDS, PostgresHandle
 
 __all__ = ["PostgresHandle", "provide", "open_server", "KINDS"]
 
-KINDS = ("auto", "docker", "local", "embedded", "dsn")
 _open: set[PostgresHandle] = set()
 _lock = threading.Lock()
 
@@ -34,9 +33,9 @@ def open_server(
 ) -> PostgresHandle:
     """Reap orphans, then start/open a server (see ``auto.open_server``). Close it yourself, or use ``provide``."""
     from killpoint.env.postgres.auto import open_server as _open_server  # noqa: PLC0415
-    from killpoint.env.postgres.reaper import reap_orphans  # noqa: PLC0415
+    from killpoint.env.postgres.cleanup import reap_all  # noqa: PLC0415
 
-    reap_orphans()
+    reap_all()
     handle = _open_server(kind, dsn, allow_any_dsn, on_choice)
     with _lock:
         _open.add(handle)

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from killpoint.errors import EnvironmentProblem, UsageError
-from killpoint.env.postgres import KINDS, docker, embedded
+from killpoint.env.postgres import docker, embedded
 from killpoint.env.postgres.binaries import find_local
 from killpoint.env.postgres.dsn import DsnServer
-from killpoint.env.postgres.handle import PostgresHandle
+from killpoint.env.postgres.handle import KINDS, PostgresHandle
 from killpoint.env.postgres.local import LocalServer
+from killpoint.errors import EnvironmentProblem, UsageError
 
 AUTO_ORDER = ("docker", "local", "embedded")
 NO_POSTGRES_FIX = (
@@ -46,7 +46,7 @@ def start_kind(kind: str) -> PostgresHandle:
     reason = PROBES[kind]()
     if reason is not None:
         raise EnvironmentProblem(
-            f"no-{kind}", f"--postgres {kind} is not available here: {reason}", NO_POSTGRES_FIX
+            f"no-{kind}", f"--postgres {kind} is not available here: {reason}", FIXES[kind]
         )
     if kind == "docker":
         return docker.DockerServer.start()

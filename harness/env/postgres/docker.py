@@ -2,7 +2,10 @@
 
 Docker is detected by ``DOCKER_HOST`` or a socket file, and counts only if the engine answers a ping: the
 ``docker`` client alone proves nothing. The container id is recorded in the owned cluster folder so a
-later start reaps it if this process dies (testcontainers' Ryuk does the same when it runs).
+later start reaps it if this process dies (testcontainers' Ryuk does the same when it runs). The container
+carries killpoint's labels (``reaper.container_labels``: ``killpoint=postgres``, ``killpoint.session=<pid>-<ctime>``
+of this process, ``killpoint.cluster=<folder name>``): the reaper removes a recorded container only if the
+engine reports exactly these on it.
 ``crash()`` sends SIGQUIT (``hard=True``: SIGKILL) to the container's postmaster (PID 1), which stops the
 container; ``restart()`` starts the same container again: same data, same host port.
 """
@@ -13,11 +16,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from killpoint.errors import EnvironmentProblem
 from killpoint.env.postgres.handle import PostgresHandle
 from killpoint.env.postgres.local import MAIN_DB, PORT_ATTEMPTS, free_port
-from killpoint.env.postgres.reaper import CONTAINER_FILE, destroy, new_cluster_dir
+from killpoint.env.postgres.reaper import CONTAINER_FILE, container_labels, destroy, new_cluster_dir
 from killpoint.env.postgres.wait import Wait
+from killpoint.errors import EnvironmentProblem
 
 IMAGE = os.environ.get("KILLPOINT_POSTGRES_IMAGE", "postgres:16.4-alpine")
 SOCKETS = ("/var/run/docker.sock", str(Path.home() / ".docker/run/docker.sock"))
@@ -89,7 +92,7 @@ class DockerServer(PostgresHandle):
             port = free_port()
             tried.append(port)
             try:
-                self.container = self._run_container(port)
+                self.container = self._run_container(port, container_labels(self.dir))
             except Exception as exc:  # noqa: BLE001 - port race (retry) or engine failure (report)
                 text = str(exc).lower()
                 if "address already in use" in text or "port is already allocated" in text:
@@ -124,8 +127,9 @@ class DockerServer(PostgresHandle):
         return self._dsn
 
     @staticmethod
-    def _run_container(port: int) -> Any:
-        """Create and start the container bound to 127.0.0.1:``port``; remove it again if that fails."""
+    def _run_container(port: int, labels: dict[str, str]) -> Any:
+        """Create and start the container, labelled ``labels``, bound to 127.0.0.1:``port``; remove it
+        again if that fails."""
         from testcontainers.community.postgres import PostgresContainer  # noqa: PLC0415
 
         pc = PostgresContainer(
@@ -134,6 +138,8 @@ class DockerServer(PostgresHandle):
         pc.with_env("POSTGRES_HOST_AUTH_METHOD", "trust")
         pc.with_command("postgres -c fsync=off -c full_page_writes=off -c synchronous_commit=on")
         pc.ports["5432"] = ("127.0.0.1", port)  # replaces the random 0.0.0.0 binding PostgresContainer set
+        # testcontainers adds its own org.testcontainers.* labels to these when it creates the container
+        pc.with_kwargs(**{**getattr(pc, "_kwargs", {}), "labels": dict(labels)})
         try:
             pc.start()
         except BaseException:

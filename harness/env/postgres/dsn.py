@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from killpoint.errors import EnvironmentProblem, UsageError
 from killpoint.env.postgres.handle import PostgresHandle
+from killpoint.errors import EnvironmentProblem, UsageError
 
 
 def database_name(dsn: str) -> str:

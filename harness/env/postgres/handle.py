@@ -45,6 +45,10 @@ def _existing(conn: Any, name: str) -> tuple[str | None] | None:
     ).fetchone()
 
 
+KINDS = ("auto", "docker", "local", "embedded", "dsn")
+"""The providers `--postgres` accepts."""
+
+
 class PostgresHandle(ABC):
     """A Postgres server killpoint can use. See the module doc for the contract of each member."""
 

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import psutil
 
-from killpoint.errors import EnvironmentProblem
 from killpoint.env.postgres.binaries import PgBinaries, RunAs, run_as
 from killpoint.env.postgres.handle import PostgresHandle
 from killpoint.env.postgres.process import die_with_parent, kill_tree, remove_shm, stop_postmaster
 from killpoint.env.postgres.reaper import destroy, new_cluster_dir
 from killpoint.env.postgres.template import SUPERUSER, copy_tree, ensure_template, initdb
 from killpoint.env.postgres.wait import Wait, log_tail
+from killpoint.errors import EnvironmentProblem
 
 PORT_ATTEMPTS = 5
 START_TIMEOUT = 60.0

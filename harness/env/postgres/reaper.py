@@ -1,10 +1,26 @@
 """Cluster folders with an owner, and the reaper that removes those whose owner died.
 
-Every owned server (local, embedded, docker) lives in a folder ``<tmp>/killpoint-pg/<kind>-<pid>-<ctime>-<rand>``
-named after the owning process: its pid and its create time (so a recycled pid is not taken for the
-owner). ``reap_orphans()`` runs at every ``provide()``: for each folder whose owner is gone it kills the
-server recorded there (the postmaster from ``data/postmaster.pid``, a container id in ``container``),
-then removes the folder. A folder is claimed by renaming it first, so two reapers never fight over one.
+Every owned server (local, embedded, docker) lives in a folder ``<root>/<kind>-<pid>-<ctime>-<rand>`` named
+after the owning process: its pid and its create time (so a recycled pid is not taken for the owner).
+``reap_orphans()`` runs at every ``provide()``: for each folder whose owner is gone it kills the server
+recorded there (the postmaster from ``data/postmaster.pid``, a container id in ``container``), then removes
+the folder. A folder is claimed by renaming it first, so two reapers never fight over one.
+
+The reaper removes only what it can prove is its own:
+
+- The root is per user: ``$KILLPOINT_PG_ROOT``, else ``<tmp>/killpoint-pg-<uid>``. It must be a real
+  directory (not a symlink) owned by this user and writable by nobody else; anything else is refused with an
+  error, never used. Its mode is 0700, or 0711 as root: the server then runs as an unprivileged user
+  (``postgres``) that must traverse it to reach its data dir, but may not list or change it. Since only this
+  user can create entries in the root, an entry there is one of ours.
+- A folder is acted on only if it is a real directory (not a symlink) owned by this user, or, as root, by the
+  server user the ``local`` provider hands its cluster folder to, and its owner process is dead.
+- A container is removed only if the id in ``container`` is a full Docker id and the engine reports
+  killpoint's labels on it with the folder's session (``killpoint.session=<pid>-<ctime>`` of the owner) and
+  the folder's name: a planted or edited ``container`` file never names a container the reaper will touch.
+  If the engine cannot be asked, the folder is kept (claimed) for a later reaper to retry.
+- Staging folders a template builder left in the cache folder when it died are removed too (see
+  ``template.reap_staging``).
 """
 
 from __future__ import annotations
@@ -12,26 +28,63 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 
+from killpoint.env.postgres.binaries import run_as
 from killpoint.env.postgres.process import stop_postmaster
+from killpoint.errors import EnvironmentProblem
 
 NAME_RE = re.compile(r"^(?P<kind>[a-z]+)-(?P<pid>\d+)-(?P<ctime>\d+)-[^/]+$")
 CONTAINER_FILE = "container"
+CONTAINER_ID_RE = re.compile(r"^[0-9a-f]{64}$")
+CLAIM_PREFIX = "reaping-"
 STALE_REAPING_SECONDS = 60.0
+LABEL = "killpoint"
+LABEL_VALUE = "postgres"
+SESSION_LABEL = "killpoint.session"
+CLUSTER_LABEL = "killpoint.cluster"
+
+
+def root_mode() -> int:
+    """0711 as root (the server user must traverse the root to its data dir), else 0700."""
+    return 0o711 if os.geteuid() == 0 else 0o700
 
 
 def clusters_root() -> Path:
-    """``$KILLPOINT_PG_ROOT`` or ``<tmp>/killpoint-pg``. Shared by all users like ``/tmp`` itself (mode 1777:
-    anyone may add a cluster, only its owner may remove it), so a server running as another user reaches it."""
-    root = Path(os.environ.get("KILLPOINT_PG_ROOT") or Path(tempfile.gettempdir()) / "killpoint-pg")
-    root.mkdir(parents=True, exist_ok=True)
-    if root.stat().st_uid == os.geteuid() and root.stat().st_mode & 0o7777 != 0o1777:
-        root.chmod(0o1777)
+    """``$KILLPOINT_PG_ROOT`` or ``<tmp>/killpoint-pg-<uid>``: created private (``root_mode()``), or checked
+    to be a real directory of this user that nobody else may write (then its mode is set); else refused."""
+    env = os.environ.get("KILLPOINT_PG_ROOT")
+    root = Path(env) if env else Path(tempfile.gettempdir()) / f"killpoint-pg-{os.geteuid()}"
+    mode = root_mode()
+    if env:
+        root.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(root, mode)
+    except FileExistsError:
+        pass
+    st = os.lstat(root)
+    problem = None
+    if not stat.S_ISDIR(st.st_mode):
+        problem = "is not a directory (a symlink or a file)"
+    elif st.st_uid != os.geteuid():
+        problem = f"belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()})"
+    elif st.st_mode & 0o022:
+        problem = f"can be written by other users (mode {stat.S_IMODE(st.st_mode):04o})"
+    if problem:
+        raise EnvironmentProblem(
+            "cluster-root-unsafe",
+            f"the Postgres cluster folder {root} {problem}; killpoint keeps its servers only in a folder "
+            "that no other user can change",
+            f"remove {root}, or set KILLPOINT_PG_ROOT to a private folder of this user, then run again",
+        )
+    if stat.S_IMODE(st.st_mode) != mode:
+        os.chmod(root, mode)
     return root
 
 
@@ -39,31 +92,74 @@ def _ctime_cs(proc: psutil.Process) -> int:
     return int(round(proc.create_time() * 100))
 
 
+def session_id(proc: psutil.Process | None = None) -> str:
+    """``<pid>-<ctime>`` of ``proc`` (default: this process): what folder names and container labels carry."""
+    proc = proc or psutil.Process()
+    return f"{proc.pid}-{_ctime_cs(proc)}"
+
+
+def folder_session(name: str) -> str | None:
+    """The owner's session id from a folder name (claimed or not), or ``None`` if it is not one of ours."""
+    m = NAME_RE.match(name.removeprefix(CLAIM_PREFIX))
+    return f"{m.group('pid')}-{m.group('ctime')}" if m else None
+
+
+def container_labels(folder: Path) -> dict[str, str]:
+    """The labels the docker provider puts on the container it starts for ``folder``."""
+    session = folder_session(folder.name)
+    assert session is not None, folder
+    return {LABEL: LABEL_VALUE, SESSION_LABEL: session, CLUSTER_LABEL: folder.name.removeprefix(CLAIM_PREFIX)}
+
+
 def new_cluster_dir(kind: str) -> Path:
-    """A fresh folder owned by this process (name carries pid + create time), mode 0755."""
-    me = psutil.Process()
-    path = Path(tempfile.mkdtemp(prefix=f"{kind}-{me.pid}-{_ctime_cs(me)}-", dir=clusters_root()))
-    path.chmod(0o755)
+    """A fresh folder owned by this process (name carries pid + create time), mode ``root_mode()``."""
+    path = Path(tempfile.mkdtemp(prefix=f"{kind}-{session_id()}-", dir=clusters_root()))
+    path.chmod(root_mode())
     return path
 
 
 def own_clusters() -> set[Path]:
     """Cluster folders this process owns right now (for tests and leak checks)."""
-    me = psutil.Process()
-    prefix = f"-{me.pid}-{_ctime_cs(me)}-"
-    return {p for p in clusters_root().iterdir() if prefix in p.name and not p.name.startswith("reaping-")}
+    prefix = f"-{session_id()}-"
+    return {p for p in clusters_root().iterdir() if prefix in p.name and not p.name.startswith(CLAIM_PREFIX)}
 
 
 def owner_alive(name: str) -> bool:
     """True if the folder name's owner (pid + create time) is a live process; unparsable names count as alive."""
     m = NAME_RE.match(name)
-    if not m:
-        return True
+    return session_alive(int(m.group("pid")), int(m.group("ctime"))) if m else True
+
+
+def session_alive(pid: int, ctime: int | None) -> bool:
+    """True if ``pid`` is a live process created at ``ctime`` (centiseconds; ``None``: any time)."""
     try:
-        proc = psutil.Process(int(m.group("pid")))
-        return abs(_ctime_cs(proc) - int(m.group("ctime"))) <= 1 and proc.status() != psutil.STATUS_ZOMBIE
+        proc = psutil.Process(pid)
+        if ctime is not None and abs(_ctime_cs(proc) - ctime) > 1:
+            return False
+        return proc.status() != psutil.STATUS_ZOMBIE
     except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
         return False
+
+
+def trusted_uids() -> set[int]:
+    """Who may own a folder the reaper acts on: this user, and as root the server user ``local`` hands its
+    cluster folder to (only this user can create entries in the root, so such a folder was made here)."""
+    uids = {os.geteuid()}
+    server = run_as()
+    if os.geteuid() == 0 and server.uid is not None:
+        uids.add(server.uid)
+    return uids
+
+
+def is_own_folder(path: Path) -> bool:
+    """A real directory (not a symlink) owned by a ``trusted_uids()`` user, named like our folders."""
+    if folder_session(path.name) is None:
+        return False
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid in trusted_uids()
 
 
 def _postmaster(path: Path) -> psutil.Process | None:
@@ -73,56 +169,104 @@ def _postmaster(path: Path) -> psutil.Process | None:
         proc = psutil.Process(pid)
         if proc.name() not in ("postgres", "postmaster"):
             return None
-        if not proc.cwd().startswith(str(path)):
+        if not proc.cwd().startswith(str(path) + os.sep):
             return None
         return proc
     except (OSError, ValueError, psutil.Error):
         return None
 
 
-def _remove_container(path: Path) -> None:
+def _read_container_id(path: Path) -> str | None:
+    """The id in ``path/container`` if it is a plain file holding a full Docker id; else ``None``."""
     try:
-        cid = (path / CONTAINER_FILE).read_text().strip()
+        fd = os.open(path / CONTAINER_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
-        return
+        return None
     try:
-        import docker  # noqa: PLC0415 - optional, only when a container was recorded
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        text = os.read(fd, 256).decode("ascii", errors="replace").strip()
+    finally:
+        os.close(fd)
+    return text if CONTAINER_ID_RE.match(text) else None
 
-        docker.from_env(timeout=10).containers.get(cid).remove(force=True, v=True)
-    except Exception:  # noqa: BLE001 - gone already, or no engine: nothing more we can do
-        pass
+
+def docker_client() -> Any:
+    """A client of the Docker engine (``DOCKER_HOST`` or the default socket); raises if there is none."""
+    import docker  # noqa: PLC0415 - optional, only when a container was recorded
+
+    return docker.from_env(timeout=10)
 
 
-def destroy(path: Path) -> None:
-    """Kill whatever server ``path`` records and remove the folder. Safe to call twice."""
+def _remove_container(path: Path) -> bool:
+    """Remove the container ``path`` records if the engine proves it ours (labels: killpoint's, the folder's
+    session and name). True when nothing is left to do; False if the engine could not be asked (keep the
+    folder: the container may still run)."""
+    if not (path / CONTAINER_FILE).exists() and not (path / CONTAINER_FILE).is_symlink():
+        return True
+    cid = _read_container_id(path)
+    if cid is None:
+        return True  # not an id we wrote: refused before any call to the engine
+    want = container_labels(path)
+    try:
+        client = docker_client()
+    except Exception:  # noqa: BLE001 - no engine now; a later reaper retries
+        return False
+    try:
+        try:
+            container = client.containers.get(cid)
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__ == "NotFound"  # gone already: done; engine trouble: retry later
+        labels = dict(getattr(container, "labels", None) or {})
+        if getattr(container, "id", None) != cid or any(labels.get(k) != v for k, v in want.items()):
+            return True  # not ours: never touched
+        try:
+            container.remove(force=True, v=True)
+        except Exception as exc:  # noqa: BLE001
+            return type(exc).__name__ == "NotFound"
+        return True
+    finally:
+        close = getattr(client, "close", None)
+        if close is not None:
+            close()
+
+
+def destroy(path: Path) -> bool:
+    """Kill whatever server ``path`` records and remove the folder. Safe to call twice. False (folder kept)
+    if a recorded container could not be checked with the engine."""
     proc = _postmaster(path)
     if proc is not None:
         stop_postmaster(proc, path / "data", grace=5.0)
-    _remove_container(path)
+    if not _remove_container(path):
+        return False
     shutil.rmtree(path, ignore_errors=True)
+    return True
 
 
 def reap_orphans() -> list[str]:
-    """Destroy every cluster folder whose owner is dead; return the names reaped."""
+    """Destroy every cluster folder of ours whose owner is dead, and the staging folders of dead template
+    builders; return the names of the cluster folders reaped."""
     root = clusters_root()
     reaped: list[str] = []
     for entry in sorted(root.iterdir()):
         name = entry.name
-        if name.startswith("reaping-"):
+        if not is_own_folder(entry):
+            continue
+        if name.startswith(CLAIM_PREFIX):
             try:
-                stale = time.time() - entry.stat().st_mtime > STALE_REAPING_SECONDS
+                stale = time.time() - os.lstat(entry).st_mtime > STALE_REAPING_SECONDS
             except OSError:
                 continue
             if stale:
                 destroy(entry)
             continue
-        if not NAME_RE.match(name) or owner_alive(name):
+        if owner_alive(name):
             continue
-        claimed = root / f"reaping-{name}"
+        claimed = root / f"{CLAIM_PREFIX}{name}"
         try:
             entry.rename(claimed)
         except OSError:
             continue  # another reaper claimed it
-        destroy(claimed)
-        reaped.append(name)
+        if destroy(claimed):
+            reaped.append(name)
     return reaped

@@ -5,6 +5,11 @@
 else ``$XDG_CACHE_HOME/killpoint`` or ``~/.cache/killpoint``). It is built once, under a file lock, into a
 temporary folder that is renamed into place only when complete, so concurrent processes never see half a
 template and never build it twice.
+
+The temporary folder is ``.<key>.<pid>-<ctime>.tmp`` in the cache folder, named after the builder like the
+cluster folders (see ``reaper``): if the builder is killed mid-build (about 40 MB left behind),
+``reap_staging()`` removes it once the builder is dead: at the next template build, and at every
+``reap_orphans()``. The initdb itself runs in a cluster folder, which the reaper removes like any other.
 """
 
 from __future__ import annotations
@@ -12,31 +17,72 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import shutil
+import stat
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from killpoint.errors import EnvironmentProblem
 from killpoint.env.postgres.binaries import PgBinaries, RunAs
-from killpoint.env.postgres.reaper import new_cluster_dir
+from killpoint.env.postgres.reaper import new_cluster_dir, session_alive, session_id
+from killpoint.errors import EnvironmentProblem
 
 READY = ".killpoint-template-ready"
 SUPERUSER = "postgres"
+STAGING_RE = re.compile(r"^\.(?P<key>.+)\.(?P<pid>\d+)(?:-(?P<ctime>\d+))?\.tmp$")
+"""``.<key>.<pid>-<ctime>.tmp``; also the older ``.<key>.<pid>.tmp`` (builder told by pid alone)."""
+
+
+def cache_path() -> Path:
+    """Where templates are kept (see module doc), whether or not it exists yet."""
+    env = os.environ.get("KILLPOINT_CACHE_DIR")
+    if env:
+        return Path(env)
+    if os.geteuid() == 0:
+        return Path("/var/cache/killpoint")
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "killpoint"
 
 
 def cache_dir() -> Path:
-    """Where templates are kept (see module doc). Created if missing."""
-    env = os.environ.get("KILLPOINT_CACHE_DIR")
-    if env:
-        path = Path(env)
-    elif os.geteuid() == 0:
-        path = Path("/var/cache/killpoint")
-    else:
-        path = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "killpoint"
+    """``cache_path()``, created if missing."""
+    path = cache_path()
     path.mkdir(parents=True, exist_ok=True, mode=0o755)
     return path
+
+
+def staging_name(key: str) -> str:
+    """The temporary folder this process builds template ``key`` in (see module doc)."""
+    return f".{key}.{session_id()}.tmp"
+
+
+def reap_staging(cache: Path | None = None, key: str | None = None) -> list[str]:
+    """Remove the staging folders in ``cache`` (default ``cache_path()``) whose builder is dead, and that
+    this user owns (real directories, not symlinks); with ``key``, every staging folder of that key (call
+    it only under the key's build lock: no live builder can be using one then). Returns the names removed."""
+    cache = cache_path() if cache is None else cache
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(cache))
+    except OSError:
+        return removed
+    for entry in entries:
+        m = STAGING_RE.match(entry.name)
+        if not m:
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+            continue
+        ctime = m.group("ctime")
+        if m.group("key") != key and session_alive(int(m.group("pid")), None if ctime is None else int(ctime)):
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(entry.name)
+    return removed
 
 
 @contextmanager
@@ -111,8 +157,9 @@ def _ensure_template(cache: Path, bins: PgBinaries, user: RunAs) -> Path:
     with file_lock(cache / f"{key}.lock"):
         if (final / READY).exists():
             return final / "data"
+        reap_staging(cache, key)  # the lock is ours: any staging folder of this key is a dead builder's
         build = new_cluster_dir("template")
-        staging = cache / f".{key}.{os.getpid()}.tmp"
+        staging = cache / staging_name(key)
         try:
             initdb(bins, user, build / "data", build / "initdb.log")
             shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,150 @@
+"""Both launchers work: incarnations forked from the preloaded fork server, and fresh interpreters
+(`--spawn exec`). One trial each through the whole harness, and each launcher's process plumbing directly:
+start and exit reported in order, SIGSTOP/SIGCONT followed, SIGKILL reported as signal 9, close() ends
+every child."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from killpoint.env.barrier import BarrierServer
+from killpoint.env.launcher import ExecLauncher, ForkLauncher, Incarnation, Launcher
+from killpoint.env.postgres import PostgresHandle
+from killpoint.env.stepmodule import DEFAULT_STEPS
+from killpoint.faults.schedule import Schedule
+from killpoint.run.history import trace
+from killpoint.run.trial import Session, Trial
+from tests.helpers.agents import wait_for
+from tests.helpers.harness import harness_session
+
+SCHEDULE = "charge:effect.applied:kill"
+
+
+def trial_with_parents(session: Session) -> tuple[Trial, list[int]]:
+    """Run SCHEDULE and note, for each incarnation, the pid of its parent while it ran."""
+    session.baseline()
+    launcher = session.env.launcher
+    parents: list[int] = []
+    spawn = launcher.spawn
+
+    def spawn_and_look(*args: object, **kwargs: object) -> Incarnation:
+        inc = spawn(*args, **kwargs)  # type: ignore[arg-type]
+        parents.append(psutil.Process(inc.pid).ppid())
+        return inc
+
+    launcher.spawn = spawn_and_look  # type: ignore[method-assign]
+    try:
+        return session.trial(Schedule.parse(SCHEDULE)), parents
+    finally:
+        del launcher.spawn
+
+
+@pytest.fixture(scope="module")
+def fork_session(pg_server: PostgresHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+    with harness_session(pg_server, tmp_path_factory.mktemp("fork"), "test_launcher_fork") as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def exec_session(pg_server: PostgresHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+    with harness_session(pg_server, tmp_path_factory.mktemp("exec"), "test_launcher_exec", spawn="exec") as s:
+        yield s
+
+
+def test_fork_and_exec_launchers_run_the_same_trial(fork_session: Session, exec_session: Session) -> None:
+    assert isinstance(fork_session.env.launcher, ForkLauncher)
+    assert isinstance(exec_session.env.launcher, ExecLauncher)
+    forked, fork_parents = trial_with_parents(fork_session)
+    execd, exec_parents = trial_with_parents(exec_session)
+    assert forked.outcome == execd.outcome == "pass", (forked.verdicts, execd.verdicts)
+    assert fork_parents == [fork_session.env.launcher.server_pid] * 2
+    assert exec_parents == [os.getpid()] * 2
+    assert trace(forked.evidence.events, {forked.run_id: "<run>"}) == trace(execd.evidence.events, {execd.run_id: "<run>"})
+
+
+# ---- the launchers' process plumbing, without the rest of the harness ----------------------------------------
+
+class Held:
+    """A kill-point server that holds every worker at its first point until released."""
+
+    def __init__(self, path: Path) -> None:
+        self.reached = threading.Event()
+        self.release = threading.Event()
+        self.server = BarrierServer(path, self._point, lambda msg: None)
+
+    def _point(self, msg: dict) -> bool:
+        self.reached.set()
+        return self.release.wait(timeout=60)
+
+
+BLACK_BOX = """
+import json, os, socket, sys
+if sys.argv[1] == "--bad-usage":
+    sys.exit(2)
+sock = socket.socket(socket.AF_UNIX)
+sock.connect(os.environ["KILLPOINT_SOCKET"])
+report = {"v": 1, "kind": "point", "point": "step.start", "run_id": sys.argv[1], "step": "plan", "seq": 0,
+          "pid": os.getpid(), "incarnation": os.environ["KILLPOINT_INCARNATION"]}
+sock.sendall((json.dumps(report) + "\\n").encode())
+sock.makefile().readline()
+"""
+"""A worker in no particular language: it speaks the kill-point protocol by hand (a `--worker-cmd`)."""
+
+
+@pytest.fixture(params=["fork", "exec"])
+def launcher(request: pytest.FixtureRequest) -> Iterator[Launcher]:
+    """A fork server running the reference worker, or an exec launcher running the black-box worker."""
+    made: Launcher = (ForkLauncher([DEFAULT_STEPS]) if request.param == "fork"
+                      else ExecLauncher([sys.executable, "-c", BLACK_BOX, "{run_id}"]))
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def test_launcher_plumbing(launcher: Launcher, pg_dsn: str, tmp_path: Path) -> None:
+    """Exit codes; start before exit; SIGSTOP/SIGCONT followed; SIGKILL is signal 9; close() ends children."""
+    held = Held(tmp_path / "kp.sock")
+    order: list[tuple[str, str]] = []
+    launcher.on_start = lambda inc: order.append(("start", inc.inc))
+    launcher.on_exit = lambda inc: order.append(("exit", inc.inc))
+    env = {**os.environ, "DATABASE_URL": pg_dsn, "KILLPOINT_SOCKET": str(held.server.path),
+           "KILLPOINT_INCARNATION": "r-1#1"}
+    try:
+        usage = launcher.spawn("r-0#1", "--bad-usage", "worker", ["--bad-usage"], env, str(tmp_path / "usage.log"))
+        assert usage.ended.wait(timeout=30)
+        assert (usage.exit_code, usage.signal) == (2, None)  # the worker's usage error, as an exit code
+        assert order == [("start", "r-0#1"), ("exit", "r-0#1")]
+
+        inc = launcher.spawn("r-1#1", "r-1", "worker", ["r-1"], env, str(tmp_path / "w.log"))
+        assert inc.pid > 0 and inc.alive() and order[2:] == [("start", "r-1#1")]
+        assert held.reached.wait(timeout=30), (tmp_path / "w.log").read_text()
+        assert inc.send(signal.SIGSTOP)
+        assert inc.stopped.wait(timeout=10)
+        assert psutil.Process(inc.pid).status() == psutil.STATUS_STOPPED
+        assert inc.send(signal.SIGCONT)
+        assert inc.continued.wait(timeout=10) and not inc.stopped.is_set()
+        assert inc.send(signal.SIGKILL)
+        assert inc.ended.wait(timeout=10)
+        assert (inc.exit_code, inc.signal, inc.alive()) == (None, signal.SIGKILL, False)
+        assert order[2:] == [("start", "r-1#1"), ("exit", "r-1#1")]
+        assert not inc.send(signal.SIGKILL)  # a process that ended is never signalled again
+
+        held.reached.clear()
+        running = launcher.spawn("r-2#1", "r-2", "worker", ["r-2"], env, str(tmp_path / "w2.log"))
+        assert held.reached.wait(timeout=30)
+        launcher.close()
+        assert running.ended.wait(timeout=10) and running.signal == signal.SIGKILL
+        wait_for(lambda: not psutil.pid_exists(running.pid) or
+                 psutil.Process(running.pid).status() == psutil.STATUS_ZOMBIE, 10, "the worker to be gone")
+    finally:
+        held.release.set()
+        held.server.close()

@@ -1,0 +1,85 @@
+"""The step-module contract: a module that breaks it is refused with one line naming what is missing and
+the fix (exit 2 from the CLI, no traceback, nothing left running); a good one loads with its shape."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from killpoint.env.stepmodule import DEFAULT_STEPS, check, load
+from killpoint.errors import UsageError
+from killpoint.reference_agent import invoice_agent
+from tests.helpers.checks import describe
+from tests.helpers.sandbox import Sandbox
+
+# module under tests/gallery/invalid -> (what the line must name, what the fix must say)
+BAD_MODULES = {
+    "no_steps": ("has no STEPS", "define STEPS = {cursor: step_callable"),
+    "start_not_step": ("START = 'begin', which is not a step", "one of the STEPS keys: plan"),
+    "step_not_callable": ("step 'plan' that is not callable", "make each STEPS value a function"),
+    "no_state_version": ("has no STATE_VERSION", "define STATE_VERSION = 1"),
+    "missing_dependency": ("imports 'killpoint_no_such_dependency', which is not installed",
+                           "install killpoint_no_such_dependency"),
+    "raises_on_import": ("raised RuntimeError: configuration file agent.toml not found",
+                         "python -c 'import tests.gallery.invalid.raises_on_import'"),
+    "does_not_exist": ("step module 'tests.gallery.invalid.does_not_exist' cannot be imported", "give a dotted module path"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_MODULES))
+def test_load_refuses_with_what_and_fix(name: str) -> None:
+    what, fix = BAD_MODULES[name]
+    with pytest.raises(UsageError) as info:
+        load(f"tests.gallery.invalid.{name}")
+    err = info.value
+    assert err.code == "bad-steps-module" and err.exit_code == 2
+    assert what in err.message and fix in err.fix, err.line()
+    assert "\n" not in err.line()
+
+
+def _module(**attrs: object) -> types.ModuleType:
+    mod = types.ModuleType("fake_agent")
+    base = {"START": "a", "STEPS": {"a": lambda cp, ctx: None}, "STATE_VERSION": 1, "initial_state": lambda p: {}}
+    for k, v in {**base, **attrs}.items():
+        if v is not None:
+            setattr(mod, k, v)
+    return mod
+
+
+@pytest.mark.parametrize(("attrs", "words"), [
+    ({"STEPS": {}}, "has no STEPS"),
+    ({"STEPS": [("a", print)]}, "has no STEPS"),
+    ({"STEPS": {"a": print, "done": print}}, "a step named 'done'"),
+    ({"STATE_VERSION": "3"}, "STATE_VERSION = '3', not an int"),
+    ({"STATE_VERSION": 0}, "STATE_VERSION = 0, not an int"),
+    ({"STATE_VERSION": True}, "STATE_VERSION = True, not an int"),
+    ({"initial_state": {}}, "has no initial_state"),
+    ({"MIGRATIONS": {"1": print}}, "MIGRATIONS that is not {version: callable}"),
+])
+def test_check_names_each_violation(attrs: dict, words: str) -> None:
+    with pytest.raises(UsageError) as info:
+        check(_module(**attrs), "fake_agent")
+    assert words in info.value.message, info.value.line()
+
+
+def test_reference_agent_loads() -> None:
+    spec = load(DEFAULT_STEPS)
+    assert spec.start == "plan" and spec.steps == tuple(invoice_agent.STEPS)
+    assert spec.state_version == invoice_agent.STATE_VERSION and len(spec.digest) == 16
+    assert load("tests.gallery.variants.no_email_key").digest != spec.digest
+
+
+@pytest.mark.parametrize("name", sorted(BAD_MODULES))
+def test_cli_refuses_bad_step_module(sandbox: Sandbox, name: str) -> None:
+    what, fix = BAD_MODULES[name]
+    proc = sandbox.run("run", "--scenario", "crash-points", "--steps", f"tests.gallery.invalid.{name}",
+                       "--out", str(sandbox.out))
+    assert proc.returncode == 2, describe(proc)
+    assert "Traceback" not in proc.stderr + proc.stdout, describe(proc)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, describe(proc)
+    assert lines[0].startswith("killpoint: error[bad-steps-module]: ")
+    message, _, given_fix = lines[0].partition(". Fix: ")
+    assert what in message and fix in given_fix, lines[0]
+    assert sandbox.survivors() == [] and sandbox.leftover_dirs() == []

@@ -1,0 +1,82 @@
+"""A gallery of mutant agents: the reference agent with exactly one of the mistakes the two articles warn
+about, each in its own module (a step module for `--steps tests.gallery.mutants.<name>`).
+
+A step-module mutant changes a step; a runtime mutant re-exports the reference invoice agent and, at import
+time, replaces one piece of the reference runtime with a broken one. The fork server and an exec'd worker
+both import the step module before the worker runs, so the mutation is in force in every incarnation.
+Each module's docstring and a ``# BUG:`` comment name its mistake.
+
+This package's ``__init__`` imports none of the mutants (importing one applies its mutation): it is only
+the catalog the tests and ``bench/detection.py`` read. For each mutant it records the scenario that
+exercises it, one minimal schedule that catches it, and the checker expected to flag it. The harness is
+never told about mutants: detection comes from its general property checkers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PACKAGE = "tests.gallery.mutants"
+"""The dotted path the harness imports mutants by (the repository root on the path), as the tests and
+``bench/detection.py`` import this catalog."""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One mutant: its module name, its bug, and how the harness is expected to catch it."""
+
+    name: str
+    bug: str
+    scenario: str
+    schedule: str
+    checker: str
+    args: tuple[str, ...] = ()
+    """Further arguments of the scenario the catching trial needs (e.g. a grace period)."""
+
+    @property
+    def module(self) -> str:
+        return f"{PACKAGE}.{self.name}"
+
+    def replay_args(self, steps: str | None = None) -> list[str]:
+        """`killpoint replay` arguments of the catching trial, for this mutant (or for `steps`)."""
+        what = ["--schedule", self.schedule] if self.schedule else []
+        return ["replay", "--scenario", self.scenario, *what, *self.args, "--steps", steps or self.module]
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant("seq_key", "idempotency key built from seq, in a runtime that checkpoints when it claims a run",
+           "crash-points", "charge:effect.responded:kill", "exactly_once"),
+    Mutant("no_key", "no idempotency key at all", "crash-points", "charge:effect.applied:kill", "exactly_once"),
+    Mutant("no_guard", "the checkpoint upsert without the monotonic guard (a zombie rewinds the run)",
+           "zombie-worker", "email:step.start:stop", "no_rewind"),
+    Mutant("no_lease", "no lease (two workers work one run)", "zombie-worker", "charge:checkpoint.committed:stop",
+           "bounded_rework"),
+    Mutant("checkpoint_before_effect", "checkpoint written before the effect (a crash loses the effect)",
+           "crash-points", "charge:checkpoint.committed:kill", "exactly_once"),
+    Mutant("two_effects", "two externally visible effects in one step", "crash-points",
+           "charge:checkpoint.writing:kill", "bounded_rework"),
+    Mutant("window_rebuilt", "the window rebuilt from state instead of saved", "crash-points",
+           "validate:step.start:kill", "context_fidelity"),
+    Mutant("no_version_check", "no version check (a newer checkpoint is resumed with fields missing)",
+           "rollback-refusal", "", "refuses_newer_version", ("--seed", "0")),
+    Mutant("missing_migration", "a missing migration defaults a boolean to False and re-does an approved step",
+           "schema-upgrade", "validate:step.start:term", "context_fidelity",
+           ("--previous-steps", f"{PACKAGE}.invoice_agent_v1")),
+    Mutant("exit_on_sigterm", "a SIGTERM handler that exits at once without draining", "crash-points",
+           "charge:step.start:term", "drains_on_sigterm"),
+    Mutant("drain_over_grace", "a drain deadline longer than the grace period (the handler is decorative)",
+           "deploy-drain", "charge:step.start:term", "drains_on_sigterm", ("--grace", "0.7")),
+    Mutant("sweeper_no_dedupe", "a sweeper without the dedupe job id", "stalled-sweep",
+           "charge:checkpoint.committed:kill", "resumed_once"),
+    Mutant("torn_checkpoint", "a checkpoint saved in two statements outside one transaction", "crash-points",
+           "record:checkpoint.writing:kill", "completes"),
+    Mutant("cost_on_replay", "cost added again on replay", "crash-points", "validate:checkpoint.writing:kill",
+           "cost_accounted"),
+)
+"""Every mutant. ``schedule`` is empty where the scenario's own seeded trial (``--seed`` in ``args``), not a
+fault, exercises the bug."""
+
+PREVIOUS_CODE = {f"{PACKAGE}.invoice_agent_v1"}
+"""Modules here that are not mutants: the agent's previous code, for the schema-upgrade scenario."""
+
+BY_NAME: dict[str, Mutant] = {m.name: m for m in MUTANTS}

@@ -1,0 +1,17 @@
+"""Shared assertions on what the CLI printed."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+
+def failing_checkers(stdout: str) -> list[str]:
+    """The checkers a CLI report names as failing (`  <checker>: fail: ...` lines), in the order printed,
+    once per line (so two reports can be compared, not only searched)."""
+    return re.findall(r"^\s+(\w+): fail:", stdout, flags=re.MULTILINE)
+
+
+def describe(proc: subprocess.CompletedProcess[str]) -> str:
+    """A finished CLI subprocess for an assertion message: its exit code and the tails of its output."""
+    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}"

@@ -1,0 +1,125 @@
+"""The CLI as a subprocess, in a sandbox of its own, and a census of the processes and temp dirs a harness
+process leaves behind.
+
+Tests get one through the ``sandbox`` fixture (tests/conftest.py), which closes it afterwards whatever the
+test did; code that needs several at once (a module-scoped fixture running subprocesses in threads) uses
+``with Sandbox(root) as box:``, which closes it the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from tests.helpers import pythonpath
+
+TAG_VAR = "KILLPOINT_TEST_TAG"
+"""Set in a harness subprocess's environment; every process it starts inherits it, so they can be found
+after the harness is gone (reparented processes no longer descend from it)."""
+
+
+@dataclass
+class Sandbox:
+    """A private place for harness subprocesses: their cwd, TMPDIR, Postgres cluster root and a tag.
+
+    `run()` / `start()` run `killpoint ARGS` as a real subprocess (as a user would: no stdin, output
+    captured; a subprocess because exit codes, stderr lines and cleanup are only honest when the process
+    really ends). `env()` is the environment they start with; `survivors()` lists live processes carrying
+    the tag (or serving a cluster under the sandbox's root); `leftover_dirs()` lists temp dirs and clusters
+    still on disk. A clean harness leaves both empty. `close()` removes whatever is left.
+
+    The cluster root is outside `root` (pytest's folders are private to root, and as root the server runs
+    as an unprivileged user who must reach its data directory).
+    """
+
+    root: Path
+    tag: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def __post_init__(self) -> None:
+        for d in (self.cwd, self.tmp, self.pg_root):
+            d.mkdir(parents=True, exist_ok=True)
+        self.pg_root.chmod(0o755)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Kill what the sandbox's harness left running and remove its cluster root (the one cleanup)."""
+        for line in self.survivors():
+            with contextlib.suppress(psutil.Error):
+                psutil.Process(int(line.split()[0])).kill()
+        shutil.rmtree(self.pg_root, ignore_errors=True)
+
+    @property
+    def cwd(self) -> Path:
+        return self.root / "cwd"
+
+    @property
+    def tmp(self) -> Path:
+        return self.root / "tmp"
+
+    @property
+    def pg_root(self) -> Path:
+        return Path(tempfile.gettempdir()) / f"killpoint-test-pg-{self.tag[:16]}"
+
+    @property
+    def out(self) -> Path:
+        return self.root / "runs"
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update({TAG_VAR: self.tag, "TMPDIR": str(self.tmp), "KILLPOINT_PG_ROOT": str(self.pg_root),
+                    "PYTHONPATH": pythonpath(), "COLUMNS": "200", "NO_COLOR": "1"})
+        return env
+
+    def argv(self, *args: str) -> list[str]:
+        """`python -m killpoint.cli.main ARGS`: the checkout's CLI, installed or not."""
+        return [sys.executable, "-m", "killpoint.cli.main", *args]
+
+    def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        """`killpoint ARGS` to its end, output captured."""
+        return subprocess.run(self.argv(*args), capture_output=True, text=True, cwd=self.cwd, env=self.env(),
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """`killpoint ARGS` in the background, output captured, with SIGINT at its default (a shell
+        starts background jobs with SIGINT ignored, and Python keeps an ignored SIGINT ignored)."""
+        return subprocess.Popen(self.argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                cwd=self.cwd, env=self.env(), stdin=subprocess.DEVNULL, preexec_fn=_default_sigint)
+
+    def survivors(self) -> list[str]:
+        """Live processes the sandbox's harness started (directly or not), as 'pid name cmdline'."""
+        out = []
+        for proc in psutil.process_iter(["pid", "name", "cmdline"]):
+            if proc.pid == os.getpid():
+                continue
+            try:
+                if proc.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                cmdline = " ".join(proc.info["cmdline"] or [])
+                if str(self.pg_root) in cmdline or proc.environ().get(TAG_VAR) == self.tag:
+                    out.append(f"{proc.pid} {proc.info['name']} {cmdline[:120]}")
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        return out
+
+    def leftover_dirs(self) -> list[str]:
+        """Temp dirs and Postgres clusters still on disk."""
+        return sorted(str(p) for d in (self.tmp, self.pg_root) for p in d.iterdir())
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -1,0 +1,64 @@
+"""SIGTERM drains: the in-flight step finishes and is checkpointed, the run is left paused, exit 0."""
+
+from __future__ import annotations
+
+import signal
+
+from tests.helpers.agents import AgentEnv, agent_fixture, wait_for  # noqa: F401 (the `agent` fixture)
+
+
+def test_sigterm_while_held_at_step_start_finishes_the_step_then_yields(agent: AgentEnv) -> None:
+    """The signal lands while the worker is blocked reading the harness's answer: the read goes on."""
+    worker = agent.term_at("r-d", "charge", "step.start", KILLPOINT_STEP_DELAY=0.2)
+    assert worker.wait() == 0, worker.output
+    row = agent.row("r-d")
+    assert (row["status"], row["data"]["status"], row["data"]["cursor"]) == ("paused", "paused", "email")
+    assert len(agent.effects("r-d", "ledger")) == 1 and agent.effects("r-d", "mailer") == []
+    assert "yielding for shutdown" in worker.output
+    [yielded] = agent.points.notes("drain.yield")
+    assert (yielded["run_id"], yielded["step"]) == ("r-d", "email")
+    assert agent.conn.execute("SELECT count(*) FROM leases").fetchone() == (0,)
+
+    resumed = agent.run("r-d")
+    assert resumed.proc.returncode == 0, resumed.output
+    assert agent.row("r-d")["data"]["cursor"] == "done"
+    assert len(agent.effects("r-d", "ledger")) == 1 and len(agent.effects("r-d", "mailer")) == 1
+
+
+def test_sigterm_mid_step_drains_after_the_step(agent: AgentEnv) -> None:
+    hold = agent.points.hold("step.start", "validate")
+    worker = agent.start("r-mid", KILLPOINT_STEP_DELAY=1.0)
+    hold.wait()
+    hold.release()
+    worker.signal(signal.SIGTERM)  # lands in the step's one-second flight
+    assert worker.wait() == 0, worker.output
+    row = agent.row("r-mid")
+    assert (row["status"], row["data"]["cursor"], row["seq"]) == ("paused", "charge", 2)
+    assert len(agent.model_requests("r-mid")) == 2
+    assert agent.effects("r-mid", "ledger") == []
+
+
+def test_sigterm_between_steps_takes_no_new_step(agent: AgentEnv) -> None:
+    worker = agent.term_at("r-btw", "plan", "checkpoint.committed")
+    assert worker.wait() == 0, worker.output
+    row = agent.row("r-btw")
+    assert (row["status"], row["data"]["cursor"], row["seq"]) == ("paused", "validate", 2)
+    assert len(agent.model_requests("r-btw")) == 1
+    assert ("validate", "step.start") not in agent.points.points()
+
+
+def test_drain_deadline_exits_6_without_checkpointing_the_step(agent: AgentEnv) -> None:
+    worker = agent.term_at("r-late", "plan", "step.start", KILLPOINT_STEP_DELAY=30, KILLPOINT_DRAIN_SECONDS=0.3)
+    assert worker.wait(timeout=20) == 6, worker.output  # long before the 30 s step would have ended
+    assert "drain deadline" in worker.output
+    row = agent.row("r-late")
+    assert (row["seq"], row["status"], row["data"]["cursor"]) == (0, "running", "plan")
+    assert agent.model_requests("r-late") == []
+
+
+def test_queue_worker_with_nothing_to_do_exits_0_on_sigterm(agent: AgentEnv) -> None:
+    agent.points  # noqa: B018 -- the worker.start note says the SIGTERM handler is installed
+    worker = agent.start("-", "--queue", "--follow")
+    wait_for(lambda: agent.points.notes("worker.start"), what="the worker.start note")
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(timeout=20) == 0, worker.output

@@ -1,0 +1,124 @@
+"""The checkpoint store's monotonic guard and the per-run lease: in process, and with real workers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from killpoint.reference_agent.checkpoint import Checkpoint
+from killpoint.reference_agent.lease import Lease, LeaseBusy, LeaseLost
+from killpoint.reference_agent.schema import ensure_schema
+from killpoint.reference_agent.store import CheckpointStore, Fenced
+from tests.helpers.agents import AgentEnv, agent_fixture  # noqa: F401 (the `agent` fixture)
+
+
+@pytest.fixture
+def conn(pg_dsn: str) -> Iterator[psycopg.Connection]:
+    with psycopg.connect(pg_dsn, autocommit=True) as c:
+        ensure_schema(c)
+        yield c
+
+
+def cp(seq: int, cursor: str = "plan", run_id: str = "r-1") -> Checkpoint:
+    return Checkpoint(run_id=run_id, seq=seq, version=1, cursor=cursor, status="running",
+                      state={"n": seq}, window=[], cost_usd=0.0, updated_at="t")
+
+
+def test_older_seq_cannot_overwrite_newer(conn: psycopg.Connection) -> None:
+    store = CheckpointStore(conn)
+    store.save(cp(1))
+    store.save(cp(3, "email"))
+    for stale in (2, 3):  # older, and equal: both refused
+        with pytest.raises(Fenced) as refused:
+            store.save(cp(stale, "charge"))
+        assert (refused.value.seq, refused.value.stored_seq) == (stale, 3)
+    assert store.load("r-1") == cp(3, "email").to_json()
+    assert conn.execute("SELECT seq, status FROM checkpoints").fetchall() == [(3, "running")]
+
+
+def test_fenced_write_rolls_back_the_steps_own_write(conn: psycopg.Connection) -> None:
+    store = CheckpointStore(conn)
+    store.save(cp(5))
+    points: list[str] = []
+
+    def insert(cur: psycopg.Cursor) -> None:
+        cur.execute("INSERT INTO invoices VALUES ('r-1', 'INV-1', 100)")
+
+    with pytest.raises(Fenced):
+        store.save(cp(4), in_txn=insert, point=points.append)
+    assert conn.execute("SELECT count(*) FROM invoices").fetchone() == (0,)
+    assert points == []  # a refused write reaches neither checkpoint point
+    store.save(cp(6), in_txn=insert, point=points.append)
+    assert conn.execute("SELECT count(*) FROM invoices").fetchone() == (1,)
+    assert points == ["checkpoint.writing", "checkpoint.committed"]
+
+
+def test_lease_keeps_other_owners_out_until_it_expires(conn: psycopg.Connection) -> None:
+    mine, theirs = Lease(conn, "r-1", "a", 30), Lease(conn, "r-1", "b", 30)
+    mine.acquire()
+    mine.acquire()  # re-entrant for the same owner
+    with pytest.raises(LeaseBusy) as busy:
+        theirs.acquire()
+    assert busy.value.holder == "a"
+    conn.execute("UPDATE leases SET expires_at = now() - interval '1 second' WHERE run_id = 'r-1'")
+    theirs.acquire()
+    with pytest.raises(LeaseLost):
+        mine.renew()
+    theirs.renew()
+    mine.release()  # not ours any more: no effect
+    assert conn.execute("SELECT owner FROM leases").fetchall() == [("b",)]
+    theirs.release()
+    assert conn.execute("SELECT count(*) FROM leases").fetchone() == (0,)
+
+
+def test_fenced_worker_stops_without_further_effects(agent: AgentEnv) -> None:
+    """A zombie (held before `charge`, its lease expired, the run finished by another worker) resumes: its
+    checkpoint write is refused, it exits 4 and does nothing more."""
+    hold = agent.points.hold("step.start", "charge")
+    zombie = agent.start("r-z")
+    hold.wait()
+    agent.expire_lease("r-z")
+    successor = agent.run("r-z")
+    assert successor.proc.returncode == 0, successor.output
+    finished = agent.row("r-z")
+    assert finished["data"]["cursor"] == "done"
+
+    hold.release()
+    assert zombie.wait() == 4, zombie.output
+    assert "FENCED" in zombie.output
+    assert agent.row("r-z") == finished
+    assert len(agent.effects("r-z", "ledger")) == 1  # its charge was deduplicated by the key
+    assert len(agent.effects("r-z", "mailer")) == 1  # and it never went on to the email
+    assert agent.invoices("r-z") == [("INV-1001", 12_500)]
+    assert [n["note"] for n in agent.points.notes("fenced")] == ["fenced"]
+
+
+def test_live_lease_keeps_a_second_worker_out(agent: AgentEnv) -> None:
+    hold = agent.points.hold("step.start", "plan")
+    first = agent.start("r-l", KILLPOINT_WORKER_ID="first")
+    hold.wait()
+    before = agent.row("r-l")
+    second = agent.run("r-l", KILLPOINT_WORKER_ID="second")
+    assert second.proc.returncode == 5, second.output
+    assert agent.row("r-l") == before
+    assert agent.model_requests("r-l") == []
+    assert agent.points.notes("lease.busy")[0]["holder"] == "first"
+    hold.release()
+    assert first.wait() == 0, first.output
+    assert agent.row("r-l")["data"]["cursor"] == "done"
+    assert agent.conn.execute("SELECT count(*) FROM leases").fetchone() == (0,)  # released at the end
+
+
+def test_worker_that_lost_its_lease_stops_before_the_next_step(agent: AgentEnv) -> None:
+    hold = agent.points.hold("checkpoint.committed", "plan")
+    worker = agent.start("r-lost")
+    hold.wait()
+    agent.conn.execute("UPDATE leases SET owner = 'usurper', expires_at = now() + interval '1 minute' "
+                       "WHERE run_id = 'r-lost'")
+    hold.release()
+    assert worker.wait() == 5, worker.output
+    assert agent.row("r-lost")["data"]["cursor"] == "validate"
+    assert len(agent.model_requests("r-lost")) == 1
+    assert agent.points.notes("lease.lost")

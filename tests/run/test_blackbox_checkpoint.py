@@ -1,0 +1,50 @@
+"""A black-box worker (`--worker-cmd`) is held at its checkpoint points from outside, by the trigger of
+harness/sqlbarrier.py: faults at `checkpoint.writing` and `checkpoint.committed` fire, through the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.sandbox import Sandbox
+
+BLACK_BOX = "env -u KILLPOINT_SOCKET python -m killpoint.reference_agent.worker {run_id}"
+
+
+def _replay(sandbox: Sandbox, tmp_path: Path, schedule: str, *extra: str):
+    return sandbox.run("replay", "--scenario", "crash-points", "--schedule", schedule,
+                         "--worker-cmd", BLACK_BOX, "--out", str(tmp_path), "--quiet", *extra)
+
+
+def _events(tmp_path: Path) -> list[dict]:
+    (history,) = tmp_path.glob("*/history.jsonl")
+    return [json.loads(line) for line in history.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("schedule", ["charge:checkpoint.writing:kill", "email:checkpoint.writing:term",
+                                      "charge:checkpoint.committed:kill", "charge:checkpoint.committed:stop"])
+def test_a_black_box_worker_is_held_at_its_checkpoint_points(sandbox: Sandbox, tmp_path: Path, schedule: str) -> None:
+    out = _replay(sandbox, tmp_path, schedule)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "PASS     crash-points" in out.stdout
+    assert "never reached" not in out.stdout, out.stdout
+    step, point, action = schedule.split(":")
+    events = _events(tmp_path)
+    faults = [e for e in events if e["type"] == "fault"]
+    assert [(e["step"], e["point"], e["action"]) for e in faults] == [(step, point, action)]
+    ends = [e for e in events if e["type"] == "run.end" and e["run_id"] == faults[0]["run_id"]]
+    assert ends and ends[0]["unfired"] == []
+
+
+def test_a_kill_inside_the_checkpoint_transaction_commits_nothing(sandbox: Sandbox, tmp_path: Path) -> None:
+    """The killed worker's backend waits inside COMMIT: it must be aborted, not let through. The charge
+    step's checkpoint (seq 3) is written by the second incarnation, never by the killed first one."""
+    out = _replay(sandbox, tmp_path, "charge:checkpoint.writing:kill")
+    assert out.returncode == 0, out.stdout + out.stderr
+    events = _events(tmp_path)
+    run_id = next(e["run_id"] for e in events if e["type"] == "fault")
+    committed = [e for e in events if e["type"] == "point" and e["run_id"] == run_id
+                 and e["point"] == "checkpoint.committed" and e["step"] == "charge"]
+    assert [(e["inc"], e["seq"]) for e in committed] == [(f"{run_id}#2", 3)]

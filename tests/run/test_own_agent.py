@@ -1,0 +1,128 @@
+"""An agent that is not the reference agent gets plain answers: its schedules are checked against its own
+steps before anything runs, a fault it never reaches leaves a trial unknown (never a pass), fields that
+differ between two crash-free runs are found and left out (and a field that differs only after a crash is
+still a failure), and a checker with no evidence for it (no model requests) does not decide the run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from killpoint.checkers import run_checkers
+from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.verdict import combine
+from killpoint.env.postgres import PostgresHandle
+from killpoint.faults.schedule import Schedule, ScheduleError
+from killpoint.run.trial import Session
+from tests.helpers.harness import harness_session
+from tests.helpers.sandbox import Sandbox
+
+TIMESTAMPED = "tests.gallery.variants.timestamped"
+RESUME_MARKED = "tests.gallery.variants.resume_marked"
+
+
+@pytest.fixture(scope="module")
+def timestamped(pg_server: PostgresHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+    with harness_session(pg_server, tmp_path_factory.mktemp("timestamped"), "t_own_timestamped",
+                         steps=TIMESTAMPED) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def marked(pg_server: PostgresHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+    with harness_session(pg_server, tmp_path_factory.mktemp("marked"), "t_own_marked", steps=RESUME_MARKED) as s:
+        yield s
+
+
+def test_a_field_that_differs_between_crash_free_runs_is_found_and_not_compared(timestamped: Session) -> None:
+    base = timestamped.baseline()
+    assert base.volatile == {"state.recorded_at"}
+    trial = timestamped.trial(Schedule.parse("email:effect.applied:kill"))
+    assert trial.outcome == "pass", trial.failing()
+    same = next(v for v in trial.verdicts if v.checker == "same_final_state")
+    assert "not compared" in same.reason and "state.recorded_at" in same.reason
+
+
+def test_a_field_that_differs_only_after_a_crash_still_fails(marked: Session) -> None:
+    assert marked.baseline().volatile == frozenset()  # both crash-free runs were done by their first worker
+    trial = marked.trial(Schedule.parse("record:step.start:kill"))
+    assert trial.outcome == "fail"
+    same = next(v for v in trial.verdicts if v.checker == "same_final_state")
+    assert same.outcome == "fail" and any("recorded_by" in line for line in same.evidence), same
+
+
+def test_a_fault_on_a_step_the_agent_lacks_is_refused_before_anything_runs(timestamped: Session) -> None:
+    before = len(timestamped.history.events("run.begin"))
+    with pytest.raises(ScheduleError, match="unknown step 'refnd'.*use one of: charge, email, plan, record"):
+        timestamped.trial(Schedule.parse("refnd:effect.applied:kill"))
+    assert len(timestamped.history.events("run.begin")) == before
+
+
+def test_an_explicit_fault_that_never_fires_leaves_the_trial_unknown(timestamped: Session) -> None:
+    trial = timestamped.trial(Schedule.parse("email:effect.applied:kill@5"))
+    assert trial.outcome == "unknown"
+    v = next(v for v in trial.verdicts if v.checker == "faults_injected")
+    assert v.outcome == "unknown" and "email:effect.applied:kill@5" in v.reason
+
+
+def test_a_checker_without_evidence_for_this_agent_does_not_decide() -> None:
+    ev = Evidence(run_id="r", final={"cursor": "done", "status": "done", "state": {}})
+    base = Evidence(run_id="b", final={"cursor": "done", "status": "done", "state": {}})
+    (fidelity,) = run_checkers(["context_fidelity"], ev, base)
+    assert fidelity.outcome == "n/a" and "no model requests" in fidelity.reason
+    assert combine([fidelity, *run_checkers(["completes"], ev, base)]) == "pass"
+    assert combine([fidelity]) == "unknown"  # nothing decided it: never a pass
+
+
+def test_replay_of_a_fault_that_never_fires_is_unknown_not_pass(sandbox: Sandbox) -> None:
+    done = sandbox.run("replay", "--scenario", "crash-points", "--schedule", "email:effect.applied:kill@7",
+                       "--out", str(sandbox.out))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "UNKNOWN" in done.stdout and "faults_injected" in done.stdout
+    assert "email:effect.applied:kill@7" in done.stdout
+
+
+def test_one_scenarios_error_does_not_cost_the_others(sandbox: Sandbox) -> None:
+    """schema-upgrade with previous code that does not import is an error of that scenario; the run goes on,
+    and the run directory and the JUnit file are complete."""
+    junit = sandbox.cwd / "junit.xml"
+    done = sandbox.run("run", "--scenario", "schema-upgrade", "--scenario", "rollback-refusal",
+                       "--previous-steps", "no.such.module", "--out", str(sandbox.out), "--junit", str(junit),
+                       "--quiet")
+    assert "Traceback" not in done.stderr
+    (run_dir,) = sandbox.out.iterdir()
+    verdicts = {r["scenario"]: r for r in json.loads((run_dir / "verdicts.json").read_text())}
+    assert verdicts["rollback-refusal"]["outcome"] == "pass", verdicts
+    assert verdicts["schema-upgrade"]["outcome"] in ("error", "skipped")
+    assert "no.such.module" in verdicts["schema-upgrade"]["reason"]
+    assert (run_dir / "meta.json").is_file() and junit.is_file()
+    assert done.returncode != 0 or verdicts["schema-upgrade"]["outcome"] == "skipped"
+
+
+def test_skip_scenario_leaves_it_out_and_a_misspelt_one_is_a_usage_error(sandbox: Sandbox) -> None:
+    done = sandbox.run("run", "--scenario", "rollback-refusal", "--scenario", "db-crash",
+                       "--skip-scenario", "db-crash", "--out", str(sandbox.out), "--quiet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "rollback-refusal" in done.stdout and "db-crash" not in done.stdout
+    bad = sandbox.run("run", "--skip-scenario", "no-such-scenario", "--out", str(sandbox.out))
+    assert bad.returncode == 2 and "unknown-scenario" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_an_agent_that_fails_without_faults_is_said_to_at_the_top(sandbox: Sandbox, tmp_path: Path) -> None:
+    (sandbox.cwd / "keyerror_agent.py").write_text(
+        "from killpoint.reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, initial_state\n"
+        "from killpoint.reference_agent.invoice_agent import STEPS as _STEPS\n\n"
+        "def email(cp, ctx):\n    return cp.state['no_such_field']\n\n"
+        "STEPS = {**_STEPS, 'email': email}\n")
+    done = sandbox.run("run", "--steps", "keyerror_agent", "--scenario", "crash-points", "--out", str(sandbox.out),
+                       "--quiet")
+    assert done.returncode == 1, done.stdout + done.stderr
+    first = done.stdout.strip().splitlines()[0]
+    assert first.startswith("FAIL: the agent keyerror_agent fails with no faults"), done.stdout
+    assert "KeyError: 'no_such_field'" in done.stdout and "no faulted trial was run" in done.stdout
+    (run_dir,) = sandbox.out.iterdir()
+    events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    assert {e["run_id"] for e in events if e["type"] == "run.begin"} == {"baseline-1"}
