@@ -423,14 +423,15 @@ def test_keep_alive_and_no_nagle_delay(svc):
 
 
 def test_stop_closes_everything():
+    others = set(threading.enumerate())  # another test's fakes (still stopping) are not this one's
     services = Services.start()
     port = services.ports["ledger"]
     with httpx2.Client(timeout=5) as c:
         post(c, services, "ledger", "r-1", CHARGE, key="k")  # leaves a keep-alive connection open
-        before = {t.name for t in threading.enumerate()}
-        assert any(name.startswith("fake-ledger") for name in before)
+        mine = [t for t in threading.enumerate() if t not in others and t.name.startswith("fake-")]
+        assert any(t.name.startswith("fake-ledger") for t in mine)
         services.stop()
-        assert not any(t.name.startswith("fake-") for t in threading.enumerate())
+        assert not [t.name for t in mine if t.is_alive()]
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", port), timeout=1)
 
