@@ -15,6 +15,7 @@ time from the session's first trial (the crash-free baseline included) to the en
     python bench/detection.py                     # every mutant, a markdown table on stdout
     python bench/detection.py --mutant no_key     # some of them
     python bench/detection.py --random 20 --seed 3
+    python bench/detection.py --plain 10          # and the column: caught by a plain `killpoint run --steps`
 
 Run it from the repository root (the mutants are imported as `tests.gallery.mutants.*`).
 """
@@ -120,6 +121,25 @@ def child(name: str, mode: str, count: int, seed: int) -> Found:
     return Found(**json.loads(lines[-1]))
 
 
+def plain(m: Mutant, seed: int, budget: float) -> str:
+    """Whether a plain `killpoint run --steps MUTANT` (every scenario, no other flag but the seed and the
+    random budget that make it repeatable) fails: "yes (checkers)" or "no", with its wall time."""
+    with tempfile.TemporaryDirectory(prefix="killpoint-plain-") as tmp:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH"))
+                                                             if p)}
+        started = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "killpoint.cli.main", "run", "--steps", m.module,
+                               "--seed", str(seed), "--budget", f"{budget:g}", "--no-store"],
+                              capture_output=True, text=True, cwd=tmp, env=env, stdin=subprocess.DEVNULL,
+                              timeout=7200)
+        took = time.monotonic() - started
+    failing = sorted({ln.split(":")[0].strip() for ln in proc.stdout.splitlines()
+                      if ln.startswith("  ") and ": fail:" in ln})
+    if proc.returncode == 1:
+        return f"yes ({', '.join(failing) or 'fail'}; {took:.0f}s)"
+    return f"no (exit {proc.returncode}; {took:.0f}s)"
+
+
 def cell(f: Found, limit: int | None = None) -> str:
     if f.error:
         return f"error: {f.error[:60]}"
@@ -133,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mutant", action="append", choices=sorted(BY_NAME), help="only these (repeatable)")
     p.add_argument("--random", type=int, default=30, metavar="N", help="random schedules at most (default 30)")
     p.add_argument("--seed", type=int, default=1, help="base seed of the random mode (default 1)")
+    p.add_argument("--plain", type=float, default=None, metavar="BUDGET",
+                   help="add the column: caught by a plain `killpoint run --steps` (every scenario; BUDGET seconds "
+                        "of random exploration per scenario); slow: one whole run per mutant")
     p.add_argument("--child", nargs=2, metavar=("MUTANT", "MODE"), help=argparse.SUPPRESS)
     p.add_argument("--out", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -143,15 +166,17 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [BY_NAME[n] for n in args.mutant] if args.mutant else list(MUTANTS)
     print(f"Detection of {len(chosen)} mutants: schedules tried / seconds to the first failing trial "
           f"(random: at most {args.random} schedules from base seed {args.seed}).\n")
-    print("| mutant | scenario | exhaustive | random | caught by (exhaustive) | first failing schedule |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    extra = " caught by a plain `killpoint run --steps` |" if args.plain is not None else ""
+    print("| mutant | scenario | exhaustive | random | caught by (exhaustive) | first failing schedule |" + extra)
+    print("| --- | --- | --- | --- | --- | --- |" + (" --- |" if extra else ""))
     missed = 0
     for m in chosen:
         ex = child(m.name, "exhaustive", args.random, args.seed)
         rnd = child(m.name, "random", args.random, args.seed)
         missed += ex.seconds is None
+        column = f" {plain(m, args.seed, args.plain)} |" if args.plain is not None else ""
         print(f"| {m.name} | {m.scenario} | {cell(ex)} | {cell(rnd, args.random)} | {ex.checker or '-'} | "
-              f"`{ex.schedule or '-'}` |", flush=True)
+              f"`{ex.schedule or '-'}` |{column}", flush=True)
     return 1 if missed else 0
 
 

@@ -27,13 +27,13 @@ from pathlib import Path
 
 from killpoint.env.barrier import BarrierServer
 from killpoint.env.environment import Environment
-from killpoint.run.history import History
 from killpoint.env.launcher import ExecLauncher, ForkLauncher, Launcher
-from killpoint.run.options import RunOptions
 from killpoint.env.postgres import provide
 from killpoint.env.stepmodule import DEFAULT_STEPS, load
-from killpoint.run.trial import Session
 from killpoint.reference_agent.schema import ensure_schema
+from killpoint.run.history import History
+from killpoint.run.options import RunOptions
+from killpoint.run.trial import Session
 
 
 class Clock:

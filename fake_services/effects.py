@@ -148,12 +148,21 @@ def effect_id(spec: EffectSpec, run_id: str, seed: str) -> str:
 
 
 def info_for(request: Request, attempt: dict[str, Any]) -> dict[str, Any]:
-    """What the hook is told about a request (see ``hooks.py``)."""
-    return {
+    """What the hook is told about a request (see ``hooks.py``); a ``Killpoint-Step`` header, which a
+    worker may send to name the step a request belongs to, is passed on as ``step``."""
+    info = {
         "service": attempt["service"], "run_id": request.run_id, "key": attempt["key"],
         "path": request.path, "payload_digest": attempt["payload_digest"],
         "headers": dict(request.headers), "order": attempt["order"],
     }
+    step = request.headers.get(STEP_HEADER)
+    if step:
+        info["step"] = step
+    return info
+
+
+STEP_HEADER = "killpoint-step"
+"""The request header naming its step (lower-case: the server lower-cases header names)."""
 
 
 def has_bearer(headers: dict[str, str]) -> bool:

@@ -4,10 +4,11 @@ A hook is ``hook(point, info) -> Decision | None``. It is called in the request'
 block as long as it likes (it is the harness's barrier: the request is held until it returns).
 ``None`` means ``Decision.GO``.
 
-``point`` is one of :data:`POINTS`. ``info`` holds ``service`` (mailer | ledger | webhook | stripe | resend
-at the effect points; model | openai at ``model.request``), ``run_id``, ``key``, ``path``,
-``payload_digest``, ``headers`` (lower-case names) and ``order`` (the attempt's arrival number); at
-``effect.applied`` also ``effect_id``; at ``model.request`` also ``model`` and ``retry_count``.
+``point`` is one of :data:`POINTS`. ``info`` holds ``service`` (mailer | ledger | webhook | stripe | resend,
+or the name of an upstream behind the recording proxy, at the effect points; model | openai at
+``model.request``), ``run_id``, ``key``, ``path``, ``payload_digest``, ``headers`` (lower-case names) and
+``order`` (the attempt's arrival number); ``step`` when the request names its step in a ``Killpoint-Step``
+header; at ``effect.applied`` also ``effect_id``; at ``model.request`` also ``model`` and ``retry_count``.
 
 What each action does, by point (errors in each API's own shape, so its SDK raises its own types):
 

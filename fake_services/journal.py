@@ -10,7 +10,8 @@ Contract:
   (HTTP status sent, None for a drop), ``path``, ``t`` (``time.monotonic()`` at arrival). ``outcome`` is
   ``pending`` while the request is in flight (e.g. held by the hook), then one of applied |
   deduplicated | rejected | injected-error | dropped, or ``internal-error`` (the hook raised, or a bug
-  of the fake). ``client_gone: True`` is added when the response could not be written.
+  of the fake), or ``upstream-error`` (the recording proxy could not reach the service behind it).
+  ``client_gone: True`` is added when the response could not be written.
 - An *effect* is listed apart, once per applied effect: ``order``, ``service``, ``run_id``, ``key``,
   ``payload_digest``, ``payload``, ``id``, ``response``, ``attempt`` (order of the attempt that applied
   it), ``t``. "Retried but deduplicated" is two attempts and one effect; "done twice" is two effects.
@@ -30,6 +31,7 @@ from typing import Any
 
 OUTCOMES: tuple[str, ...] = (
     "pending", "applied", "deduplicated", "rejected", "injected-error", "dropped", "internal-error",
+    "upstream-error",
 )
 
 Record = dict[str, Any]

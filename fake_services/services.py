@@ -9,6 +9,11 @@
         svc.attempts("r-1"); svc.effects("r-1"); svc.model_requests("r-1")
         svc.set_faults({"model": {"overload_next": 2}})
         svc.reset()
+
+    # and a recording proxy per upstream a fake does not stand in for (see ``proxy.py``)
+    with Services.start(upstreams={"sms": "http://127.0.0.1:9000/api"}) as svc:
+        svc.url("sms", "r-1")                       # http://127.0.0.1:PORT/runs/r-1 -> .../api
+        svc.env("r-1")["KILLPOINT_EFFECT_SMS_URL"]  # the same, for the worker
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from urllib.parse import quote
 
 from . import admin, ledger, mailer, model, openai_api, resend_api, stripe_api
 from .hooks import Hook
+from .proxy import ProxyServer, Upstream, upstream
 from .server import FakeServer, Route
 from .state import State
 
@@ -45,28 +51,40 @@ def build_server(name: str, state: State, host: str = "127.0.0.1", port: int = 0
 class Services:
     """The running fakes (see the module docstring). Stop them with :meth:`stop` or a ``with`` block."""
 
-    def __init__(self, servers: dict[str, FakeServer], state: State) -> None:
+    def __init__(self, servers: dict[str, FakeServer], state: State,
+                 upstreams: Mapping[str, Upstream] | None = None) -> None:
         self.servers = servers
         self.state = state
+        self.upstreams: dict[str, Upstream] = dict(upstreams or {})
+        """The upstreams behind a recording proxy, by name (each served by the server of that name)."""
 
     @classmethod
-    def start(cls, hook: Hook | None = None, host: str = "127.0.0.1") -> Services:
-        """Start every fake (the mailer also serves the webhook) on free ports, sharing one state."""
+    def start(cls, hook: Hook | None = None, host: str = "127.0.0.1",
+              upstreams: Mapping[str, str] | None = None) -> Services:
+        """Start every fake (the mailer also serves the webhook) on free ports, sharing one state, and a
+        recording proxy (``proxy.py``) for each of ``upstreams`` (name -> base URL; ``ValueError`` for a bad
+        name or URL)."""
+        ups = {name: upstream(name, url, tuple(SERVICE_SERVER)) for name, url in (upstreams or {}).items()}
         state = State(hook)
         servers: dict[str, FakeServer] = {}
         try:
             for name in SERVERS:
                 servers[name] = build_server(name, state, host).start()
+            for name, up in ups.items():
+                servers[name] = ProxyServer(up, state, host).start()
         except BaseException:
             for server in servers.values():
                 server.stop()
             raise
-        return cls(servers, state)
+        return cls(servers, state, ups)
 
     def base_url(self, service: str) -> str:
-        """The root URL of the server serving ``service`` (where ``/_admin/`` lives)."""
+        """The root URL of the server serving ``service`` (where ``/_admin/`` lives); an upstream's proxy too."""
+        if service in self.upstreams:
+            return self.servers[service].base_url
         if service not in SERVICE_SERVER:
-            raise ValueError(f"unknown service {service!r}; expected one of {', '.join(SERVICE_SERVER)}")
+            raise ValueError(f"unknown service {service!r}; expected one of "
+                             f"{', '.join([*SERVICE_SERVER, *self.upstreams])}")
         return self.servers[SERVICE_SERVER[service]].base_url
 
     def url(self, service: str, run_id: str) -> str:
@@ -80,6 +98,7 @@ class Services:
         ``OPENAI_BASE_URL``/``OPENAI_API_KEY`` (openai), ``RESEND_API_URL``/``RESEND_API_KEY`` (resend, once, at
         import). The stripe SDK reads none: a worker sets ``stripe.api_base = os.environ["STRIPE_BASE_URL"]``
         and its key from ``STRIPE_API_KEY``. ``RESEND_BASE_URL`` is the same URL as ``RESEND_API_URL``.
+        Each upstream behind a proxy: ``KILLPOINT_EFFECT_<NAME>_URL``, the proxy's run URL.
         """
         resend_url = self.url("resend", run_id)
         return {
@@ -89,6 +108,7 @@ class Services:
             "STRIPE_BASE_URL": self.url("stripe", run_id), "STRIPE_API_KEY": api_key,
             "RESEND_BASE_URL": resend_url, "RESEND_API_URL": resend_url, "RESEND_API_KEY": api_key,
             "OPENAI_BASE_URL": self.url("openai", run_id) + "/v1", "OPENAI_API_KEY": api_key,
+            **{up.env_var: self.url(name, run_id) for name, up in self.upstreams.items()},
         }
 
     @property

@@ -36,6 +36,10 @@ _EXPORTS = {
     "CHECKERS": "killpoint.checkers",
     "KillpointError": "killpoint.errors",
     "UsageError": "killpoint.errors",
+    "expect": "killpoint.testing",
+    "explain": "killpoint.testing",
+    "TrialFailed": "killpoint.testing",
+    "crash_free_points": "killpoint.run.points",
 }
 __all__ = ["__version__", *sorted(_EXPORTS)]
 

@@ -19,13 +19,20 @@ class KillpointError(Exception):
 
     def __init__(self, code: str, message: str, fix: str) -> None:
         self.code = code
-        self.message = message.rstrip(". ")
-        self.fix = fix.rstrip(". ")
+        self.message = _one_line(message).rstrip(". ")
+        self.fix = _one_line(fix).rstrip(". ")
         super().__init__(self.line())
 
     def line(self) -> str:
         """One line: ``killpoint: error[<code>]: <message>. Fix: <fix>``."""
         return f"killpoint: error[{self.code}]: {self.message}. Fix: {self.fix}"
+
+
+def _one_line(text: str) -> str:
+    """``text`` with its line breaks (and the blanks around them) made single spaces: an error is one line,
+    even when it quotes a library's multi-line message."""
+    return " ".join(part.strip() for part in text.splitlines() if part.strip()) if "\n" in text or "\r" in text \
+        else text
 
 
 class EnvironmentProblem(KillpointError):

@@ -1,24 +1,50 @@
-"""killpoint's pytest plugin: options in one group and fixtures; it imports nothing heavy at load time.
+"""killpoint's pytest plugin: options in one group, a marker and fixtures; it imports nothing heavy at load
+time (the work is in `killpoint.testing` and `killpoint.run.points`).
 
-A user's crash test:
+A user's crash tests:
+
+    import killpoint
 
     def test_email_survives_a_kill(killpoint_session):
-        trial = killpoint_session.trial(Schedule.parse("email:effect.applied:kill"))
-        assert trial.outcome == "pass", trial.failing()
+        trial = killpoint_session.trial(killpoint.Schedule.parse("email:effect.applied:kill"))
+        killpoint.expect(trial)          # fails with the CLI's block: evidence, schedule, replay, run dir
 
-Choose the agent with `--killpoint-steps pkg.module` (or the `killpoint_steps` fixture) and the
-database with `--killpoint-postgres` / `--killpoint-dsn`.
+    def test_every_single_fault(killpoint_session, killpoint_schedule):
+        killpoint.expect(killpoint_session.trial(killpoint_schedule))   # one test id per schedule
+
+    def test_crash_points(killpoint_scenario):
+        killpoint.expect(killpoint_scenario("crash-points"))
+
+1. `killpoint_schedule` parametrizes a test over the agent's exhaustive single faults (each its own test
+   id, e.g. `test_every_single_fault[email:effect.applied:kill]`), from the points its crash-free run
+   reaches (`run.points`, measured once per agent digest and cached); `@pytest.mark.killpoint(steps=...)`
+   names another agent for one test.
+2. Every test that uses a killpoint fixture carries the `killpoint` marker (`pytest -m killpoint`).
+3. At the session's end the run directory gets `verdicts.json` and `meta.json` (`testing.write_session`),
+   and the terminal summary names it. Under pytest-xdist every worker is its own session with its own run
+   directory (named after the worker).
+
+Choose the agent with `--killpoint-steps pkg.module` (or the `killpoint_steps` fixture), the database
+with `--killpoint-postgres` / `--killpoint-dsn`, and where run directories go with `--killpoint-out`
+(default: pytest's temporary directory).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
+    from killpoint.run.scenario import ScenarioResult
     from killpoint.run.trial import Session
+
+FIXTURES = ("killpoint_session", "killpoint_schedule", "killpoint_scenario")
+RUN_DIRS = pytest.StashKey[list]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -31,37 +57,123 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="step module of the agent under test (default: the reference invoice agent)")
     group.addoption("--killpoint-spawn", action="store", default="fork", choices=["fork", "exec"],
                     help="incarnations from a preloaded fork server (fast) or fresh interpreters")
+    group.addoption("--killpoint-jobs", action="store", type=int, default=None,
+                    help="schedules of a scenario run at the same time (default: the number of cores)")
+    group.addoption("--killpoint-out", action="store", default=None,
+                    help="where the session's run directory goes (default: pytest's temporary directory)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "killpoint(steps=None): a crash test of an agent; `steps` names the step "
+                            "module whose single faults `killpoint_schedule` runs")
+    config.stash[RUN_DIRS] = []
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Flow step 2: a test using a killpoint fixture is a `killpoint` test."""
+    for item in items:
+        if any(f in getattr(item, "fixturenames", ()) for f in FIXTURES) and not item.get_closest_marker("killpoint"):
+            item.add_marker(pytest.mark.killpoint)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Flow step 1: `killpoint_schedule` runs once per single fault of the agent, each its own test id."""
+    if "killpoint_schedule" not in metafunc.fixturenames:
+        return
+    from killpoint.run.points import crash_free_points, single_faults
+
+    config = metafunc.config
+    marker = metafunc.definition.get_closest_marker("killpoint")
+    steps = (marker.kwargs.get("steps") if marker else None) or _steps(config)
+    dsn = config.getoption("--killpoint-dsn")
+    points = crash_free_points(steps, postgres=config.getoption("--killpoint-postgres"), dsn=dsn)
+    schedules = single_faults(points)
+    metafunc.parametrize("killpoint_schedule", schedules, ids=[str(s) for s in schedules])
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  # noqa: ANN001
+    """Flow step 3: name the run directories (verdicts.json, history.jsonl, worker logs)."""
+    for run_dir in config.stash.get(RUN_DIRS, []):
+        terminalreporter.write_line(f"killpoint run directory: {run_dir} (killpoint report {run_dir})")
+
+
+def _steps(config: pytest.Config) -> str:
+    from killpoint.env.stepmodule import DEFAULT_STEPS
+
+    return config.getoption("--killpoint-steps") or DEFAULT_STEPS
+
+
+def _run_dir(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's run directory: under `--killpoint-out` (named after the time, pid and xdist worker),
+    else a fresh folder of pytest's temporary directory."""
+    out = config.getoption("--killpoint-out")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not out:
+        return tmp_path_factory.mktemp(f"killpoint-run{'-' + worker if worker else ''}")
+    run_dir = Path(out) / f"{time.strftime('%Y%m%d-%H%M%S')}-pytest-{os.getpid()}{'-' + worker if worker else ''}"
+    run_dir.mkdir(parents=True, exist_ok=False)
+    return run_dir
 
 
 @pytest.fixture(scope="session")
 def killpoint_steps(pytestconfig: pytest.Config) -> str:
     """The step module under test; override this fixture to pin one in a conftest."""
-    from killpoint.env.stepmodule import DEFAULT_STEPS
-
-    return pytestconfig.getoption("--killpoint-steps") or DEFAULT_STEPS
+    return _steps(pytestconfig)
 
 
 @pytest.fixture(scope="session")
-def killpoint_session(pytestconfig: pytest.Config, killpoint_steps: str,
+def _killpoint_results() -> list:
+    """The scenarios `killpoint_scenario` ran whole this session (for verdicts.json)."""
+    return []
+
+
+@pytest.fixture(scope="session")
+def killpoint_session(pytestconfig: pytest.Config, killpoint_steps: str, _killpoint_results: list,
                       tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
     """A harness session (Postgres, fake services, fork server) shared by the whole test session.
 
     Session-scoped because starting Postgres and preloading the agent cost about two seconds, while a
-    trial costs well under one; every trial uses its own run id, so tests do not see each other.
+    trial costs well under one; every trial uses its own run id, so tests do not see each other. At the
+    end its run directory gets verdicts.json and meta.json (`killpoint.testing.write_session`).
     """
+    from killpoint.cli.args import default_jobs
     from killpoint.env.environment import Environment
     from killpoint.env.stepmodule import load
     from killpoint.reference_agent.schema import ensure_schema
     from killpoint.run.history import History
     from killpoint.run.options import RunOptions
     from killpoint.run.trial import Session
+    from killpoint.testing import write_session
 
     agent = load(killpoint_steps)
-    run_dir = tmp_path_factory.mktemp("killpoint-run")
+    run_dir = _run_dir(pytestconfig, tmp_path_factory)
     dsn = pytestconfig.getoption("--killpoint-dsn")
     history = History(run_dir / "history.jsonl")
-    with Environment(postgres="dsn" if dsn else pytestconfig.getoption("--killpoint-postgres"), dsn=dsn,
-                     spawn=pytestconfig.getoption("--killpoint-spawn"), preload=[agent.module], run_dir=run_dir,
-                     schema=ensure_schema) as env:
-        yield Session(env, history, agent, RunOptions())
-    history.close()
+    try:
+        with Environment(postgres="dsn" if dsn else pytestconfig.getoption("--killpoint-postgres"), dsn=dsn,
+                         spawn=pytestconfig.getoption("--killpoint-spawn"), preload=[agent.module],
+                         run_dir=run_dir, schema=ensure_schema) as env:
+            session = Session(env, history, agent, RunOptions())
+            session.jobs = max(1, pytestconfig.getoption("--killpoint-jobs") or default_jobs())
+            try:
+                yield session
+            finally:
+                write_session(session, _killpoint_results, {"command": "pytest",
+                                                            "xdist_worker": os.environ.get("PYTEST_XDIST_WORKER")})
+                pytestconfig.stash[RUN_DIRS].append(run_dir)
+    finally:
+        history.close()
+
+
+@pytest.fixture
+def killpoint_scenario(killpoint_session: Session, _killpoint_results: list) -> Callable[..., ScenarioResult]:
+    """`killpoint_scenario(name, seed=0, budget=60.0)` runs a registered scenario whole and returns its
+    `ScenarioResult`; pass it to `killpoint.expect`."""
+    from killpoint.testing import run_scenario
+
+    def run(name: str, **kwargs) -> ScenarioResult:  # noqa: ANN003
+        result = run_scenario(killpoint_session, name, **kwargs)
+        _killpoint_results.append(result)
+        return result
+
+    return run

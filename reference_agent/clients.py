@@ -23,29 +23,14 @@ import anthropic
 import httpx2
 
 from .checkpoint import Message
-
-PRICES: dict[str, tuple[float, float]] = {
-    # model: (USD per million input tokens, USD per million output tokens)
-    "claude-opus-4-6": (5.0, 25.0),
-    "claude-sonnet-4-6": (3.0, 15.0),
-    "claude-haiku-4-5": (1.0, 5.0),
-}
-DEFAULT_MODEL = "claude-sonnet-4-6"  # not on the SDK's deprecated list, so no warning on every call
-CACHE_WRITE_FACTOR, CACHE_READ_FACTOR = 1.25, 0.1
+from .pricing import CACHE_READ_FACTOR, CACHE_WRITE_FACTOR, DEFAULT_MODEL, PRICES  # noqa: F401 - re-exported
+from .pricing import cost_usd as _priced
 
 
 def cost_usd(model: str, usage: Any) -> float:
-    """Dollars for one call: input, cache writes (x1.25), cache reads (x0.1) and output tokens.
-
-    Unknown models are priced as :data:`DEFAULT_MODEL`.
-    """
-    price_in, price_out = PRICES.get(model, PRICES[DEFAULT_MODEL])
-    tokens_in = getattr(usage, "input_tokens", 0) or 0
-    cache_write = getattr(usage, "cache_creation_input_tokens", 0) or 0
-    cache_read = getattr(usage, "cache_read_input_tokens", 0) or 0
-    tokens_out = getattr(usage, "output_tokens", 0) or 0
-    dollars = (tokens_in + cache_write * CACHE_WRITE_FACTOR + cache_read * CACHE_READ_FACTOR) * price_in
-    return round((dollars + tokens_out * price_out) / 1_000_000, 9)
+    """Dollars for one call, by the table of ``pricing.py`` (:data:`PRICES`; unknown models are priced as
+    :data:`DEFAULT_MODEL`)."""
+    return _priced(model, usage)
 
 
 class EffectFailed(Exception):

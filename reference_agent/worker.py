@@ -27,6 +27,7 @@ Exit codes: :data:`EXIT_CODES`.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import os
@@ -224,6 +225,10 @@ def run_queue(store: CheckpointStore, module: StepModule, resources: Resources, 
     return EXIT_OK
 
 
+STACK_SIGNAL = signal.SIGUSR1
+"""The signal on which the worker dumps every thread's stack to stderr (``faulthandler``)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (see :data:`EXIT_CODES`)."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
@@ -242,7 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     drain = Drain()
     shutdown = _Shutdown(drain, config.drain_seconds)
     shutdown.install()
-    killpoints.note("worker.start", run_id=args.run_id, queue=args.queue, owner=config.owner)
+    # SIGUSR1 writes every thread's stack to stderr (the incarnation's log): how the harness sees where a
+    # worker that hangs is blocked when py-spy is not installed (harness/env/stacks.py).
+    faulthandler.register(STACK_SIGNAL, all_threads=True)
+    killpoints.note("worker.start", run_id=args.run_id, queue=args.queue, owner=config.owner,
+                    stack_signal=STACK_SIGNAL.name)
     try:
         with psycopg.connect(config.database_url, autocommit=True) as conn:
             ensure_schema(conn)

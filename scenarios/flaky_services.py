@@ -31,7 +31,7 @@ class FlakyServices(Scenario):
 
     def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
         """`count` random schedules of two faults or more (single faults are the exhaustive part's)."""
-        drawn = random_schedules(ctx.seed, count * 8, self.step_points(ctx), actions=self.actions)
+        drawn = random_schedules(ctx.seed, count * 8, self.step_points(ctx), actions=self.actions_in(ctx))
         return [(seed, schedule) for seed, schedule in drawn if len(schedule) > 1][:count]
 
     def figures(self, trials: list[Trial]) -> str:

@@ -30,6 +30,7 @@ from killpoint.run.trial import Trial
 class FleetScenario(Scenario):
     name = "fleet"
     summary = "12 runs, 3 queue workers, seeded kills and terms across the fleet; all complete exactly once"
+    black_box_reason = "a fleet needs queue workers (worker --queue) sharing the jobs table, which a --worker-cmd does not serve"
     actions = FLEET_ACTIONS
     runs = 12
     workers = 3
@@ -44,7 +45,7 @@ class FleetScenario(Scenario):
 
     def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
         """The fleet-wide schedule of a seed (`fleet_schedule`), not a single run's."""
-        return fleet_schedule(seed, self.step_points(ctx), self.runs, self.faults, self.actions)
+        return fleet_schedule(seed, self.step_points(ctx), self.runs, self.faults, self.actions_in(ctx))
 
     def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
         """`explore --random N`: N fleets, each under the fleet schedule of a seed derived from the base seed."""

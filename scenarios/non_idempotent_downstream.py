@@ -36,6 +36,7 @@ class NonIdempotentDownstream(Scenario):
     steps = WEBHOOK_AGENT
     actions = ("kill",)
     """A SIGTERM lets the step finish, `mark_done` included: only a kill can land inside the window."""
+    black_box_reason = "a self-check of killpoint on its own webhook agent, which a --worker-cmd replaces"
 
     def skip_reason(self, ctx: Context) -> str | None:
         """A check of killpoint itself, on its own webhook agent: not run on a user's agent unless asked."""

@@ -41,6 +41,7 @@ def paused(previous: AgentSpec, current: AgentSpec) -> Setup:
 class SchemaUpgrade(Scenario):
     name = "schema-upgrade"
     summary = "pause under the previous code (version N-1), resume under version N with a migration"
+    black_box_reason = "it resumes a run under the previous step module (--previous-steps), a reference-runtime notion"
     checkers = ("completes", "exactly_once", "same_final_state", "migrates_older_version", "no_rewind",
                 "context_fidelity", "no_orphans")
     actions = ("term", "kill")

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from killpoint.checkers.effects import context_fidelity, exactly_once
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.faults import commits_survive, faults_injected, retries_keep_keys
-from killpoint.checkers.outcome import completes, cost_accounted, same_final_state
+from killpoint.checkers.outcome import completes, cost_accounted, hung, same_final_state
 from killpoint.checkers.process import bounded_rework, drains_on_sigterm, fenced_zombie, no_orphans, no_rewind
 from killpoint.checkers.verdict import Verdict, combine, unknown
 from killpoint.checkers.versions import migrates_older_version, refuses_newer_version
@@ -74,7 +74,8 @@ def resolve(name: str) -> Checker:
 
 
 def run_checkers(checkers: Iterable[CheckerRef], ev: Evidence, base: Evidence | None) -> list[Verdict]:
-    """Run the checkers; one that raises (or cannot be found) becomes `unknown` naming the exception."""
+    """Run the checkers; one that raises (or cannot be found) becomes `unknown` naming the exception. If the
+    run hung (`outcome.hung`), every verdict but `completes` is `unknown`: the run never finished."""
     out = []
     for checker in checkers:
         name = ref(checker)
@@ -84,6 +85,10 @@ def run_checkers(checkers: Iterable[CheckerRef], ev: Evidence, base: Evidence | 
             out.append(fn(ev, base))
         except Exception as exc:  # a broken checker must not take the run down with it
             out.append(unknown(short, f"checker raised {type(exc).__name__}: {exc}"))
+    if hung(ev):  # a run that hung did not finish: only `completes` (which names the hang) judges it
+        out = [v if v.checker == "completes" else
+               unknown(v.checker, "the run hung (see completes): not judged as if it had finished")
+               for v in out]
     return out
 
 

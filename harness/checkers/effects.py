@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+from killpoint.checkers.effect_diff import describe
 from killpoint.checkers.evidence import Evidence, mask, not_compared
 from killpoint.checkers.verdict import Verdict, failed, not_applicable, passed, unknown
+
+MAX_LINES = 24
+"""Evidence lines an exactly_once failure shows (duplicates first, knock-ons folded under their cause)."""
 
 
 def _effect_keys(ev: Evidence, volatile: frozenset[str] = frozenset()) -> Counter:
@@ -33,10 +37,9 @@ def exactly_once(ev: Evidence, base: Evidence | None) -> Verdict:
         retried = sum(1 for a in ev.attempts if a.get("outcome") == "deduplicated")
         return passed("exactly_once", f"{sum(mine.values())} effects, as in the crash-free run"
                       + (f" ({retried} retries deduplicated)" if retried else "") + not_compared(volatile, "effect"))
-    lines = [f"extra x{n}: {svc} key={key} {payload[:60]}" for (svc, key, payload), n in extra.items()]
-    lines += [f"missing x{n}: {svc} key={key} {payload[:60]}" for (svc, key, payload), n in missing.items()]
-    what = " and ".join(w for w, c in (("done twice", extra), ("never done", missing)) if c)
-    return failed("exactly_once", f"effects {what}", lines)
+    reason, lines = describe(ev, base, mine, theirs)
+    return Verdict("exactly_once", "fail", reason, tuple(lines[:MAX_LINES]) + (
+        (f"... and {len(lines) - MAX_LINES} more line(s) in the run's verdicts.json",) if len(lines) > MAX_LINES else ()))
 
 
 def _request_body(ev: Evidence, r: dict) -> str:

@@ -4,10 +4,28 @@ from __future__ import annotations
 
 from killpoint.checkers.evidence import Evidence, mask, not_compared
 from killpoint.checkers.verdict import Verdict, failed, passed, unknown
+from killpoint.reference_agent import pricing
 
 
 def completes(ev: Evidence, base: Evidence | None) -> Verdict:
-    """The run reached cursor `done` with status done within the bounds (else a liveness failure)."""
+    """The run reached cursor `done` with status done within the bounds.
+
+    0. A run with a hung incarnation (a `hung` event: still running when the time budget ran out) fails as
+       hung, with where it was blocked (its stack) as the evidence.
+    1. A run whose last checkpoint says status `failed` (the agent gave up on it) fails as failed, naming the
+       cursor and the last error (the state's `error`, else the last worker traceback), before any bound:
+       it is not a liveness problem, and restarting it would only repeat the failure.
+    2. A run stopped by a bound (`ev.limit`) fails as liveness.
+    3. Otherwise it passes at cursor done with status done, and fails anywhere else.
+    """
+    stuck = hung(ev)
+    if stuck:
+        return failed("completes", ev.limit or f"hung: {', '.join(str(e.get('inc')) for e in stuck)}",
+                      hung_lines(stuck))
+    if ev.final is not None and ev.final.get("status") == "failed":
+        error = last_error(ev)
+        return failed("completes", f"the run ended failed at cursor {ev.final.get('cursor')!r}: {error}",
+                      [f"status: failed, last error: {error}", *_last_checkpoint(ev)])
     if ev.limit:
         return failed("completes", f"liveness: {ev.limit}", _last_checkpoint(ev))
     if ev.final is None:
@@ -41,16 +59,71 @@ def same_final_state(ev: Evidence, base: Evidence | None) -> Verdict:
 
 
 def cost_accounted(ev: Evidence, base: Evidence | None) -> Verdict:
-    """The checkpoint's cost equals the crash-free run's: a replayed step is not billed twice."""
-    if base is None or base.final is None:
-        return unknown("cost_accounted", "no crash-free baseline to compare with")
+    """The cost the agent recorded equals what the model fake's answers that it kept cost.
+
+    1. The witnesses: every model request the fake answered (`outcome` applied, with `usage`). The fake
+       answers the same request with the same answer, so a replayed request is one answer, kept once: the
+       requests are counted once per `request_digest`.
+    2. Each is priced by the documented table (`killpoint.reference_agent.pricing`, `cost_usd` of its model
+       and usage); the sum must equal the final checkpoint's `cost_usd` within the rounding of one
+       nano-dollar per call. A cost billed again on replay, or mispriced, fails, even when every run
+       (the crash-free one too) has the same wrong cost.
+    3. Where the witnesses cannot price the run (no answer the fake recorded with its usage, a model missing
+       from the table, or a final record without `cost_usd`: an agent that does not account cost this way),
+       the cost is compared with the crash-free
+       run's instead, as before: a replayed step must not be billed twice.
+    """
     if ev.final is None:
         return unknown("cost_accounted", "the run has no final checkpoint")
+    answered = {r.get("request_digest"): r for r in ev.model_requests
+                if r.get("outcome") == "applied" and r.get("usage") is not None}
+    if answered and "cost_usd" in ev.final and all(pricing.priced(r.get("model")) for r in answered.values()):
+        mine = float(ev.final.get("cost_usd") or 0)
+        witnessed = sum(pricing.cost_usd(str(r.get("model")), r.get("usage")) for r in answered.values())
+        if abs(mine - witnessed) <= pricing.ROUNDING * (len(answered) + 1):
+            return passed("cost_accounted", f"cost_usd {mine:.9f} equals the priced usage of the "
+                          f"{len(answered)} model answer(s) kept")
+        return failed("cost_accounted", f"cost_usd {mine:.9f} but the {len(answered)} model answer(s) kept "
+                      f"cost {witnessed:.9f} by the price table",
+                      [f"difference {mine - witnessed:+.9f} USD",
+                       *(f"answer {d}: {r.get('model')} usage {r.get('usage')}" for d, r in answered.items())])
+    if base is None or base.final is None:
+        return unknown("cost_accounted", "no crash-free baseline to compare with, and no priced model answers")
     mine, theirs = float(ev.final.get("cost_usd") or 0), float(base.final.get("cost_usd") or 0)
     if abs(mine - theirs) <= 1e-9 + 1e-9 * abs(theirs):
         return passed("cost_accounted", f"cost_usd {mine:.6f} equals the crash-free run's")
     return failed("cost_accounted", f"cost_usd {mine:.6f} but the crash-free run's is {theirs:.6f}",
                   [f"difference {mine - theirs:+.6f} USD"])
+
+
+def hung(ev: Evidence) -> list[dict]:
+    """The `hung` events of the run (harness/run/hang.py): incarnations still running past the budget."""
+    return [e for e in ev.events if e.get("type") == "hung"]
+
+
+def hung_lines(stuck: list[dict], limit: int = 7) -> list[str]:
+    """A few lines per hung incarnation: which one, then the innermost frames of its stack (py-spy and
+    faulthandler both print the innermost frame first)."""
+    lines: list[str] = []
+    for e in stuck:
+        lines.append(f"{e.get('inc')} (pid {e.get('pid')}) hung after {e.get('last_point') or 'no kill point'}; "
+                     "stack:")
+        lines += [f"  {line.strip()}" for line in (e.get("stack") or [])[:limit]]
+    return lines
+
+
+def last_error(ev: Evidence) -> str:
+    """The last error a failed run recorded: its state's `error` (where the reference runtime writes it),
+    else the last line of the last worker traceback, else "no error recorded"."""
+    state = (ev.final or {}).get("state")
+    if isinstance(state, dict) and state.get("error"):
+        text = str(state["error"])
+        return text if len(text) <= 200 else text[:197] + "..."
+    for crash in reversed(list(ev.crashes.values())):
+        tail = crash.get("tail") or []
+        if tail:
+            return str(tail[-1])
+    return "no error recorded"
 
 
 def _last_checkpoint(ev: Evidence) -> list[str]:

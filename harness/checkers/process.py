@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from killpoint.checkers.effects import _effect_keys
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict, failed, passed, unknown
 from killpoint.faults.points import PROCESS_ACTIONS
@@ -30,15 +31,19 @@ def no_rewind(ev: Evidence, base: Evidence | None) -> Verdict:
 def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     """A fault costs at most the step it hit, and that step repeats at most one effect.
 
-    Each step starts at most once plus once per process fault on it; and a step's effects are seen again
+    Each step starts at most once plus once per process fault on it (or service fault that ended the worker:
+    the last fault its incarnation met before exiting with an error, as a client that lets a 5xx end the
+    worker does); and a step's effects are seen again
     by the services (retries they deduplicated) at most once per fault on that step, of any kind: a replayed
     step with one externally visible effect repeats one operation (the articles' "one effect per step").
-    Where the services' attempts cannot be paired with the steps that sent them, the bound is run-wide.
+    Where the services' attempts cannot be paired with the steps that sent them, the bound is run-wide. A
+    fault at a step's `checkpoint.committed`, and a `stop` (a zombie and its successor both go on), counts
+    for the step after it too (`_following`).
     """
     starts = Counter(e.get("step") for e in ev.events if e["type"] == "point" and e.get("point") == "step.start")
     if not starts and not ev.attempts:
         return unknown("bounded_rework", "no step.start points (black-box worker) and no service attempts")
-    hits = Counter(f.get("step") for f in ev.faults() if f.get("action") in PROCESS_ACTIONS)
+    hits = Counter(f.get("step") for f in ev.faults() if f.get("action") in PROCESS_ACTIONS or _ended_worker(ev, f))
     over = {s: n for s, n in starts.items() if n > 1 + hits.get(s, 0)}
     if over:
         return failed("bounded_rework", "steps were re-done more often than the faults that hit them explain",
@@ -47,6 +52,11 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     repeated = [(a, step) for a, step in zip(ev.attempts, steps or [None] * len(ev.attempts), strict=True)
                 if a.get("outcome") == "deduplicated"]
     faults = Counter(f.get("step") if steps is not None else None for f in ev.faults())
+    if steps is not None:  # a fault at a step's committed checkpoint is at the boundary: the next step may redo
+        following = _following(base)
+        faults.update(following[f.get("step")] for f in ev.faults()
+                      if (f.get("point") == "checkpoint.committed" or f.get("action") == "stop")
+                      and f.get("step") in following)
     counts = Counter(step for _, step in repeated)
     excess = {s: n for s, n in counts.items() if n > faults.get(s, 0)}
     if excess:
@@ -58,6 +68,30 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     if not starts:
         return passed("bounded_rework", "black-box worker: repeated effects within one per fault (step starts unseen)")
     return passed("bounded_rework", f"{sum(starts.values())} step starts for {len(starts)} steps")
+
+
+def _ended_worker(ev: Evidence, fault: dict) -> bool:
+    """True for a service fault that ended its worker: the last fault of its incarnation, which then exited
+    with a non-zero code (not by a signal: a process fault or the harness ended that one)."""
+    inc = fault.get("inc")
+    if not inc or fault.get("action") in PROCESS_ACTIONS:
+        return False
+    if [f for f in ev.faults() if f.get("inc") == inc][-1] is not fault:
+        return False
+    end = next((i for i in ev.incarnations if i.get("inc") == inc), None)
+    return end is not None and end.get("signal") is None and end.get("exit_code") not in (None, 0)
+
+
+def _following(base: Evidence | None) -> dict[str, str]:
+    """Each step's successor in the crash-free run (the order its steps first reached a point). A fault at
+    `checkpoint.committed` lands between the two, and a worker that goes on before noticing it (a database
+    gone, a black-box framework that touches the database only at its next checkpoint) redoes the next
+    step's one operation: that repeat is the fault's, not an unbounded rework."""
+    order: list[str] = []
+    for e in base.events if base is not None else ():
+        if e["type"] == "point" and e.get("step") and e["step"] not in order:
+            order.append(e["step"])
+    return dict(zip(order, order[1:], strict=False))
 
 
 def _attempt_steps(ev: Evidence) -> list[str | None] | None:
@@ -81,13 +115,26 @@ def _attempt_steps(ev: Evidence) -> list[str | None] | None:
     return out
 
 
+def conventions(ev: Evidence) -> bool:
+    """True when the worker is held to killpoint's exit codes (`--exit-codes killpoint`, the default for
+    the reference runtime; a `--worker-cmd` is judged without them unless asked)."""
+    return ev.options.get("exit_codes", "killpoint") == "killpoint"
+
+
 def fenced_zombie(ev: Evidence, base: Evidence | None) -> Verdict:
     """A stopped-then-thawed worker writes nothing once an incarnation started after it has written, and
-    then stops as fenced (exit 3, 4 or 5; a queue worker may go on to other runs). A zombie whose successors wrote nothing (they found the run
-    done, or lost the race for a row the zombie held locked) has nothing to be fenced from."""
+    then, under killpoint's exit-code convention, stops as fenced (exit 3, 4 or 5; a queue worker may go
+    on to other runs). Without the convention only the writes are judged, and they must name their
+    writer (PGAPPNAME), else the verdict is unknown. A zombie whose successors wrote nothing (they found
+    the run done, or lost the race for a row the zombie held locked) has nothing to be fenced from."""
     zombies = [f.get("inc") for f in ev.faults() if f.get("action") == "stop"]
     if not zombies:
         return passed("fenced_zombie", "not exercised: no stop fault in this run")
+    if not conventions(ev):
+        named = {i.get("inc") for i in ev.incarnations}
+        if not any(w.get("app") in named for w in ev.audit):
+            return unknown("fenced_zombie", "no committed write names its worker (the worker's database sessions "
+                           "do not carry PGAPPNAME), so a zombie's writes cannot be told from its successor's")
     for z in zombies:
         later = _started_after(ev, z)
         others_wrote = False
@@ -100,8 +147,8 @@ def fenced_zombie(ev: Evidence, base: Evidence | None) -> Verdict:
         end = _incarnation(ev, z)
         # a queue worker serves many runs: fenced out of one, it goes on to the next job and may exit 0;
         # that it wrote nothing after the takeover (above) is what fencing means for it
-        if (others_wrote and end and end.get("role") != "queue" and end.get("exit_code") not in (3, 4, 5)
-                and end.get("signal") is None):
+        if (conventions(ev) and others_wrote and end and end.get("role") != "queue"
+                and end.get("exit_code") not in (3, 4, 5) and end.get("signal") is None):
             return failed("fenced_zombie", f"zombie {z} exited {end.get('exit_code')} instead of stopping as fenced",
                           ["expected exit 4 (fenced) or 5 (lease lost)"])
     return passed("fenced_zombie", f"{len(zombies)} zombie(s) fenced")
@@ -144,6 +191,8 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
                           [f"term at {f.get('step')}:{f.get('point')}"])
         if end is None:
             return unknown("drains_on_sigterm", f"no end recorded for {inc}")
+        if not conventions(ev):
+            return _drained_by_records(ev, base, terms)
         expect = ev.options.get("drain_expect", "checkpoint")
         clean = (0, DRAIN_DEADLINE_EXIT) if expect == "exit" else (0,)
         if end.get("signal") is not None or end.get("exit_code") not in clean:
@@ -155,6 +204,25 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
                 return failed("drains_on_sigterm", f"{inc} exited 0 after SIGTERM without checkpointing as paused",
                               [f"its writes: {statuses or 'none'}"])
     return passed("drains_on_sigterm", f"{len(terms)} SIGTERM(s) drained cleanly")
+
+
+def _drained_by_records(ev: Evidence, base: Evidence | None, terms: list[dict]) -> Verdict:
+    """Without an exit-code convention, a drain is judged by what it left: the step in flight at SIGTERM
+    was finished or safely redone, i.e. the run reached done and its effects are the crash-free run's
+    (none applied twice by the redo, none lost)."""
+    where = [f"term at {f.get('step')}:{f.get('point')}" for f in terms]
+    if base is None:
+        return unknown("drains_on_sigterm", "no crash-free baseline to compare the effects with")
+    if ev.final is None or ev.final.get("status") != "done":
+        return failed("drains_on_sigterm", "the run did not finish after SIGTERM: the step in flight was neither "
+                      "finished nor redone", where)
+    extra = _effect_keys(ev, base.volatile) - _effect_keys(base, base.volatile)
+    if extra:
+        return failed("drains_on_sigterm", f"the step in flight at SIGTERM was redone unsafely: "
+                      f"{sum(extra.values())} effect(s) applied again", where)
+    ends = ", ".join(_how(i) for i in ev.incarnations if i.get("inc") in {f.get("inc") for f in terms})
+    return passed("drains_on_sigterm", f"{len(terms)} SIGTERM(s): the step in flight was finished or safely redone "
+                  f"(no exit-code convention; ended with {ends})")
 
 
 def no_orphans(ev: Evidence, base: Evidence | None) -> Verdict:

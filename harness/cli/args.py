@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
+from collections.abc import Sequence
 
+from killpoint.cli import validate
 from killpoint.env.postgres import KINDS
-from killpoint.env.stepmodule import DEFAULT_STEPS
+from killpoint.errors import UsageError
+from killpoint.reference_agent.step_module import DEFAULT_STEPS  # not env.stepmodule: it imports psycopg
 
 
 def add_postgres_options(p: argparse.ArgumentParser) -> None:
@@ -18,16 +22,71 @@ def add_postgres_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+MAX_JOBS = 64
+
+
+def jobs(text: str) -> int:
+    """`--jobs/-j`: how many schedules of a scenario run at the same time, 1..64."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"jobs must be a whole number, not {text!r}") from None
+    if not 1 <= value <= MAX_JOBS:
+        raise argparse.ArgumentTypeError(f"jobs must be at least 1 and at most {MAX_JOBS}, not {text!r}")
+    return value
+
+
+def default_jobs() -> int:
+    """The default of `--jobs`: the cores this process may use."""
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
 def add_common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("environment")
+    g.add_argument("-j", "--jobs", type=jobs, default=None, metavar="N",
+                   help="schedules of a scenario run at the same time (default: the number of cores); "
+                        "ids, verdicts and output are those of -j 1")
     g.add_argument("--steps", default=DEFAULT_STEPS, help=f"step module of the agent (default {DEFAULT_STEPS})")
     g.add_argument("--spawn", default="fork", choices=["fork", "exec"],
                    help="incarnations from a preloaded fork server (fast) or fresh interpreters")
-    g.add_argument("--worker-cmd", default=None, help="black-box worker command, e.g. 'node worker.js {run_id}'")
+    g.add_argument("--worker-cmd", default=None, type=validate.worker_cmd, help="black-box worker command, e.g. 'node worker.js {run_id}'")
+    g.add_argument("--adapter", default=None, choices=["checkpoints", "langgraph", "dbos"],
+                   help="with --worker-cmd: where the worker's framework keeps a run's progress "
+                        "(default checkpoints, the seeds' table; see docs/frameworks.md)")
+    g.add_argument("--exit-codes", default=None, choices=["killpoint", "none"],
+                   help="hold the worker to killpoint's exit-code convention (0 drained, 4/5 fenced, 6 drain "
+                        "deadline; the default without --worker-cmd) or to none (the default with it: drain "
+                        "and fencing judged from effects and checkpoints)")
+    g.add_argument("--actions", default=None, metavar="A,B",
+                   help="only these fault actions, e.g. kill,term (scenarios left with none are skipped)")
+    g.add_argument("--skip-checker", action="append", default=None, metavar="NAME",
+                   help="a checker not to judge by (repeatable)")
     g.add_argument("--previous-steps", default=None,
                    help="the agent's previous code (a step module), for the schema scenarios")
-    g.add_argument("--grace", type=float, default=5.0, help="seconds between SIGTERM and SIGKILL (default 5)")
+    g.add_argument("--grace", type=validate.grace, default=5.0, help="seconds between SIGTERM and SIGKILL (default 5)")
     g.add_argument("--out", default=".killpoint/runs", help="where run directories go")
     g.add_argument("--junit", default=None, help="also write JUnit XML here")
     g.add_argument("--quiet", action="store_true", help="no progress lines")
+    g.add_argument("--effect", action="append", default=None, metavar="NAME=URL",
+                   help="record the effects sent to an HTTP service through a proxy (repeatable); the worker "
+                        "gets the run's URL in KILLPOINT_EFFECT_<NAME>_URL")
     add_postgres_options(p)
+
+
+def effects_option(values: Sequence[str] | None) -> dict[str, str]:
+    """`--effect NAME=URL` values as {name: url}; a UsageError naming the first bad or repeated one."""
+    from killpoint.fake_services.proxy import parse_effect
+    from killpoint.fake_services.services import SERVICE_SERVER
+
+    out: dict[str, str] = {}
+    for text in values or ():
+        try:
+            up = parse_effect(text, tuple(SERVICE_SERVER))
+        except ValueError as exc:
+            raise UsageError("bad-effect", f"--effect {text}: {exc}",
+                             "write --effect NAME=URL, e.g. --effect sms=http://127.0.0.1:9000/api, with a "
+                             "lower-case name that is not a fake's") from None
+        if up.name in out:
+            raise UsageError("bad-effect", f"--effect {up.name} is given twice", "name each service once")
+        out[up.name] = up.url
+    return out

@@ -10,19 +10,28 @@ import argparse
 import contextlib
 import os
 import shutil
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
 
-from killpoint.cli.args import add_common
+from killpoint.cli import validate
+from killpoint.cli.args import add_common, default_jobs, effects_option
+from killpoint.cli.interrupted import Progress
+from killpoint.cli.interrupted import report as report_interrupted
+from killpoint.cli.progress import TrialProgress
 from killpoint.env.stepmodule import load
 from killpoint.errors import KillpointError
+from killpoint.errors import UsageError as KillpointUsage
 from killpoint.faults.schedule import Schedule
+from killpoint.faults.shard import parse as parse_shard
 from killpoint.run.history import History
 from killpoint.run.options import RunOptions
 from killpoint.run.scenario import Context, ScenarioResult, find, registry
+from killpoint.run.store import FailureStore, remember
+from killpoint.run.store import replay as replay_stored
 from killpoint.run.trial import CrashFreeFailure, Session
 
 _console = Console(stderr=True, highlight=False)
@@ -36,16 +45,21 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scenario", action="append", default=None, help="a scenario to run (repeatable)")
     p.add_argument("--skip-scenario", action="append", default=None, metavar="NAME",
                    help="a scenario not to run (repeatable)")
-    p.add_argument("--seed", type=int, default=0, help="base seed of the randomised parts (default 0)")
-    p.add_argument("--budget", type=float, default=60.0, help="seconds of random exploration per scenario")
+    p.add_argument("--seed", type=validate.seed, default=None,
+                   help="base seed of the randomised parts (default: a random one, printed at the start)")
+    p.add_argument("--budget", type=validate.budget, default=60.0, help="seconds of random exploration per scenario")
     add_common(p)
+    p.add_argument("--no-store", action="store_true",
+                   help="neither replay nor remember failing schedules (.killpoint/failures)")
+    p.add_argument("--shard", type=parse_shard, default=None, metavar="K/N",
+                   help="run only shard K of N of the schedules (split a run across CI jobs)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("replay", help="replay one schedule (or the schedule of a seed)")
     p.add_argument("--scenario", required=True)
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--schedule", help="faults, e.g. 'email:effect.applied:kill'")
-    g.add_argument("--seed", type=int, help="the seed whose schedule to replay")
+    g.add_argument("--seed", type=validate.seed, help="the seed whose schedule to replay")
     add_common(p)
     p.set_defaults(func=cmd_replay)
 
@@ -53,9 +67,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scenario", required=True)
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--exhaustive", action="store_true", help="every step x point x action, one fault each")
-    g.add_argument("--random", type=int, metavar="N", help="N random multi-fault schedules")
-    p.add_argument("--seed", type=int, default=0, help="base seed for --random (default 0)")
+    g.add_argument("--random", type=validate.count, metavar="N", help="N random multi-fault schedules")
+    p.add_argument("--seed", type=validate.seed, default=None,
+                   help="base seed for --random (default: a random one, printed at the start)")
     add_common(p)
+    p.add_argument("--no-store", action="store_true",
+                   help="neither replay nor remember failing schedules (.killpoint/failures)")
+    p.add_argument("--shard", type=parse_shard, default=None, metavar="K/N",
+                   help="run only shard K of N of the schedules (split a run across CI jobs)")
     p.set_defaults(func=cmd_explore)
 
     p = sub.add_parser("scenarios", help="list the scenarios")
@@ -77,29 +96,48 @@ def _say(args: argparse.Namespace):
 
 
 @contextlib.contextmanager
-def session(args: argparse.Namespace, label: str) -> Iterator[Session]:
-    """Load the agent, start the environment, and yield a Session; everything is torn down after."""
+def session(args: argparse.Namespace, label: str, progress: Progress | None = None,
+            meta: dict | None = None) -> Iterator[Session]:
+    """Load the agent, start the environment, and yield a Session; everything is torn down after. Interrupted
+    (Ctrl-C, SIGTERM), it writes and prints the findings of `progress` so far (`killpoint.cli.interrupted`)."""
     from killpoint.env.environment import Environment
     from killpoint.reference_agent.schema import ensure_schema
 
+    validate.check_paths(args)  # --out and --junit writable, before anything starts
     agent = load(args.steps)
+    if getattr(args, "previous_steps", None):
+        load(args.previous_steps)  # a --previous-steps that cannot be loaded is refused, never a silent skip
+    effects = effects_option(getattr(args, "effect", None))
+    adapter = adapter_option(args)
+    skip_checkers = skip_checker_option(args)
+    actions_option(args)  # a bad --actions is refused before anything starts
+    exit_codes = getattr(args, "exit_codes", None) or ("none" if args.worker_cmd else "killpoint")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     run_dir = Path(args.out) / f"{stamp}-{label}-{os.getpid()}"
     made = [d for d in (run_dir, *run_dir.parents) if not d.exists()]  # what to remove if refused
     run_dir.mkdir(parents=True, exist_ok=True)
     history = History(run_dir / "history.jsonl")
     say = _say(args)
+    s: Session | None = None
     try:
         with Environment(postgres=args.postgres, dsn=args.dsn, allow_any_dsn=args.allow_any_dsn, spawn=args.spawn,
                          worker_cmd=args.worker_cmd, preload=[agent.module], run_dir=run_dir, say=say,
-                         schema=ensure_schema) as env:
-            s = Session(env, history, agent, RunOptions(grace=args.grace))
+                         schema=ensure_schema, effects=effects, adapter=adapter) as env:
+            s = Session(env, history, agent, RunOptions(grace=args.grace, exit_codes=exit_codes))
+            s.skip_checkers = skip_checkers
+            s.jobs = getattr(args, "jobs", None) or default_jobs()
+            if adapter is not None and not adapter.concurrent_runs and s.jobs > 1:
+                say(f"--adapter {adapter.name}: one run at a time ({adapter.serial_reason})")
+                s.jobs = 1
             s.prepare(agent)  # the agent's own schema, and its OWN_EFFECTS_SQL checked, before any run
             yield s
     except (KeyboardInterrupt, SystemExit) as exc:
         # the journal says the session did not finish (and why), before everything is torn down
-        history.append("session.interrupted", run_id=None,
-                       by="SIGINT" if isinstance(exc, KeyboardInterrupt) else f"exit {exc.code}")
+        by = "SIGINT" if isinstance(exc, KeyboardInterrupt) else \
+            "SIGTERM" if exc.code == 128 + signal.SIGTERM else f"exit {exc.code}"
+        history.append("session.interrupted", run_id=None, by=by)
+        if s is not None and progress is not None:
+            report_interrupted(s, progress, meta or {"command": label}, by)
         raise
     except KillpointError:
         if not history.events("run.begin"):  # refused before any run: nothing of it is left behind
@@ -113,24 +151,82 @@ def session(args: argparse.Namespace, label: str) -> Iterator[Session]:
         history.close()
 
 
+def adapter_option(args: argparse.Namespace):
+    """`--adapter NAME` as an adapter (None: the default); an adapter without `--worker-cmd` is refused."""
+    from killpoint.adapters import get
+
+    name = getattr(args, "adapter", None)
+    if name is None:
+        return None
+    if not getattr(args, "worker_cmd", None):
+        raise KillpointUsage("adapter-without-worker", f"--adapter {name} reads a black-box worker's records, "
+                             "but no --worker-cmd was given", f"add --worker-cmd 'CMD {{run_id}}' (the {name} "
+                             "worker), or drop --adapter")
+    return get(name)
+
+
+def skip_checker_option(args: argparse.Namespace) -> frozenset[str]:
+    """`--skip-checker NAME` values; a name that is no checker is a usage error, not a silent no-op."""
+    from killpoint.checkers import ALWAYS, CHECKERS
+
+    names = frozenset(getattr(args, "skip_checker", None) or ())
+    for name in sorted(names):
+        if name not in CHECKERS or name in ALWAYS:
+            known = ", ".join(n for n in CHECKERS if n not in ALWAYS)
+            raise KillpointUsage("unknown-checker", f"--skip-checker {name}: no checker of that name can be skipped",
+                                 f"use one of: {known}")
+    return names
+
+
+def actions_option(args: argparse.Namespace) -> tuple[str, ...]:
+    """`--actions kill,term` as a tuple (empty: every scenario's own actions); unknown actions are refused."""
+    from killpoint.faults.points import ACTIONS
+
+    text = getattr(args, "actions", None)
+    if text is None:
+        return ()
+    chosen = tuple(a.strip() for a in text.split(",") if a.strip())
+    bad = [a for a in chosen if a not in ACTIONS]
+    if bad or not chosen:
+        raise KillpointUsage("bad-actions", f"--actions {text}: " + (f"unknown action {bad[0]!r}" if bad
+                                                                     else "no action named"),
+                             f"name actions joined by commas, from: {', '.join(ACTIONS)}")
+    return chosen
+
+
 def _context(args: argparse.Namespace, s: Session) -> Context:
     named = getattr(args, "scenario", None) or ()
     return Context(session=s, seed=getattr(args, "seed", 0) or 0, budget=getattr(args, "budget", 60.0),
                    say=_say(args), previous_steps=getattr(args, "previous_steps", None),
-                   named=tuple([named] if isinstance(named, str) else named))
+                   named=tuple([named] if isinstance(named, str) else named), actions=actions_option(args),
+                   shard=getattr(args, "shard", None), on_trial=_progress(args))
+
+
+def _progress(args: argparse.Namespace) -> TrialProgress | None:
+    """The run's progress display (`cli.progress`), one per invocation; None with --quiet."""
+    if getattr(args, "quiet", False):
+        return None
+    if getattr(args, "_progress", None) is None:
+        args._progress = TrialProgress.for_terminal(_console)
+    return args._progress
 
 
 def finish(args: argparse.Namespace, s: Session, results: list[ScenarioResult], meta: dict) -> int:
     """Print the summary and the failures in full; write the run dir and JUnit; return the exit code."""
     from killpoint.report.text import junit_xml, replay_line, scenario_line, trial_block, write_run_dir
 
+    if getattr(args, "_progress", None) is not None:
+        args._progress.close()  # the bar stops before the summary
     print()
     for r in results:
         print(scenario_line(r))
-    first: str | None = None
+    first: str | None = None  # the replay line of the first real failure (else of the first unknown)
+    first_fails = False
     for r in results:
-        # fewest faults first (a shrunk schedule leads); the rest are in verdicts.json and the HTML report
-        shown = sorted((t for t in r.trials if t.outcome != "pass"), key=lambda t: len(t.schedule))
+        # real failures before unknowns, then fewest faults first (a shrunk schedule leads); the rest are in
+        # verdicts.json and the HTML report
+        shown = sorted((t for t in r.trials if t.outcome not in ("pass", "n/a")),
+                       key=lambda t: (t.outcome != "fail", len(t.schedule)))
         for t in shown[:SHOWN_PER_SCENARIO]:
             title = "EXPECTED FINDING" if r.outcome == "expected" else t.outcome.upper()
             print()
@@ -138,17 +234,21 @@ def finish(args: argparse.Namespace, s: Session, results: list[ScenarioResult], 
         if len(shown) > SHOWN_PER_SCENARIO:
             print(f"\n... and {len(shown) - SHOWN_PER_SCENARIO} more of {r.name}: "
                   f"{s.env.run_dir / 'verdicts.json'}, or killpoint report {s.env.run_dir}")
-        if first is None and shown and r.outcome in ("fail", "unknown"):
-            first = replay_line(r.name, shown[0], s.agent.module)
+        if shown and r.outcome in ("fail", "unknown") and (first is None or (not first_fails
+                                                                          and shown[0].outcome == "fail")):
+            first, first_fails = replay_line(r.name, shown[0], s.agent.module), shown[0].outcome == "fail"
     write_run_dir(s.env.run_dir, results, {**meta, "steps": s.agent.module, "steps_digest": s.agent.digest,
                                           "worker_cmd": s.env.worker_cmd, "grace": s.options.grace,
+                                          "adapter": s.env.adapter.name,
                                           "previous_steps": getattr(args, "previous_steps", None)})
     if args.junit:
-        Path(args.junit).write_text(junit_xml(results, s.agent.module))
+        Path(args.junit).write_text(junit_xml(results, s.agent.module, {**meta, "steps_digest": s.agent.digest}))
     unfired = sorted({u for r in results for t in r.trials for u in t.unfired()})
     if unfired:
         print(f"\nnote: faults the runs never reached (nothing was injected there): {', '.join(unfired[:8])}"
               + (f" and {len(unfired) - 8} more" if len(unfired) > 8 else ""))
+    if first is not None and meta.get("command") in ("run", "explore") and meta.get("seed") is not None:
+        print(f"\nbase seed {meta['seed']}: the whole run again, the same random schedules, with --seed {meta['seed']}")
     print(f"\nrun directory: {s.env.run_dir}")
     if first is not None:
         print(f"reproduce the first failure with:\n  {first}")
@@ -173,6 +273,19 @@ def crash_free_first(args: argparse.Namespace, s: Session, meta: dict) -> int | 
     return None
 
 
+def failure_store(args: argparse.Namespace) -> FailureStore | None:
+    """The failure store (`run.store`), or None with --no-store."""
+    return None if getattr(args, "no_store", False) else FailureStore()
+
+
+def base_seed(args: argparse.Namespace) -> None:
+    """Fix `args.seed` to the run's base seed (`--seed`, else a random one) and say it (`run.seeds`)."""
+    from killpoint.run.seeds import choose, seed_line
+
+    given, args.seed = args.seed, choose(args.seed)
+    print(seed_line(args.seed, given), flush=True)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     names = args.scenario or list(registry())
     scenarios = [find(n) for n in names]
@@ -180,22 +293,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     for name in skip:
         find(name)  # a misspelt name is a usage error, not a silent no-op
     scenarios = [sc for sc in scenarios if sc.name not in skip]
+    base_seed(args)
     results = []
     meta = {"command": "run", "seed": args.seed, "scenarios": names, "skipped_by_user": sorted(skip)}
-    with session(args, "run") as s:
+    progress = Progress(results)
+    with session(args, "run", progress, meta) as s:
         code = crash_free_first(args, s, meta)
         if code is not None:
             return code
         for scenario in scenarios:
             started = time.monotonic()
             ctx = _context(args, s)
+            progress.begin(scenario.name, s)
             ctx.say(f"{scenario.name}: {scenario.summary}")
             try:
                 skipped = scenario.skipped(ctx, started)
                 if skipped is not None:
                     results.append(skipped)
                     continue
-                trials = scenario.with_shrunk(ctx, scenario.run(ctx))
+                stored = replay_stored(failure_store(args), scenario, ctx)
+                trials = scenario.with_shrunk(ctx, stored + scenario.run(ctx))
+                remember(failure_store(args), scenario, ctx, trials)
                 results.append(scenario.result(trials, started))
             except CrashFreeFailure as exc:  # the scenario's own agent fails without faults
                 ctx.say(f"{scenario.name}: {exc.message}")
@@ -211,13 +329,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     scenario = find(args.scenario)
     steps = scenario.steps or args.steps  # a scenario with its own agent names that agent's steps
-    given = Schedule.parse(args.schedule, load(steps).steps) if args.schedule is not None else None
-    with session(args, "replay") as s:
+    known = None if args.worker_cmd else load(steps).steps  # a black-box worker's steps are its framework's
+    given = Schedule.parse(args.schedule, known) if args.schedule is not None else None
+    progress = Progress()
+    with session(args, "replay", progress, {"command": "replay", "schedule": args.schedule, "seed": args.seed}) as s:
         code = None if scenario.steps else crash_free_first(args, s, {"command": "replay"})
         if code is not None:
             return code
         started = time.monotonic()
         ctx = _context(args, s)
+        progress.begin(scenario.name, s)
         skipped = scenario.skipped(ctx, started)
         if skipped is not None:
             return finish(args, s, [skipped], {"command": "replay", "skipped": skipped.reason})
@@ -235,32 +356,42 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_explore(args: argparse.Namespace) -> int:
     scenario = find(args.scenario)
-    with session(args, "explore") as s:
+    base_seed(args)
+    progress = Progress()
+    with session(args, "explore", progress, {"command": "explore", "seed": args.seed}) as s:
         code = None if scenario.steps else crash_free_first(args, s, {"command": "explore"})
         if code is not None:
             return code
         started = time.monotonic()
         ctx = _context(args, s)
+        progress.begin(scenario.name, s)
         skipped = scenario.skipped(ctx, started)
         if skipped is not None:
             return finish(args, s, [skipped], {"command": "explore", "skipped": skipped.reason})
-        trials = scenario.with_shrunk(ctx, scenario.exhaustive(ctx) if args.exhaustive
-                                      else scenario.random(ctx, args.random))
+        stored = replay_stored(failure_store(args), scenario, ctx)
+        trials = scenario.with_shrunk(ctx, stored + (scenario.exhaustive(ctx) if args.exhaustive
+                                                     else scenario.random(ctx, args.random)))
+        remember(failure_store(args), scenario, ctx, trials)
         result = scenario.result(trials, started)
         return finish(args, s, [result], {"command": "explore", "seed": args.seed,
                                           "mode": "exhaustive" if args.exhaustive else f"random {args.random}"})
 
 
 def cmd_scenarios(args: argparse.Namespace) -> int:
-    for name, scenario in registry().items():
-        print(f"{name:<26} {scenario.summary}")
+    from killpoint.run.catalog import entries
+
+    for name, entry in entries().items():  # read from the modules' source: nothing heavy is imported
+        print(f"{name:<26} {entry.summary}")
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from killpoint.report.html import render
+    from killpoint.report.html import draw
 
-    print(render(Path(args.run_dir)))
+    path, notes = draw(Path(args.run_dir))  # a torn or corrupt history: what was skipped, then the rest drawn
+    for note in notes:
+        print(f"note: {note}")
+    print(path)
     return 0
 
 

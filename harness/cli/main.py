@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from killpoint import __version__
+from killpoint.cli import signals, validate
 from killpoint.cli.args import add_postgres_options
 from killpoint.errors import KillpointError
 
@@ -42,7 +43,7 @@ REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [add_doctor, ad
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="killpoint", description="Crash-testing harness for durable AI agents.")
+    p = validate.Parser(prog="killpoint", description="Crash-testing harness for durable AI agents.")
     p.add_argument("--version", action="version", version=f"killpoint {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for register in REGISTRARS:
@@ -50,15 +51,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _terminate(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``killpoint`` console script; returns the exit code."""
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _terminate)
+    restore = signals.install()  # the first Ctrl-C/SIGTERM stops the run; a burst never cuts its cleanup short
     try:
         p = parser()  # inside the try: it imports the suite, and a Ctrl-C there is still a clean 130
         args = p.parse_args(argv)
@@ -77,8 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("killpoint: terminated; cleaned up", file=sys.stderr)
         raise
     finally:
-        if previous == signal.SIG_DFL:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        restore()
 
 
 if __name__ == "__main__":

@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import shutil
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
+from killpoint.adapters import Adapter, CheckpointsAdapter, table_exists
 from killpoint.env import audit, sqlbarrier
 from killpoint.env.barrier import BarrierServer
 from killpoint.env.launcher import ExecLauncher, ForkLauncher, Incarnation, Launcher
@@ -30,20 +31,30 @@ class Environment:
     """Owned resources of one harness session. Use as a context manager.
 
     `spawn` is "fork" (a fork server preloading `preload`), "exec" (fresh interpreters) or a
-    `worker_cmd` argv template for black-box workers.
+    `worker_cmd` argv template for black-box workers. `effects` (name -> URL) are the HTTP services put
+    behind a recording proxy (`--effect`): their requests are recorded and held like the fakes'.
+    `adapter` says where a black-box worker's runtime keeps a run's progress (killpoint/adapters; default
+    the seeds' `checkpoints` table). With an adapter whose table the user's framework creates, killpoint
+    creates nothing of the seeds' shape, installs the barrier trigger on that table once it exists (at
+    the first run attached after the crash-free run made it), and removes it when the session ends.
     """
 
     def __init__(self, *, postgres: str = "auto", dsn: str | None = None, allow_any_dsn: bool = False,
                  spawn: str = "fork", worker_cmd: str | None = None, preload: list[str] | None = None,
-                 run_dir: Path, say: Callable[[str], None] | None = None, schema: Callable | None = None) -> None:
+                 run_dir: Path, say: Callable[[str], None] | None = None, schema: Callable | None = None,
+                 effects: Mapping[str, str] | None = None, adapter: Adapter | None = None) -> None:
         self._postgres, self._dsn, self._allow_any_dsn = postgres, dsn, allow_any_dsn
         self._spawn, self._worker_cmd, self._preload = spawn, worker_cmd, preload or []
         self.run_dir = run_dir
         self._say = say
         self._schema = schema
+        self.effects: dict[str, str] = dict(effects or {})
+        """`--effect` upstreams (name -> URL), each behind a recording proxy of the fake services."""
         self._stack = contextlib.ExitStack()
         self._listeners: dict[str, RunListener] = {}
         self._sqlbarriers: dict[str, sqlbarrier.SqlBarrier] = {}
+        self.adapter: Adapter = adapter or CheckpointsAdapter()
+        self._held_table = False
         self._lock = threading.Lock()
 
     def __enter__(self) -> Environment:
@@ -68,12 +79,16 @@ class Environment:
         self.pg = stack.enter_context(provide(kind=self._postgres, dsn=self._dsn, allow_any_dsn=self._allow_any_dsn,
                                               on_choice=self._say))
         with self.connect() as conn:
-            if self._schema is not None:
-                self._schema(conn)
-            audit.install(conn)
-            if self._worker_cmd:
-                sqlbarrier.install(conn)  # a black-box worker's checkpoint points are held by a trigger
-        self.services = Services.start(hook=self._service_hook)
+            if self.adapter.hold.owned:  # else the user's framework owns its tables: nothing of the seeds' shape
+                if self._schema is not None:
+                    self._schema(conn)
+                audit.install(conn)
+                if self._worker_cmd:
+                    sqlbarrier.install(conn)  # a black-box worker's checkpoint points are held by a trigger
+                    self._held_table = True
+            else:
+                audit.ensure_table(conn)
+        self.services = Services.start(hook=self._service_hook, upstreams=self.effects)
         stack.callback(self.services.stop)
         self.barrier = BarrierServer(self.socket_path, self._worker_point, self._worker_note)
         stack.callback(self.barrier.close)
@@ -108,8 +123,34 @@ class Environment:
         """Route the events of `listener.run_id` to it (a black-box run's checkpoint points too)."""
         with self._lock:
             self._listeners[listener.run_id] = listener
-        if self._worker_cmd:
-            self._sqlbarriers[listener.run_id] = sqlbarrier.SqlBarrier(self.pg.dsn, listener)
+        if self._worker_cmd and self._hold_table():
+            self._sqlbarriers[listener.run_id] = sqlbarrier.SqlBarrier(self.pg.dsn, listener, self.adapter)
+
+    def settle(self, run_id: str) -> None:
+        """Wait until the run's held checkpoint commit, if any, is resolved (`SqlBarrier.settle`)."""
+        held = self._sqlbarriers.get(run_id)
+        if held is not None:
+            held.settle()
+
+    def _hold_table(self) -> bool:
+        """True once the adapter's table carries the barrier trigger (installed here on first sight of a
+        table the user's framework created, and removed again when the session ends)."""
+        if self._held_table:
+            return True
+        hold = self.adapter.hold
+        with self.connect() as conn:
+            if not table_exists(conn, hold.table):
+                return False  # the framework has not made its tables yet (the crash-free run will)
+            self._stack.callback(self._unhold)
+            audit.install(conn, hold=hold)  # the framework's committed writes, for the checkers
+            sqlbarrier.install(conn, hold=hold)
+        self._held_table = True
+        return True
+
+    def _unhold(self) -> None:
+        with contextlib.suppress(psycopg.Error), self.connect() as conn:
+            sqlbarrier.uninstall(conn, self.adapter.hold)
+            audit.uninstall(conn, self.adapter.hold)
 
     def detach(self, listener: RunListener) -> None:
         with self._lock:

@@ -1,6 +1,7 @@
 """Launchers start worker incarnations and report how each one ends.
 
-`ForkLauncher` asks a fork server (harness/forkserver.py) that has already imported the agent;
+`ForkLauncher` asks one of its fork servers (harness/env/forkserver.py, one per hash seed, used in turn by
+the incarnations of a run) that have already imported the agent;
 `ExecLauncher` starts a fresh interpreter (`--spawn exec`) or any command (`--worker-cmd`). Both give
 back an `Incarnation` whose `ended` event is set when the process is gone, with its exit code or
 signal, and whose `stopped` event follows SIGSTOP/SIGCONT as the kernel reports them.
@@ -117,6 +118,13 @@ class Incarnation:
         """SIGKILL everything `leftovers()` finds (the group at once, then each straggler) and wait until
         it is gone; return what was killed (as `leftovers()` words it)."""
         return kill_all([self], timeout)
+
+
+def leftovers(incs: list[Incarnation]) -> list[str]:
+    """`Incarnation.leftovers` of every incarnation of `incs`, from one pass over the process table (a pass
+    costs milliseconds per hundred processes: once per run, not once per incarnation)."""
+    found = _members(incs)
+    return [describe(p) for inc in incs for p in found.get(id(inc), [])]
 
 
 def _members(incs: list[Incarnation]) -> dict[int, list[psutil.Process]]:
@@ -270,21 +278,53 @@ class Launcher:
             incarnation.ended.set()
 
 
-class ForkLauncher(Launcher):
-    """Incarnations forked from a fork server that preloaded `modules` (a few ms each)."""
+HASH_SEEDS: tuple[int, ...] = (2029, 7411)
+"""The `PYTHONHASHSEED`s incarnations are started with, in turn: the n-th incarnation of a run gets
+`HASH_SEEDS[n % len(HASH_SEEDS)]`. Fixed values (same schedule, same verdict on any machine) that differ from
+one incarnation of a run to the next, as two real restarts differ: a key built with `hash()` changes on
+resume (never 0, which would turn hash randomisation off)."""
 
-    def __init__(self, modules: list[str], env: dict[str, str] | None = None) -> None:
+
+class IncarnationSeeds:
+    """Hands out the hash seed of each new incarnation of a run (see `HASH_SEEDS`).
+
+    1. `next(run_id)` counts the incarnations asked for `run_id` so far (0 for the first).
+    2. It returns that count modulo the number of seeds: an index into `HASH_SEEDS` (the fork server to use,
+       or the seed an exec'd worker is given), so a resumed incarnation never shares the hash seed of the
+       one it replaces, and the first incarnation of every run (the crash-free run's too) gets the first.
+    Thread-safe.
+    """
+
+    def __init__(self, count: int | None = None) -> None:
+        self._count = len(HASH_SEEDS) if count is None else count
+        self._seen: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def next(self, run_id: str) -> int:
+        with self._lock:
+            n = self._seen.get(run_id, 0)
+            self._seen[run_id] = n + 1
+        return n % self._count
+
+
+class _ForkServer:
+    """One fork server process (harness/env/forkserver.py) and the thread that reads what it says."""
+
+    def __init__(self, modules: list[str], env: dict[str, str], on_message: Callable[[dict], None]) -> None:
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "killpoint.env.forkserver", *modules],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=env, process_group=0, preexec_fn=die_with_parent,
         )
-        self._by_pid: dict[int, Incarnation] = {}
-        self._early: dict[int, list[dict]] = {}
-        self._spawned: queue.Queue[dict] = queue.Queue()
-        self._lock = threading.Lock()  # guards _by_pid and _early
-        self._spawn_lock = threading.Lock()  # one spawn request in flight at a time
-        self._leaders: set[int] = set()  # every pid the server forked for us (under _spawn_lock)
+        self._on_message = on_message
+        self.spawned: queue.Queue[dict] = queue.Queue()
+        self.spawn_lock = threading.Lock()  # one spawn request in flight at a time
+        self.leaders: set[int] = set()  # every pid this server forked for us (under spawn_lock)
+        self.pid = 0
+        self._reader: threading.Thread | None = None
+
+    def ready(self) -> None:
+        """Wait for the server's `ready` line (it has imported the agent) and start reading its messages."""
         assert self._proc.stdout is not None
         first = self._proc.stdout.readline()
         if not first:
@@ -293,7 +333,7 @@ class ForkLauncher(Launcher):
             raise EnvironmentProblem("forkserver-failed",
                                      f"the fork server could not import the agent: {err[-1] if err else 'no output'}",
                                      "run `python -m killpoint.reference_agent.worker --help` to see the import error, or use --spawn exec")
-        self.server_pid = json.loads(first)["pid"]
+        self.pid = json.loads(first)["pid"]
         self._reader = threading.Thread(target=self._read, name="killpoint-forkserver", daemon=True)
         self._reader.start()
 
@@ -301,57 +341,28 @@ class ForkLauncher(Launcher):
         assert self._proc.stdout is not None
         for line in self._proc.stdout:
             msg = json.loads(line)
-            op = msg.get("op")
-            if op == "spawned":
-                self._spawned.put(msg)
-                continue
-            with self._lock:
-                incarnation = self._by_pid.get(msg.get("pid"))
-                if incarnation is None:  # reported before spawn() registered it
-                    self._early.setdefault(msg.get("pid"), []).append(msg)
-                    continue
-            self._apply(incarnation, msg)
+            if msg.get("op") == "spawned":
+                self.spawned.put(msg)
+            else:
+                self._on_message(msg)
 
-    def _apply(self, incarnation: Incarnation, msg: dict) -> None:
-        op = msg.get("op")
-        if op == "stopped":
-            incarnation.continued.clear()
-            incarnation.stopped.set()
-        elif op == "continued":
-            incarnation.stopped.clear()
-            incarnation.continued.set()
-        elif op == "exited":
-            self._finish(incarnation, msg.get("exit_code"), msg.get("signal"))
-
-    def spawn(self, inc: str, run_id: str, role: str, argv: list[str], env: dict[str, str],
-              log: str | None) -> Incarnation:
+    def spawn(self, inc: str, argv: list[str], env: dict[str, str], log: str | None) -> int:
+        """Ask for one incarnation; its pid (already the leader of its own group)."""
         assert self._proc.stdin is not None
-        incarnation = _new(inc, run_id, role, log)
-        env = {**env, TAG_VAR: incarnation.tag}
-        with self._spawn_lock:
+        with self.spawn_lock:
             self._proc.stdin.write((json.dumps({"op": "spawn", "inc": inc, "argv": argv, "env": env,
                                                 "log": log}) + "\n").encode())
             self._proc.stdin.flush()
-            msg = self._spawned.get(timeout=30)
-            self._leaders.add(msg["pid"])
-        incarnation.pid = msg["pid"]  # the fork server made it a group leader before it answered
-        incarnation.adopter = self.adopted
-        _identify(incarnation)
-        self._started(incarnation)  # before its exit, which may already be waiting in _early
-        with self._lock:
-            self._by_pid[incarnation.pid] = incarnation
-            early = self._early.pop(incarnation.pid, [])
-        for m in early:
-            self._apply(incarnation, m)
-        return incarnation
+            msg = self.spawned.get(timeout=30)
+            self.leaders.add(msg["pid"])
+        return msg["pid"]
 
     def adopted(self) -> list[psutil.Process]:
-        """Live processes the fork server adopted as a subreaper (children of it that are no incarnation,
-        and their descendants): escapees whose parents died."""
-        with self._spawn_lock:  # no fork in flight: every child that is no leader was adopted
-            leaders = set(self._leaders)
+        """Live processes this server adopted as a subreaper (see `ForkLauncher.adopted`)."""
+        with self.spawn_lock:  # no fork in flight: every child that is no leader was adopted
+            leaders = set(self.leaders)
             try:
-                kids = psutil.Process(self.server_pid).children()
+                kids = psutil.Process(self.pid).children() if self.pid else []
             except psutil.Error:
                 return []
         out: list[psutil.Process] = []
@@ -371,13 +382,89 @@ class ForkLauncher(Launcher):
         except subprocess.TimeoutExpired:
             os.killpg(self._proc.pid, signal.SIGKILL)
             self._proc.wait()
-        self._reader.join(timeout=5)
+        if self._reader is not None:
+            self._reader.join(timeout=5)
         for stream in (self._proc.stdout, self._proc.stderr):
             if stream:
                 stream.close()
+
+
+class ForkLauncher(Launcher):
+    """Incarnations forked from fork servers that preloaded `modules` (a few ms each).
+
+    1. One fork server per seed of `HASH_SEEDS`, each started with that `PYTHONHASHSEED` (in parallel, so
+       the start costs one import of the agent, not one per server).
+    2. The n-th incarnation of a run is forked by server `n % len(HASH_SEEDS)` (`IncarnationSeeds`): a
+       resumed incarnation never shares the hash seed of the one it replaces, as after a real restart
+       (`random` is reseeded in every fork by Python itself).
+    3. Every server's state changes of its children are routed to the incarnation of that pid.
+    `server_pid` is the first server's pid, `server_pids` all of them.
+    """
+
+    def __init__(self, modules: list[str], env: dict[str, str] | None = None) -> None:
+        base = dict(os.environ if env is None else env)
+        self._by_pid: dict[int, Incarnation] = {}
+        self._early: dict[int, list[dict]] = {}
+        self._lock = threading.Lock()  # guards _by_pid and _early
+        self._servers: list[_ForkServer] = []
+        try:
+            for seed in HASH_SEEDS:
+                self._servers.append(_ForkServer(modules, {**base, "PYTHONHASHSEED": str(seed)}, self._route))
+            for server in self._servers:
+                server.ready()
+        except BaseException:
+            for server in self._servers:
+                server.close()
+            raise
+        self._seeds = IncarnationSeeds(len(self._servers))
+        self.server_pids = [server.pid for server in self._servers]
+        self.server_pid = self.server_pids[0]
+
+    def _route(self, msg: dict) -> None:
+        with self._lock:
+            incarnation = self._by_pid.get(msg.get("pid"))
+            if incarnation is None:  # reported before spawn() registered it
+                self._early.setdefault(msg.get("pid"), []).append(msg)
+                return
+        self._apply(incarnation, msg)
+
+    def _apply(self, incarnation: Incarnation, msg: dict) -> None:
+        op = msg.get("op")
+        if op == "stopped":
+            incarnation.continued.clear()
+            incarnation.stopped.set()
+        elif op == "continued":
+            incarnation.stopped.clear()
+            incarnation.continued.set()
+        elif op == "exited":
+            self._finish(incarnation, msg.get("exit_code"), msg.get("signal"))
+
+    def spawn(self, inc: str, run_id: str, role: str, argv: list[str], env: dict[str, str],
+              log: str | None) -> Incarnation:
+        incarnation = _new(inc, run_id, role, log)
+        server = self._servers[self._seeds.next(run_id)]
+        incarnation.pid = server.spawn(inc, argv, {**env, TAG_VAR: incarnation.tag}, log)
+        incarnation.adopter = self.adopted
+        _identify(incarnation)
+        self._started(incarnation)  # before its exit, which may already be waiting in _early
+        with self._lock:
+            self._by_pid[incarnation.pid] = incarnation
+            early = self._early.pop(incarnation.pid, [])
+        for m in early:
+            self._apply(incarnation, m)
+        return incarnation
+
+    def adopted(self) -> list[psutil.Process]:
+        """Live processes the fork servers adopted as subreapers (children of a server that are no
+        incarnation, and their descendants): escapees whose parents died."""
+        return [p for server in self._servers for p in server.adopted()]
+
+    def close(self) -> None:
+        for server in self._servers:
+            server.close()
         with self._lock:
             incarnations = list(self._by_pid.values())
-        kill_all(incarnations)  # what escaped the fork server's own clean-up (exec'd escapees)
+        kill_all(incarnations)  # what escaped the fork servers' own clean-up (exec'd escapees)
         for incarnation in incarnations:
             if not incarnation.exited:
                 self._finish(incarnation, None, signal.SIGKILL)
@@ -386,7 +473,8 @@ class ForkLauncher(Launcher):
 class ExecLauncher(Launcher):
     """Incarnations as fresh processes: `python -m killpoint.reference_agent.worker` or a user's `--worker-cmd`.
 
-    `command` is an argv template; `{run_id}` in it is replaced. Processes are started from one
+    `command` is an argv template; `{run_id}` in it is replaced. Each incarnation is given the
+    `PYTHONHASHSEED` of `HASH_SEEDS` the fork launcher would use for it (`IncarnationSeeds`). Processes are started from one
     long-lived thread, because Linux's parent-death signal follows the thread that forked.
 
     A guard process (`python -m killpoint.env.launcher`, see `guard`) is told about every incarnation; when
@@ -396,6 +484,7 @@ class ExecLauncher(Launcher):
 
     def __init__(self, command: list[str] | None = None) -> None:
         self._command = command
+        self._seeds = IncarnationSeeds()
         self._jobs: queue.Queue = queue.Queue()
         self._procs: list[tuple[subprocess.Popen, Incarnation]] = []
         self._lock = threading.Lock()
@@ -434,7 +523,8 @@ class ExecLauncher(Launcher):
             full = [part.replace("{run_id}", run_id) for part in self._command]
         incarnation = _new(inc, run_id, role, log)
         reply: queue.Queue = queue.Queue()
-        self._jobs.put((full, {**env, TAG_VAR: incarnation.tag}, log, reply))
+        seed = HASH_SEEDS[self._seeds.next(run_id)]  # a fresh interpreter, but a deterministic hash seed
+        self._jobs.put((full, {**env, TAG_VAR: incarnation.tag, "PYTHONHASHSEED": str(seed)}, log, reply))
         proc = reply.get()
         if isinstance(proc, OSError):
             raise EnvironmentProblem("worker-cmd", f"cannot start worker {full[0]!r}: {proc.strerror}",

@@ -6,18 +6,25 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
-import psycopg
-
+from killpoint.env import timelimit
 from killpoint.errors import UsageError
 from killpoint.reference_agent.checkpoint import DONE
 from killpoint.reference_agent.step_module import DEFAULT_STEPS, BadStepModule, StepModule, import_step_module
 
 TERMINAL = DONE
+STEP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+"""What a step may be called: the schedule grammar (`STEP:POINT:ACTION@N`, comma-separated) and a
+single-quoted replay line hold these safely."""
+if TYPE_CHECKING:  # psycopg costs ~0.4 s to import: `killpoint --help` must not pay it
+    import psycopg
+
 __all__ = ["DEFAULT_STEPS", "TERMINAL", "AgentSpec", "check", "load", "prepare"]
 
 
@@ -40,10 +47,23 @@ def load(module: str) -> AgentSpec:
     """Import `module` and check the contract; every violation is one UsageError naming it and the fix."""
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))
+    limit = timelimit.import_seconds()
     try:
-        mod = import_step_module(module)
+        mod = timelimit.within(limit, lambda: import_step_module(module))
     except BadStepModule as exc:
         raise UsageError("bad-steps-module", exc.message, exc.fix) from None
+    except timelimit.TimedOut:
+        sys.modules.pop(module, None)
+        raise UsageError("steps-import-timeout",
+                         f"step module {module!r} did not finish importing within {limit:g} s (does it loop or "
+                         "wait at module level?)",
+                         "move that work into a step or setup(conn), or raise KILLPOINT_IMPORT_TIMEOUT (seconds) "
+                         "if the import is only slow") from None
+    except SystemExit as exc:
+        sys.modules.pop(module, None)
+        raise UsageError("steps-import-exit", f"step module {module!r} called sys.exit({exc.code!r}) while being "
+                         "imported", "remove the exit from module level (guard it with "
+                         "`if __name__ == '__main__':`)") from None
     return check(mod, module)
 
 
@@ -53,6 +73,12 @@ def check(mod: ModuleType, module: str) -> AgentSpec:
         spec = StepModule.from_module(mod, module)
     except BadStepModule as exc:
         raise UsageError("bad-steps-module", exc.message, exc.fix) from None
+    for step in spec.steps:
+        if not isinstance(step, str) or not STEP_NAME.match(step):
+            raise UsageError("bad-step-name", f"step module {module!r} has a step named {step!r}; a step name is "
+                             "written into schedules and replay lines, where ':', ',', '@', spaces and quotes "
+                             "break them", "name steps with letters, digits, '_', '-' and '.' only, "
+                             "e.g. 'send_email'")
     try:
         source = inspect.getsource(mod).encode()
     except (OSError, TypeError):
@@ -71,6 +97,8 @@ def _first_line(exc: BaseException) -> str:
 def prepare(conn: psycopg.Connection, agent: AgentSpec) -> None:
     """Create the agent's own schema (`SCHEMA_SQL`, then `setup(conn)`) and check that its `OWN_EFFECTS_SQL`
     runs; each error is one UsageError naming the module, the part and the database's message."""
+    import psycopg
+
     if agent.schema_sql:
         try:
             conn.execute(agent.schema_sql)  # type: ignore[arg-type]

@@ -1,8 +1,9 @@
 """`killpoint report RUN_DIR`: an HTML timeline of a run directory (history.jsonl + verdicts.json).
 
-A summary table of the scenarios, then each scenario's trials (the non-passing first, opened), then one
-timeline per run: a lane per incarnation, every point, fault and process end at its time (the timelines of
-failing runs opened). Self-contained: no script, no network.
+A summary table of the scenarios (naming the runs that failed), then each scenario's trials (the non-passing
+first, opened), then each failing run in full (`html_run.failure_section`: evidence, replay command,
+attempts and effects, log tails), then one SVG timeline per run (`html_run.timeline_svg`: labelled lanes
+and steps; the timelines of failing runs opened). Self-contained: no script, no network.
 """
 
 from __future__ import annotations
@@ -12,10 +13,8 @@ import json
 from pathlib import Path
 
 from killpoint.errors import UsageError
+from killpoint.report.html_run import failure_section, legend_html, timeline_svg
 from killpoint.run.history import History
-
-_COLORS = {"point": "#8aa", "fault": "#d22", "inc.start": "#2a2", "inc.end": "#555", "note": "#a80",
-           "escalate": "#f0a", "thaw": "#06c", "db.down": "#d22", "db.up": "#2a2"}
 
 _CSS = """body{font:13px system-ui,sans-serif;margin:1.5em}h2{margin-top:1.6em}
 .run{border:1px solid #ccc;margin:.6em 0;padding:.4em}.lane{position:relative;height:18px;margin:2px 0;
@@ -23,70 +22,110 @@ background:#f6f6f6}.ev{position:absolute;top:2px;width:3px;height:14px}.lbl{font
 .pass{color:#070}.fail{color:#b00}.unknown{color:#a60}.expected{color:#06c}code{background:#eee;padding:1px 3px}
 table{border-collapse:collapse}td,th{padding:1px 8px;vertical-align:top;text-align:left}
 td{white-space:nowrap}td.d{white-space:normal;overflow-wrap:anywhere}details{margin:.5em 0}summary{font-weight:bold;cursor:pointer}
-.summary{margin-bottom:1em}.summary th{border-bottom:1px solid #999}"""
+.summary{margin-bottom:1em}.summary th{border-bottom:1px solid #999}
+tr.dup td{background:#fdd;color:#900;font-weight:bold}pre{background:#f7f7f7;padding:4px;margin:2px 0;white-space:pre-wrap}
+.failure{border-left:4px solid #b00;padding-left:.8em;margin:1.2em 0}.records th{border-bottom:1px solid #999}
+.legend span{margin-right:1.2em;white-space:nowrap}svg.timeline{display:block;margin:.4em 0}"""
 
 
 def render(run_dir: Path) -> Path:
     """Write `report.html` into `run_dir` and return its path. Raises UsageError if it is not a run dir."""
+    return draw(run_dir)[0]
+
+
+def _meta(run_dir: Path) -> dict:
+    """meta.json of the run directory (steps, grace... for the replay commands), or {} if unreadable."""
+    try:
+        data = json.loads((run_dir / "meta.json").read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _drawable(events: list[dict]) -> tuple[list[dict], int]:
+    """The events a timeline can place (a numeric time; a run id, if any, that is a string), and how many
+    others there were (a corrupt history's lines may parse as JSON and still make no sense)."""
+    good = [e for e in events if isinstance(e.get("t"), (int, float)) and not isinstance(e.get("t"), bool)
+            and isinstance(e.get("type"), str) and (e.get("run_id") is None or isinstance(e.get("run_id"), str))]
+    return good, len(events) - len(good)
+
+
+def _verdicts(run_dir: Path) -> tuple[list[dict], str | None]:
+    """`verdicts.json` if it is there and readable as the list it should be; else [] and why not."""
+    path = run_dir / "verdicts.json"
+    if not path.is_file():
+        return [], None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except ValueError as exc:
+        return [], f"{path} is not valid JSON ({exc}); the verdict tables are left out"
+    ok = isinstance(data, list) and all(
+        isinstance(sc, dict) and isinstance(sc.get("scenario"), str) and isinstance(sc.get("outcome"), str)
+        and isinstance(sc.get("trials"), list)
+        and all(isinstance(t, dict) and isinstance(t.get("run_id"), str) and isinstance(t.get("outcome"), str)
+                and isinstance(t.get("verdicts"), list) and all(isinstance(v, dict) for v in t["verdicts"])
+                for t in sc["trials"]) for sc in data)
+    return (data, None) if ok else ([], f"{path} is not in the shape killpoint writes; the verdict tables are left out")
+
+
+def draw(run_dir: Path) -> tuple[Path, list[str]]:
+    """`render`, and what it had to skip of a torn or corrupt run directory, one line each."""
     history_path = run_dir / "history.jsonl"
     if not history_path.is_file():
         raise UsageError("not-a-run-dir", f"{run_dir} has no history.jsonl",
                          "give a directory under .killpoint/runs/ written by killpoint run, replay or explore")
-    events = History.load(history_path)
-    verdicts = json.loads((run_dir / "verdicts.json").read_text()) if (run_dir / "verdicts.json").is_file() else []
-    out = [f"<!doctype html><meta charset=utf-8><title>killpoint {html.escape(run_dir.name)}</title>",
+    events, torn = History.read(history_path)
+    events, odd = _drawable(events)
+    notes = [f"skipped {torn} unreadable line(s) of {history_path} (a killed run tears its last line)"] if torn else []
+    if odd:
+        notes.append(f"skipped {odd} event(s) of {history_path} without a time or with a malformed run id")
+    verdicts, why = _verdicts(run_dir)
+    if why:
+        notes.append(why)
+    meta = _meta(run_dir)
+    out = [f"<!doctype html><html lang=en><meta charset=utf-8><title>killpoint {html.escape(run_dir.name)}</title>",
            f"<style>{_CSS}</style><h1>killpoint run {html.escape(run_dir.name)}</h1>",
-           "<table class=summary><tr><th>scenario</th><th>outcome</th><th>trials</th><th>seconds</th></tr>"]
+           "<table class=summary><tr><th>scenario</th><th>outcome</th><th>trials</th><th>seconds</th>"
+           "<th>failed runs</th></tr>"]
     for sc in verdicts:
+        failed = [t["run_id"] for t in sc["trials"] if t["outcome"] not in ("pass", "n/a")]
+        links = ", ".join(f"<a href='#failure-{html.escape(r)}'>{html.escape(r)}</a>" for r in failed) or "none"
         out.append(f"<tr><td><a href='#{html.escape(sc['scenario'])}'>{html.escape(sc['scenario'])}</a></td>"
-                   f"<td class={sc['outcome']}>{sc['outcome']}</td><td>{len(sc['trials'])}</td><td>{sc['elapsed']}</td></tr>")
+                   f"<td class={html.escape(sc['outcome'])}>{html.escape(sc['outcome'])}</td><td>{len(sc['trials'])}</td>"
+                   f"<td>{html.escape(str(sc.get('elapsed', '')))}</td><td class=d>{links}</td></tr>")
     out.append("</table>")
     bad_runs: set[str] = set()
     for sc in verdicts:
         trials = sorted(sc["trials"], key=lambda t: t["outcome"] == "pass")  # the non-passing first
         opened = " open" if sc["outcome"] not in ("pass", "skipped") else ""
-        out.append(f"<details{opened} id='{html.escape(sc['scenario'])}'><summary class={sc['outcome']}>"
-                   f"{html.escape(sc['scenario'])}: {sc['outcome']} ({len(trials)} trials, {sc['elapsed']}s)"
+        out.append(f"<details{opened} id='{html.escape(sc['scenario'])}'><summary class={html.escape(sc['outcome'])}>"
+                   f"{html.escape(sc['scenario'])}: {html.escape(sc['outcome'])} ({len(trials)} trials, "
+                   f"{html.escape(str(sc.get('elapsed', '')))}s)"
                    "</summary><table>")
         for t in trials:
-            bad = [v for v in t["verdicts"] if v["outcome"] != "pass"]
+            bad = [v for v in t["verdicts"] if v.get("outcome") not in ("pass", "n/a")]
             if bad:
                 bad_runs.add(t["run_id"])
-            detail = "; ".join(f"{v['checker']}: {v['reason']}" for v in bad)
-            out.append(f"<tr><td class={t['outcome']}>{t['outcome']}</td><td><code>{html.escape(t['schedule'] or 'crash-free')}"
+            detail = "; ".join(f"{v.get('checker')}: {v.get('reason')}" for v in bad)
+            out.append(f"<tr><td class={html.escape(t['outcome'])}>{html.escape(t['outcome'])}</td>"
+                       f"<td><code>{html.escape(str(t.get('schedule') or 'crash-free'))}"
                        f"</code></td><td><a href='#run-{html.escape(t['run_id'])}'>{html.escape(t['run_id'])}</a></td>"
                        f"<td class=d>{html.escape(detail)}</td></tr>")
         out.append("</table></details>")
+    failing = [(sc["scenario"], t) for sc in verdicts for t in sc["trials"] if t["outcome"] not in ("pass", "n/a")]
+    if failing:
+        out.append(f"<h2>Failures ({len(failing)})</h2>")
+        out.extend(failure_section(run_dir, name, t, events, meta) for name, t in failing)
     runs: dict[str, list[dict]] = {}
     for e in events:
         if e.get("run_id"):
             runs.setdefault(e["run_id"], []).append(e)
-    out.append("<h2>Timelines</h2><p>One lane per incarnation; hover a mark for the event. "
-               "Red: a fault; green: a process start; grey: its end; blue-grey: a kill point passed.</p>")
+    out.append("<h2>Timelines</h2><p>One lane per incarnation (named at its left); step starts, faults and "
+               "process ends are labelled above their lane.</p>" + legend_html())
     for run_id, evs in runs.items():
+        mark = " (failed)" if run_id in bad_runs else ""
         out.append(f"<details{' open' if run_id in bad_runs else ''} id='run-{html.escape(run_id)}'>"
-                   f"<summary>{html.escape(run_id)}</summary>{_lanes(evs)}</details>")
+                   f"<summary>{html.escape(run_id)}{mark}</summary>{timeline_svg(evs)}</details>")
     path = run_dir / "report.html"
     path.write_text("\n".join(out), encoding="utf-8")
-    return path
-
-
-def _lanes(evs: list[dict]) -> str:
-    """One run's events as lanes, one per incarnation, positioned by time."""
-    t0, t1 = evs[0]["t"], max(evs[-1]["t"], evs[0]["t"] + 1e-6)
-    lanes: dict[str, list[dict]] = {}
-    for e in evs:
-        lanes.setdefault(e.get("inc") or "run", []).append(e)
-    out = [f"<div class=run>{t1 - t0:.3f}s"]
-    for inc, lane in lanes.items():
-        out.append(f"<div class=lbl>{html.escape(inc)}</div><div class=lane>")
-        for e in lane:
-            left = 100.0 * (e["t"] - t0) / (t1 - t0)
-            what = " ".join(str(e[k]) for k in ("type", "step", "point", "action", "note", "exit_code", "signal")
-                            if e.get(k) is not None)
-            color = _COLORS.get(e["type"], "#999")
-            out.append(f"<span class=ev style='left:{left:.2f}%;background:{color}' "
-                       f"title='{html.escape(what)} @ {e['t']:.4f}s'></span>")
-        out.append("</div>")
-    out.append("</div>")
-    return "".join(out)
+    return path, notes

@@ -16,7 +16,8 @@ from killpoint import __version__
 from killpoint.run.scenario import ScenarioResult, replay_command
 from killpoint.run.trial import Trial, crash_lines
 
-MARK = {"pass": "PASS", "fail": "FAIL", "unknown": "UNKNOWN", "expected": "EXPECTED", "skipped": "SKIP", "error": "ERROR"}
+MARK = {"pass": "PASS", "fail": "FAIL", "unknown": "UNKNOWN", "expected": "EXPECTED", "skipped": "SKIP", "error": "ERROR",
+        "interrupted": "STOPPED"}
 
 
 def scenario_line(r: ScenarioResult) -> str:
@@ -40,6 +41,9 @@ def trial_block(scenario: str, t: Trial, steps: str, title: str = "FAILED") -> l
     if t.seed is not None:
         lines.append(f"  seed:     {t.seed}")
     lines.append(f"  schedule: {t.schedule or '(none: crash-free)'}")
+    if t.shrunk_from is not None:
+        n, m = len(t.shrunk_from), len(t.schedule)
+        lines.append(f"  shrunk:   from {t.shrunk_from} ({n} faults) to {m} fault{'s' if m != 1 else ''}")
     lines.append(f"  replay:   {replay_line(scenario, t, steps)}")
     return lines
 
@@ -49,7 +53,8 @@ def replay_line(scenario: str, t: Trial, steps: str) -> str:
     by_seed = not t.schedule and t.seed is not None
     o = t.evidence.options
     return replay_command(scenario, None if by_seed else t.schedule, t.seed, steps, o.get("grace"),
-                          o.get("previous_steps"), o.get("worker_cmd"))
+                          o.get("previous_steps"), o.get("worker_cmd"), o.get("effects"),
+                          o.get("adapter"))
 
 
 def write_run_dir(run_dir: Path, results: list[ScenarioResult], meta: dict) -> None:
@@ -63,24 +68,57 @@ def write_run_dir(run_dir: Path, results: list[ScenarioResult], meta: dict) -> N
     (run_dir / "verdicts.json").write_text(json.dumps(verdicts, indent=2))
 
 
-def junit_xml(results: list[ScenarioResult], steps: str) -> str:
-    """One testsuite per scenario, one testcase per trial; a failing trial carries its replay line."""
+def trial_seconds(t: Trial) -> float:
+    """How long a trial's run took: from its first recorded event to its last (0.0 without events)."""
+    times = [e["t"] for e in t.evidence.events if isinstance(e.get("t"), (int, float))]
+    return max(times) - min(times) if times else 0.0
+
+
+def testcase_names(trials: list[Trial]) -> list[str]:
+    """A unique name per trial of one scenario: the schedule (`crash-free` for none), with its seed when a
+    seed generated it, and its run id when that is still not unique (a fleet's runs, a repeated schedule)."""
+    base = [(str(t.schedule) or "crash-free") + (f" (seed {t.seed})" if t.seed is not None else "") for t in trials]
+    return [f"{b} [{t.run_id}]" if base.count(b) > 1 else b for b, t in zip(base, trials, strict=True)]
+
+
+def junit_xml(results: list[ScenarioResult], steps: str, meta: dict | None = None) -> str:
+    """One testsuite per scenario, one testcase per trial (unique names, a time each); a failing trial carries
+    its block and replay line; a negative control's expected finding is a passing case marked as such; each
+    suite carries the seed, killpoint's version and the step module's digest as properties."""
+    meta = meta or {}
+    props = {"killpoint.version": __version__, "killpoint.steps": steps, "killpoint.seed": meta.get("seed"),
+             "killpoint.steps_digest": meta.get("steps_digest")}
     out = ['<?xml version="1.0" encoding="utf-8"?>', "<testsuites>"]
     for r in results:
         fails = sum(1 for t in r.trials if t.outcome == "fail" and r.outcome != "expected")
-        out.append(f'  <testsuite name={quoteattr(r.name)} tests="{len(r.trials)}" failures="{fails}" '
+        out.append(f'  <testsuite name={quoteattr(r.name)} tests="{max(len(r.trials), 1)}" failures="{fails}" '
                    f'time="{r.elapsed:.3f}">')
+        out.append("    <properties>")
+        out.extend(f"      <property name={quoteattr(k)} value={quoteattr(str(v))}/>" for k, v in props.items()
+                   if v is not None)
+        if r.outcome == "expected":
+            out.append('      <property name="killpoint.negative_control" value="expected finding produced"/>')
+        out.append("    </properties>")
         if r.outcome == "skipped":
-            out.append(f'    <testcase name="{escape(r.name)}"><skipped message={quoteattr(r.reason)}/></testcase>')
-        if r.outcome == "error":
-            out.append(f'    <testcase name="{escape(r.name)}"><error message={quoteattr(r.reason)}/></testcase>')
-        for t in r.trials:
-            name = quoteattr(str(t.schedule) or "crash-free")
-            out.append(f"    <testcase classname={quoteattr(r.name)} name={name}>")
-            if t.outcome == "fail" and r.outcome != "expected":
+            out.append(f'    <testcase classname={quoteattr(r.name)} name="{escape(r.name)}">'
+                       f'<skipped message={quoteattr(r.reason)}/></testcase>')
+        if r.outcome in ("error", "interrupted") or (r.outcome == "fail" and not r.trials):
+            out.append(f'    <testcase classname={quoteattr(r.name)} name="{escape(r.name)}">'
+                       f'<error message={quoteattr(r.reason or r.outcome)}/></testcase>')
+        for t, name in zip(r.trials, testcase_names(r.trials), strict=True):
+            out.append(f"    <testcase classname={quoteattr(r.name)} name={quoteattr(name)} "
+                       f'time="{trial_seconds(t):.3f}">')
+            if t.outcome == "fail" and r.outcome == "expected":
+                body = escape("\n".join(trial_block(r.name, t, steps, "EXPECTED FINDING (negative control)")))
+                out.append('      <properties><property name="killpoint.expected_finding" value="true"/></properties>')
+                out.append(f"      <system-out>{body}</system-out>")
+            elif t.outcome == "fail":
                 body = escape("\n".join(trial_block(r.name, t, steps)))
                 first = t.failing()[0]
                 out.append(f"      <failure message={quoteattr(first.checker + ': ' + first.reason)}>{body}</failure>")
+            elif t.outcome == "unknown":
+                body = escape("\n".join(trial_block(r.name, t, steps, "UNKNOWN")))
+                out.append(f'      <error message="unknown: the checkers could not decide">{body}</error>')
             out.append("    </testcase>")
         out.append("  </testsuite>")
     out.append("</testsuites>")

@@ -28,6 +28,7 @@ from killpoint.fake_services.hooks import Decision
 from killpoint.faults.plan import FaultPlan
 from killpoint.faults.schedule import Fault, Schedule
 from killpoint.run import evidence as evidence_mod
+from killpoint.run import hang
 from killpoint.run.attribution import StepAttribution
 from killpoint.run.history import History
 from killpoint.run.nemesis import Nemesis
@@ -75,8 +76,7 @@ class RunController:
     def expire_lease(self) -> None:
         """Simulate the passage of time for a dead or frozen lease holder."""
         with self.env.connect() as conn:
-            conn.execute("UPDATE leases SET expires_at = now() - interval '1 second' WHERE run_id = %s",
-                         (self.run_id,))
+            self.env.adapter.expire(conn, self.run_id)  # the seeds' leases, or the framework's own claim
 
     def spawn_successor(self) -> Incarnation:
         return self.spawn("successor")
@@ -149,7 +149,7 @@ class RunController:
         if inc is not None:
             with self._lock:
                 self._current = inc
-        self.steps.on_point(self.run_id, step, point)
+        self.steps.on_point(self.run_id, step, point, inc_id)
         fault = self._reach(step, point, inc_id, "worker", msg.get("seq"))
         return True if fault is None else self._nemesis.apply(fault, inc, service_point=False).release
 
@@ -165,8 +165,8 @@ class RunController:
 
     def on_service_point(self, point: str, info: dict) -> Decision:
         """A fake service holds a request of this run at `point`; the decision releases it."""
-        step = self.steps.step_of(self.run_id, info, self._cursor)
         inc = self._owner()
+        step = self.steps.step_of(self.run_id, info, self._cursor, inc.inc if inc else None)
         fault = self._reach(step, point, inc.inc if inc else None, info.get("service", "service"))
         return Decision.GO if fault is None else self._nemesis.apply(fault, inc, service_point=True).decision
 
@@ -174,11 +174,9 @@ class RunController:
         """The cursor of the run's last committed checkpoint (None if there is none or it cannot be read)."""
         try:
             with self.env.connect() as conn:
-                row = conn.execute("SELECT data->>'cursor' FROM checkpoints WHERE run_id = %s",
-                                   (self.run_id,)).fetchone()
+                return self.env.adapter.cursor(conn, self.run_id)  # where the worker's runtime keeps it
         except psycopg.Error:
             return None
-        return row[0] if row else None
 
     def on_note(self, msg: dict) -> None:
         self._find(msg.get("incarnation"))  # a worker's first note may arrive before its spawn returned
@@ -187,12 +185,21 @@ class RunController:
 
     # ---- the loop -------------------------------------------------------------------------------
     def status(self) -> str | None:
+        """The run's status in its runtime's records (the environment's adapter): done, running... or None."""
         with self.env.connect() as conn:
-            row = conn.execute("SELECT status FROM checkpoints WHERE run_id = %s", (self.run_id,)).fetchone()
-        return row[0] if row else None
+            return self.env.adapter.status(conn, self.run_id)
+
+    def finished(self, first: Incarnation) -> bool:
+        """The run is over: its records say done, or a black-box worker exited 0 and its records do not say
+        otherwise (nothing recorded, or done). A white-box worker's exit 0 after a drain is not done."""
+        status = self.status()
+        if status == "done":
+            return True
+        return self.env.black_box and first.exit_code == 0 and status is None
 
     def run(self) -> None:
-        """Start incarnations until the run is done, refused, or a bound is hit (a liveness failure)."""
+        """Start incarnations until the run is done, refused, failed (its records say status `failed`: the
+        agent gave up on it, `completes` reports why), or a bound is hit (a liveness failure)."""
         self.history.append("run.begin", run_id=self.run_id, schedule=str(self.schedule), steps=self.steps_module)
         bound = self.options.incarnation_bound(len(self.schedule))
         try:
@@ -203,8 +210,13 @@ class RunController:
                 first = self.spawn("worker")
                 if not self._wait_all():
                     self.limit = f"not done within the time budget of {self.options.time_budget:g}s"
+                    self.limit = hang.report(self.history, self.run_id, self.incarnations, self.limit) or self.limit
                     break
-                if first.exit_code == REFUSED_EXIT or self.status() == "done":
+                self.env.settle(self.run_id)  # a dead worker's held commit lands (or not) before anyone reads
+                refused = first.exit_code == REFUSED_EXIT and self.options.exit_codes == "killpoint"
+                if refused or self.finished(first):
+                    break
+                if self.status() == "failed":  # the agent gave up on the run: a restart would only repeat it
                     break
                 self.expire_lease()
         finally:
@@ -234,7 +246,8 @@ class RunController:
         driven by an earlier controller (a run resumed under other code)."""
         return evidence_mod.record(self.env, self.history, self.run_id, [*(also or []), *self.incarnations],
                                    own_effects_sql, limit=self.limit,
-                                   options={"grace": self.options.grace, **(extra or {})})
+                                   options={"grace": self.options.grace, "exit_codes": self.options.exit_codes,
+                                            **(extra or {})})
 
 
 def kill_all(live: list[Incarnation]) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 
 from killpoint.checkers.evidence import Evidence
-from killpoint.env import audit
+from killpoint.env import audit, launcher
 from killpoint.env.environment import Environment
 from killpoint.env.launcher import Incarnation
 from killpoint.run.history import EVIDENCE_KINDS, Event, History
@@ -67,17 +67,30 @@ def incarnation_env(env: Environment, inc: str, run_id: str | None, options: Run
         "KILLPOINT_DRAIN_SECONDS": str(options.drain_seconds),
         "KILLPOINT_STEP_DELAY": str(options.step_delay),
         "PGAPPNAME": inc,
+        "PGOPTIONS": pg_options(out.get("PGOPTIONS"), inc),
         "NO_PROXY": "127.0.0.1,localhost",
         "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), out.get("PYTHONPATH")) if p),
+        **{up.env_var: url(name) for name, up in svc.upstreams.items()},  # --effect: the recording proxies
     })
     out.update(options.extra_env)
     return out
 
 
+def pg_options(existing: str | None, inc: str) -> str:
+    """PGOPTIONS naming the incarnation in a session setting (`killpoint.inc`) that the audit trail reads
+    when a framework overrides `application_name`; the user's own options are kept."""
+    value = inc.replace("\\", "\\\\").replace(" ", "\\ ")
+    return " ".join(p for p in (existing, f"-c killpoint.inc={value}") if p)
+
+
 def leftovers(incs: Iterable[Incarnation]) -> list[str]:
     """Processes of `incs` still alive (not zombies), with whatever they started, if the launcher knows."""
-    out: list[str] = []
+    incs = list(incs)
+    ours = [i for i in incs if isinstance(i, launcher.Incarnation)]
+    out: list[str] = launcher.leftovers(ours) if ours else []  # one pass over the process table for them all
     for inc in incs:
+        if isinstance(inc, launcher.Incarnation):
+            continue
         more = getattr(inc, "leftovers", None)
         if callable(more):
             out.extend(more())
@@ -123,19 +136,28 @@ def record(env: Environment, history: History, run_id: str, incarnations: list[I
     """Gather `run_id`'s evidence once its incarnations have ended, append it to the history, and return
     it as the checkers will see it. A process of `watch` (default: `incarnations`) still alive is a
     leftover."""
+    if not env.adapter.hold.owned:
+        own_effects_sql = None  # a framework's worker (an adapter) is not the step module's agent
     with env.connect() as conn:
-        row = conn.execute("SELECT data, data::text FROM checkpoints WHERE run_id = %s", (run_id,)).fetchone()
-        writes = audit.writes(conn, run_id)
+        row = env.adapter.final(conn, run_id)  # the run's final record, where its runtime keeps it
+        writes = audit.writes(conn, run_id) if audit.installed(conn) else []  # none before a framework's tables
         own = [list(r) for r in conn.execute(own_effects_sql, (run_id,)).fetchall()] if own_effects_sql else []
     svc = env.services
+    watched = incarnations if watch is None else watch
+    left = leftovers(watched)
     head = history.append(
-        "run.evidence", run_id=run_id, final=row[0] if row else None, final_raw=row[1] if row else None,
+        "run.evidence", run_id=run_id, final=row[0], final_raw=row[1],
         own_effects=own, limit=limit, options=options,
-        leftovers=leftovers(incarnations if watch is None else watch), crashes=crashes(incarnations),
+        leftovers=left, crashes=crashes(incarnations),
         incarnations=[{"inc": i.inc, "role": i.role, "pid": i.pid, "exit_code": i.exit_code,
                        "signal": i.signal} for i in incarnations])
-    for inc in incarnations if watch is None else watch:
-        inc.kill_all()  # what a trial's workers left running (now recorded) must not live into the next trial
+    if left:  # nothing alive was found: nothing of theirs can start any more (a dead process forks nothing)
+        ours = [i for i in watched if isinstance(i, launcher.Incarnation)]
+        if ours:
+            launcher.kill_all(ours)  # what a trial's workers left (now recorded) must not live into the next trial
+        for inc in watched:
+            if not isinstance(inc, launcher.Incarnation):
+                inc.kill_all()
     of = head["i"]
     for w in writes:
         history.append("checkpoint.write", run_id=run_id, of=of, **w)

@@ -30,6 +30,8 @@ EVENT_KINDS: dict[str, str] = {
     "db.down": "the owned Postgres crashed by a db-crash fault",
     "db.up": "the owned Postgres restarted",
     "note": "a worker's note (`note` and its fields)",
+    "hung": "an incarnation still running when its run's time budget ran out (`inc`, `pid`, `last_point`, "
+            "`stack`: every thread's stack, from py-spy or the worker's stack signal)",
     "run.end": "a run's driving ended (`limit`: the bound it hit; `unfired`: faults never reached)",
     "fleet.submit": "a fleet created its runs (`runs`)",
     "sweep": "a sweeper queued stalled runs (`queued`)",

@@ -40,9 +40,20 @@ STOP_POLL_SECONDS = 0.02
 BLOCKED_BY_SQL = """
 SELECT 1 FROM pg_stat_activity s JOIN pg_stat_activity z ON z.pid = ANY(pg_blocking_pids(s.pid))
 WHERE s.application_name = %s AND z.application_name = %s
+UNION ALL
+SELECT 1 FROM pg_stat_activity s JOIN pg_stat_activity b ON b.pid = ANY(pg_blocking_pids(s.pid))
+WHERE b.application_name = 'killpoint-barrier' AND s.datname = current_database()
+GROUP BY b.pid HAVING count(*) >= 2
+UNION ALL
+SELECT 1 FROM pg_stat_activity z JOIN pg_stat_activity b ON b.pid = ANY(pg_blocking_pids(z.pid))
+JOIN pg_stat_activity s ON z.pid = ANY(pg_blocking_pids(s.pid))
+WHERE b.application_name = 'killpoint-barrier' AND s.datname = current_database()
 """
 """A row when the successor's session waits on a lock the zombie's session holds (sessions are named
-by incarnation through PGAPPNAME)."""
+by incarnation through PGAPPNAME), or when a second session waits behind the SQL barrier that holds the
+zombie's checkpoint commit (env/sqlbarrier.py), or on a lock of that held transaction: the successor is
+stuck behind the zombie's commit, which a real server would have let through long ago (sessions a
+framework names itself, as DBOS's, are counted too)."""
 
 
 @dataclass(frozen=True)

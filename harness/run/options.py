@@ -12,6 +12,10 @@ class RunOptions:
     `grace` is the termination grace period after SIGTERM (Kubernetes' terminationGracePeriodSeconds);
     `max_incarnations` and `time_budget` bound the run (hitting one is a liveness failure);
     `lease_seconds`, `drain_seconds` and `step_delay` are passed to the worker.
+    `exit_codes` is the exit-code convention the checkers may hold the worker to: "killpoint" (the
+    reference runtime's, docs/contracts.md section 2: 0 drained, 4/5 fenced, 6 drain deadline...) or
+    "none" (a black-box worker's exit codes mean nothing: drain and fencing are judged from its effects
+    and checkpoints alone).
     """
 
     grace: float = 5.0
@@ -22,6 +26,7 @@ class RunOptions:
     step_delay: float = 0.0
     params: dict = field(default_factory=dict)
     extra_env: dict[str, str] = field(default_factory=dict)
+    exit_codes: str = "killpoint"
 
     def incarnation_bound(self, faults: int) -> int:
         """Each fault may end one incarnation and start a successor; leave room for both and a margin."""

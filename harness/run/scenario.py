@@ -19,12 +19,14 @@ from killpoint.checkers import CRASH_CHECKERS, CheckerRef
 from killpoint.env.stepmodule import DEFAULT_STEPS, AgentSpec, load
 from killpoint.errors import UsageError
 from killpoint.faults.schedule import Schedule, exhaustive, random_schedules
+from killpoint.faults.shard import Shard
 from killpoint.faults.shrink import shrink
 from killpoint.run.options import RunOptions
 from killpoint.run.trial import Session, Setup, Trial, step_points
 
-ScenarioOutcome = Literal["pass", "fail", "unknown", "expected", "skipped", "error"]
-"""`error`: the scenario could not run (its message says why); the run goes on with the others."""
+ScenarioOutcome = Literal["pass", "fail", "unknown", "expected", "skipped", "error", "interrupted"]
+"""`error`: the scenario could not run (its message says why); the run goes on with the others.
+`interrupted`: Ctrl-C or SIGTERM stopped it; its trials are those judged before (`killpoint.cli.interrupted`)."""
 
 
 @dataclass
@@ -44,6 +46,12 @@ class Context:
     """The user wrote the schedules (`replay --schedule`): a fault that never fires leaves a trial unknown."""
     named: tuple[str, ...] = ()
     """The scenarios the user named (`--scenario`); empty when the whole suite runs."""
+    actions: tuple[str, ...] = ()
+    """The fault actions the user allowed (`--actions kill,term`); empty: every scenario's own."""
+    shard: Shard | None = None
+    """`--shard K/N`: only the schedules of this shard run (`faults.shard`); None: all of them."""
+    on_trial: Callable[[str, int, int, str], None] | None = None
+    """Called after each trial of a plan as (scenario, done, total, outcome): the progress display."""
 
     def asked(self, name: str) -> bool:
         """True when the user named scenario `name` (not merely ran the whole suite)."""
@@ -78,8 +86,16 @@ class Scenario:
     """The scenario's own agent (a step module, e.g. a variant for a negative control), used instead of the
     session's `--steps`; its schedules name that agent's steps."""
 
+    black_box_reason: str | None = None
+    """Why this scenario cannot apply to a black-box worker (`--worker-cmd`), or None if it can: such a
+    scenario is skipped with this reason, never run to an unknown."""
+
     def options(self, base: RunOptions) -> RunOptions:
         return base
+
+    def actions_in(self, ctx: Context) -> tuple[str, ...]:
+        """The scenario's fault actions the user allowed (`--actions`; all of them by default)."""
+        return tuple(a for a in self.actions if not ctx.actions or a in ctx.actions)
 
     def setup(self) -> Setup | None:
         return None
@@ -101,47 +117,92 @@ class Scenario:
         """The agent this scenario runs: its own `steps`, or the session's."""
         return load(self.steps) if self.steps else ctx.session.agent
 
-    def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None) -> Trial:
+    def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None, run_id: str | None = None) -> Trial:
         return ctx.session.trial(schedule, explicit=ctx.explicit, prefix=self.name, seed=seed, options=self.options(ctx.session.options),
-                                 checkers=self.checkers, setup=self.setup(), agent=self.agent(ctx))
+                                 checkers=self.checkers, setup=self.setup(), agent=self.agent(ctx), run_id=run_id)
+
+    def concurrent(self) -> bool:
+        """Whether this scenario's schedules may run at the same time (`-j`): each trial is one run id of its
+        own and no fault reaches what runs share. Not with `db-crash` (the server is shared), nor when a
+        subclass runs its trials its own way (`trial` overridden); such a subclass may override this."""
+        return "db-crash" not in self.actions and type(self).trial is Scenario.trial
+
+    def _run_plan(self, ctx: Context, plan: list[tuple[int | None, Schedule]], line: Callable[[int, int | None,
+                  Schedule, Trial], str], stop_on_budget: bool = False) -> list[Trial]:
+        """Run `plan` (seed, schedule) in order and say `line(i, seed, schedule, trial)` for each, in plan
+        order. When `concurrent()`, up to `ctx.session.jobs` at a time (`run.pool.ordered`), the run ids
+        taken in plan order first, so that ids, lines and verdicts are those of `-j 1`; a trial not started
+        when the budget is spent is left out."""
+        from killpoint.run.pool import ordered
+
+        if ctx.shard is not None:  # --shard K/N: this job's share of the schedules (`faults.shard`)
+            plan = [(seed, s) for seed, s in plan if ctx.shard.owns(self.name, s, seed)]
+        trials: list[Trial] = []
+        if not self.concurrent():
+            for i, (seed, schedule) in enumerate(plan, 1):
+                if stop_on_budget and ctx.over_budget():
+                    break
+                trial = self.trial(ctx, schedule) if seed is None else self.trial(ctx, schedule, seed)
+                ctx.say(line(i, seed, schedule, trial))
+                if ctx.on_trial is not None:
+                    ctx.on_trial(self.name, i, len(plan), trial.outcome)
+                trials.append(trial)
+            return trials
+        ids = [ctx.session.next_run_id(self.name) for _ in plan]
+
+        def task(seed: int | None, schedule: Schedule, run_id: str) -> Trial | None:
+            if stop_on_budget and ctx.over_budget():
+                return None
+            return self.trial(ctx, schedule, seed, run_id=run_id)
+
+        def done(i: int, trial: Trial | None) -> None:
+            if trial is not None and len(trials) == i:  # after a budget stop, nothing more is counted
+                ctx.say(line(i + 1, plan[i][0], plan[i][1], trial))
+                if ctx.on_trial is not None:
+                    ctx.on_trial(self.name, i + 1, len(plan), trial.outcome)
+                trials.append(trial)
+
+        ordered([lambda s=s, r=r: task(*s, r) for s, r in zip(plan, ids, strict=True)], ctx.session.jobs, done)
+        return trials
 
     def step_points(self, ctx: Context) -> dict[str, list[str]]:
         return step_points(ctx.session.baseline(self.options(ctx.session.options), self.agent(ctx)))
 
     def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
         """The schedule a seed stands for in this scenario (what `replay --seed` runs)."""
-        return Schedule.from_seed(seed, self.step_points(ctx), actions=self.actions)
+        return Schedule.from_seed(seed, self.step_points(ctx), actions=self.actions_in(ctx))
 
     def exhaustive(self, ctx: Context) -> list[Trial]:
-        trials = []
-        schedules = exhaustive(self.step_points(ctx), self.actions)
-        for i, schedule in enumerate(schedules, 1):
-            trial = self.trial(ctx, schedule)
-            ctx.say(f"{self.name}: [{i}/{len(schedules)}] {schedule} -> {trial.outcome}")
-            trials.append(trial)
-        return trials
+        schedules = exhaustive(self.step_points(ctx), self.actions_in(ctx))
+        return self._run_plan(ctx, [(None, s) for s in schedules],
+                              lambda i, _seed, schedule, trial:
+                              f"{self.name}: [{i}/{len(schedules)}] {schedule} -> {trial.outcome}")
 
     def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
         """The (seed, schedule) pairs `random` runs; each schedule is `Schedule.from_seed(seed, ...)`."""
-        return random_schedules(ctx.seed, count, self.step_points(ctx), actions=self.actions)
+        return random_schedules(ctx.seed, count, self.step_points(ctx), actions=self.actions_in(ctx))
 
     def random(self, ctx: Context, count: int, *, stop_on_budget: bool = False) -> list[Trial]:
-        trials = []
         plan = self.random_plan(ctx, count)
-        for i, (seed, schedule) in enumerate(plan, 1):
-            if stop_on_budget and ctx.over_budget():
-                break
-            trial = self.trial(ctx, schedule, seed)
-            ctx.say(f"{self.name}: random [{i}/{len(plan)}] seed {seed} {schedule} -> {trial.outcome}")
-            trials.append(trial)
-        return trials
+        return self._run_plan(ctx, list(plan),
+                              lambda i, seed, schedule, trial:
+                              f"{self.name}: random [{i}/{len(plan)}] seed {seed} {schedule} -> {trial.outcome}",
+                              stop_on_budget)
 
     def run(self, ctx: Context) -> list[Trial]:
         """What `killpoint run` does: every single fault, then random schedules within the budget."""
         return self.exhaustive(ctx) + self.random(ctx, ctx.random_count, stop_on_budget=True)
 
+    shrink_budget = 36
+    """Trials all shrinking of one scenario may run (each failure's share is at most 12)."""
+
     def shrink(self, ctx: Context, failing: Trial, max_tries: int = 12) -> Trial:
-        """The fewest faults (`faults.shrink`) for which the same checker still fails; the trial of it."""
+        """The fewest faults (`faults.shrink`) for which the same checker still fails; the trial of it, its
+        `shrunk_from` naming the failing schedule it came from (the failing trial itself if none is smaller)."""
+        return self._shrink(ctx, failing, max_tries)[0]
+
+    def _shrink(self, ctx: Context, failing: Trial, max_tries: int) -> tuple[Trial, int]:
+        """`shrink`, and how many trials it ran."""
         checker = failing.failing()[0].checker
         tried: dict[str, Trial] = {}
 
@@ -150,20 +211,43 @@ class Scenario:
             return any(v.checker == checker for v in trial.failing())
 
         best = shrink(failing.schedule, still_fails, max_tries)
-        return tried.get(str(best), failing)
+        found = tried.get(str(best))
+        if found is None:
+            return failing, len(tried)
+        found.shrunk_from = failing.schedule
+        ctx.say(f"{self.name}: shrunk {failing.schedule} ({len(failing.schedule)} faults) to {best} "
+                f"({len(best)} fault{'s' if len(best) != 1 else ''}) in {len(tried)} trials")
+        return found, len(tried)
 
     def with_shrunk(self, ctx: Context, trials: list[Trial]) -> list[Trial]:
-        """`trials`, plus the first failing multi-fault schedule shrunk to the fewest faults that still fail
-        (a negative control's findings are not shrunk: they are expected)."""
+        """`trials`, plus every failing multi-fault schedule shrunk to the fewest faults that still fail, within
+        `shrink_budget` trials in all, each shrunk trial saying what it was shrunk from; two failures that shrink
+        to the same schedule add it once (a negative control's findings are not shrunk: they are expected)."""
         if self.expected_finding:
             return trials
-        failing = [t for t in trials if t.outcome == "fail" and len(t.schedule) > 1]
-        return [*trials, self.shrink(ctx, failing[0])] if failing else trials
+        out = list(trials)
+        known: set[str] = set()
+        spent = 0
+        for t in [t for t in trials if t.outcome == "fail" and len(t.schedule) > 1]:
+            tries = min(12, self.shrink_budget - spent)
+            if tries <= 0:
+                ctx.say(f"{self.name}: shrink budget spent; {t.schedule} is shown as found")
+                break
+            small, ran = self._shrink(ctx, t, tries)
+            spent += max(1, ran)
+            if small is not t and str(small.schedule) not in known:
+                known.add(str(small.schedule))
+                out.append(small)
+        return out
 
     # ---- policy: what the trials add up to -----------------------------------------------------------
     def skipped(self, ctx: Context, started: float) -> ScenarioResult | None:
         """The `skipped` result (with its reason) when this scenario cannot run in this session, else None."""
         reason = self.skip_reason(ctx)
+        if reason is None and self.black_box_reason and ctx.session.env.black_box:
+            reason = f"does not apply to a black-box worker (--worker-cmd): {self.black_box_reason}"
+        if reason is None and self.actions and not self.actions_in(ctx):
+            reason = f"its faults ({', '.join(self.actions)}) are not among --actions {','.join(ctx.actions)}"
         if reason is None:
             return None
         ctx.say(f"{self.name}: skipped: {reason}")
@@ -204,16 +288,21 @@ def registry() -> dict[str, Scenario]:
 
 
 def find(name: str) -> Scenario:
-    known = registry()
+    """The registered scenario `name`; a misspelt name is refused from the catalog, importing none."""
+    from killpoint.run.catalog import entries
+
+    known = entries()
     if name not in known:
         raise UsageError("unknown-scenario", f"no scenario named {name!r}",
                          f"use one of: {', '.join(known) or '(none registered: pip install -e .)'}")
-    return known[name]
+    obj = known[name].entry_point.load()
+    return obj() if isinstance(obj, type) else obj
 
 
 def replay_command(scenario: str, schedule: Schedule | None = None, seed: int | None = None,
                    steps: str = DEFAULT_STEPS, grace: float | None = None, previous_steps: str | None = None,
-                   worker_cmd: str | None = None) -> str:
+                   worker_cmd: str | None = None, effects: dict[str, str] | None = None,
+                   adapter: str | None = None) -> str:
     """The one line that reproduces a trial (with `--grace` when the trial ran with another grace than
     the default, and `--previous-steps` when it resumed a run of the agent's previous code)."""
     parts = ["killpoint replay", f"--scenario {scenario}"]
@@ -229,4 +318,8 @@ def replay_command(scenario: str, schedule: Schedule | None = None, seed: int | 
         parts.append(f"--previous-steps {previous_steps}")
     if worker_cmd:
         parts.append(f"--worker-cmd {shlex.quote(worker_cmd)}")
+    if adapter and adapter != "checkpoints":
+        parts.append(f"--adapter {adapter}")
+    for name, url in (effects or {}).items():
+        parts.append(f"--effect {shlex.quote(f'{name}={url}')}")
     return " ".join(parts)

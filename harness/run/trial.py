@@ -7,10 +7,11 @@ baselines) and hands out deterministic run ids, so the same session replayed giv
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-
-import psycopg
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from killpoint.checkers import (
     ALWAYS,
@@ -23,21 +24,26 @@ from killpoint.checkers import (
     run_checkers,
 )
 from killpoint.checkers.evidence import volatile_fields
+from killpoint.checkers.outcome import hung, hung_lines
 from killpoint.checkers.verdict import Outcome
-from killpoint.env.environment import Environment
-from killpoint.env.launcher import Incarnation
 from killpoint.env.stepmodule import AgentSpec, prepare
 from killpoint.errors import KillpointError
 from killpoint.faults.schedule import Schedule, ScheduleError
-from killpoint.run.controller import RunController
 from killpoint.run.history import History
 from killpoint.run.options import RunOptions
 
-Setup = Callable[[psycopg.Connection, str], dict | None]
+if TYPE_CHECKING:  # the machinery (psycopg, the environment) is imported when a trial runs, not with the API
+    import psycopg
+
+    from killpoint.env.environment import Environment
+    from killpoint.env.launcher import Incarnation
+    from killpoint.run.controller import RunController
+
+Setup = Callable[["psycopg.Connection", str], dict | None]
 """Prepares the database before a trial's first incarnation (e.g. seeds an old checkpoint); may
 return extra options for the checkers."""
 
-Observe = Callable[[list[Incarnation]], dict | None]
+Observe = Callable[[list["Incarnation"]], dict | None]
 """Reads what a trial's incarnations left (their logs) once the run ended: extra options for the checkers."""
 
 
@@ -74,7 +80,7 @@ def crash_free_failure(agent: str, ev: Evidence) -> CrashFreeFailure | None:
             f" (last error: {error})" if error else "")
     else:
         return None
-    return CrashFreeFailure(agent, reason, crash_lines(ev.crashes))
+    return CrashFreeFailure(agent, reason, [*hung_lines(hung(ev)), *crash_lines(ev.crashes)])
 
 
 def crash_lines(crashes: dict[str, dict]) -> list[str]:
@@ -102,6 +108,12 @@ class Trial:
     evidence: Evidence
     verdicts: list[Verdict]
     outcome: Outcome = field(init=False)
+    steps: str | None = field(default=None, compare=False)
+    """The step module the trial ran (set by `Session`), for its replay line."""
+    run_dir: Path | None = field(default=None, compare=False)
+    """The run directory holding the trial's history and worker logs (set by `Session`)."""
+    shrunk_from: Schedule | None = field(default=None, compare=False)
+    """The failing schedule this trial's was shrunk from (`Scenario.shrink`), or None."""
 
     def __post_init__(self) -> None:
         self.outcome = combine(self.verdicts)
@@ -125,16 +137,24 @@ class Session:
         self._baselines: dict[str, Evidence] = {}
         self._counter = 0
         self._prepared: set[str] = set()
+        self.jobs = 1
+        """How many schedules of a scenario may run at the same time (`-j`); 1: one after another."""
+        self._ids = threading.Lock()  # run ids: one counter, whichever thread asks
+        self._shared = threading.RLock()  # the baseline cache and the prepared schemas
+        self.trials: list[Trial] = []
+        """Every trial this session judged, in order (what `verdicts.json` lists for a pytest session)."""
+        self.skip_checkers: frozenset[str] = frozenset()
+        """Checkers the user turned off (`--skip-checker NAME`): left out of every trial's judgement."""
 
     def next_run_id(self, prefix: str) -> str:
         """`prefix-N`, N counting this session's runs. On a database that already saw that id (a `--dsn`
         database kept from an earlier invocation) N moves on, so a run never resumes another's checkpoint."""
-        self._counter += 1
-        with self.env.connect() as conn:
+        with self._ids, self.env.connect() as conn:
+            self._counter += 1
             while conn.execute("SELECT 1 FROM killpoint_audit WHERE run_id = %s LIMIT 1",
                                (f"{prefix}-{self._counter}",)).fetchone():
                 self._counter += 1
-        return f"{prefix}-{self._counter}"
+            return f"{prefix}-{self._counter}"
 
     def check_steps(self, schedule: Schedule, agent: AgentSpec) -> None:
         """A fault must name a step of the agent it runs on (ScheduleError naming the valid ones); a black-box
@@ -147,11 +167,15 @@ class Session:
                                     f"use one of: {', '.join(sorted(agent.steps))}")
 
     def prepare(self, agent: AgentSpec) -> None:
-        """The agent's own schema, created once per session's database (`stepmodule.prepare`)."""
-        if agent.module not in self._prepared:
-            with self.env.connect() as conn:
-                prepare(conn, agent)
-            self._prepared.add(agent.module)
+        """The agent's own schema, created once per session's database (`stepmodule.prepare`). A worker
+        read through a framework's adapter is not a step module: nothing of one is made for it."""
+        if not self.env.adapter.hold.owned:
+            return
+        with self._shared:
+            if agent.module not in self._prepared:
+                with self.env.connect() as conn:
+                    prepare(conn, agent)
+                self._prepared.add(agent.module)
 
     def drive(self, run_id: str, schedule: Schedule, options: RunOptions, setup: Setup | None = None,
               agent: AgentSpec | None = None, argv: list[str] | None = None) -> tuple[RunController, dict]:
@@ -162,6 +186,8 @@ class Session:
         if setup is not None:
             with self.env.connect() as conn:
                 extra = setup(conn, run_id) or {}
+        from killpoint.run.controller import RunController
+
         ctl = RunController(self.env, self.history, run_id, schedule, options, agent.module, argv)
         self.env.attach(ctl)
         try:
@@ -175,9 +201,10 @@ class Session:
         options = options or self.options
         agent = agent or self.agent
         key = json.dumps([agent.module, options.params], sort_keys=True)
-        if key not in self._baselines:
-            self._baselines[key] = self._crash_free(options, agent)
-        return self._baselines[key]
+        with self._shared:  # concurrent trials (`-j`) wait for the one crash-free run, never start another
+            if key not in self._baselines:
+                self._baselines[key] = self._crash_free(options, agent)
+            return self._baselines[key]
 
     def _crash_free(self, options: RunOptions, agent: AgentSpec) -> Evidence:
         """Two crash-free runs: the first must finish (else `CrashFreeFailure`); the fields in which the
@@ -201,7 +228,8 @@ class Session:
               options: RunOptions | None = None, checkers: Iterable[CheckerRef] = CRASH_CHECKERS,
               setup: Setup | None = None, agent: AgentSpec | None = None,
               baseline: Evidence | None = None, upgrade: Upgrade | None = None,
-              observe: Observe | None = None, alone: bool = False, explicit: bool = True) -> Trial:
+              observe: Observe | None = None, alone: bool = False, explicit: bool = True,
+              run_id: str | None = None) -> Trial:
         """Run `schedule` and judge it with `checkers` against the baseline.
 
         With `upgrade`, the schedule is run under the previous code for one incarnation first (a fault
@@ -209,17 +237,21 @@ class Session:
         crash-free; the evidence covers both. `observe` adds options for the checkers from the ended run
         (e.g. the tail of each worker's log). `alone`: judged without a crash-free baseline. `explicit`: the
         schedule was written by a user (a fault that never fires leaves the trial unknown); generated
-        schedules pass False."""
+        schedules pass False. `run_id`: the id `next_run_id` gave this trial beforehand (schedules run at
+        the same time are numbered in schedule order, not in the order they end); None takes the next."""
         options = options or self.options
         agent = agent or self.agent
         self.check_steps(schedule, upgrade.previous if upgrade is not None else agent)
         base = None if alone else baseline if baseline is not None else self.baseline(options, agent)
-        run_id = self.next_run_id(prefix)
+        run_id = run_id or self.next_run_id(prefix)
         earlier: list = []
         extra: dict = {}
         flags = {"explicit": True} if explicit and len(schedule) else {}
         if self.env.worker_cmd:
             flags["worker_cmd"] = self.env.worker_cmd  # the replay line must run the same worker
+            flags["adapter"] = self.env.adapter.name  # ... read through the same adapter (--adapter)
+        if getattr(self.env, "effects", None):
+            flags["effects"] = dict(self.env.effects)  # ... through the same proxies (--effect)
         if upgrade is not None:
             first, extra = self.drive(run_id, schedule, replace(options, max_incarnations=1), setup,
                                       upgrade.previous)
@@ -233,13 +265,19 @@ class Session:
         if observe is not None:
             extra.update(observe([*earlier, *ctl.incarnations]) or {})
         extra.update(flags)
-        return self.judge(run_id, schedule, seed, ctl.evidence(agent.own_effects_sql, extra, also=earlier), base,
-                          checkers)
+        trial = self.judge(run_id, schedule, seed, ctl.evidence(agent.own_effects_sql, extra, also=earlier), base,
+                           checkers)
+        trial.steps, trial.run_dir = agent.module, self.env.run_dir
+        return trial
 
     def judge(self, run_id: str, schedule: Schedule, seed: int | None, ev: Evidence, base: Evidence | None,
               checkers: Iterable[CheckerRef]) -> Trial:
-        """Judge a run's evidence (see `judge`)."""
-        return judge(self.history, run_id, schedule, seed, ev, base, checkers)
+        """Judge a run's evidence (see `judge`), without the checkers the user skipped; the trial is kept
+        in `trials`."""
+        checkers = [c for c in checkers if ref(c).rpartition(":")[2] not in self.skip_checkers]
+        trial = judge(self.history, run_id, schedule, seed, ev, base, checkers)
+        self.trials.append(trial)
+        return trial
 
 
 def judge(history: History, run_id: str, schedule: Schedule, seed: int | None, ev: Evidence,

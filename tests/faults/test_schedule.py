@@ -91,15 +91,14 @@ def test_from_seed_with_nothing_to_fault_is_crash_free() -> None:
 
 # ---- printing and parsing ------------------------------------------------------------------------------
 
-STEP_NAMES = st.from_regex(r"[A-Za-z0-9_.\-]{1,12}", fullmatch=True)
-FAULTS = st.builds(
-    lambda step, point, data, nth: Fault(step, point, data.draw(st.sampled_from([a for a in ACTIONS if fits(a, point)])), nth),
-    STEP_NAMES, st.sampled_from(POINTS), st.data(), st.integers(min_value=1, max_value=9),
-)
+STEP_NAMES = st.text(alphabet="abcXYZ019_.-", min_size=1, max_size=12)  # every kind of character a step name may hold
+POINT_ACTIONS = [(p, a) for p in POINTS for a in ACTIONS if fits(a, p)]
+FAULTS = st.builds(lambda step, pa, nth: Fault(step, *pa, nth),
+                   STEP_NAMES, st.sampled_from(POINT_ACTIONS), st.integers(min_value=1, max_value=9))
 SCHEDULES = st.lists(FAULTS, max_size=6, unique_by=lambda f: (f.step, f.point, f.nth)).map(lambda fs: Schedule(tuple(fs)))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=60, deadline=None)  # the grammar is small: 60 schedules of up to 6 faults cover it
 @given(schedule=SCHEDULES)
 def test_print_parse_round_trip(schedule: Schedule) -> None:
     text = str(schedule)

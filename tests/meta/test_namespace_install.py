@@ -75,3 +75,21 @@ def test_a_user_package_named_harness_works_beside_the_installed_wheel(wheel: Pa
     listed = subprocess.run([str(venv / "bin" / "killpoint"), "scenarios"], cwd=project, capture_output=True,
                             text=True, timeout=120)
     assert listed.returncode == 0 and "crash-points" in listed.stdout, listed.stderr
+
+
+def test_every_package_folder_is_listed_for_the_wheel() -> None:
+    """pyproject.toml lists the packages by hand (the folders map onto `killpoint.*`): a new folder with an
+    __init__.py must be listed, or the wheel silently leaves it out."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    roots = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    found = set()
+    for package, folder in roots.items():
+        for init in (REPO / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(REPO / folder).parts
+            name = ".".join([package, *rel])
+            if not any(name.startswith(f"{other}.") or name == other for other in roots if other != package
+                       and other.startswith(f"{package}.") and (REPO / roots[other]) != (REPO / folder)):
+                found.add(name)
+    assert found == listed, (found - listed, listed - found)

@@ -18,9 +18,10 @@ def test_report_of_a_replay_shows_the_fault_on_the_killed_incarnation(sandbox: S
     page = (run_dir / "report.html").read_text()
     assert out.stdout.strip() == str(run_dir / "report.html")
     assert "crash-points: pass" in page and "email:effect.applied:kill" in page
-    killed = re.search(r"<div class=lbl>(crash-points-\d+#1)</div><div class=lane>(.*?)</div>", page)
-    assert killed and "fault email effect.applied kill" in killed.group(2)
-    assert "inc.end 9 @" in killed.group(2)  # its end, by signal 9
+    svg = re.search(r"<svg class=timeline.*?</svg>", page[page.index("id='run-crash-points-"):], re.S).group(0)
+    assert re.search(r">crash-points-\d+#1</text>", svg)  # the killed incarnation's lane, labelled
+    assert "KILL email:effect.applied" in svg and "<title>fault email effect.applied kill @" in svg
+    assert "killed (signal 9)</text>" in svg  # its end, by signal 9, labelled
 
 
 def test_report_of_a_directory_without_history_is_one_line_and_exit_2(sandbox: Sandbox, tmp_path: Path) -> None:

@@ -133,3 +133,27 @@ def test_an_agent_that_fails_without_faults_is_said_to_at_the_top(sandbox: Sandb
     (run_dir,) = sandbox.out.iterdir()
     events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
     assert {e["run_id"] for e in events if e["type"] == "run.begin"} == {"baseline-1"}
+
+
+@pytest.mark.parametrize(("extra", "code", "words"), [
+    ('OWN_EFFECTS_SQL = "SELECT * FROM acme_refunds WHERE run_id = %s"\n', "bad-own-effects-sql",
+     'relation "acme_refunds" does not exist'),
+    ('SCHEMA_SQL = "CREATE TABLE IF NOT EXISTS acme_refunds (run_id text"\n', "bad-agent-schema", "SyntaxError"),
+    ('def setup(conn):\n    raise RuntimeError("no permission to create tables")\n', "bad-agent-schema",
+     "no permission to create tables"),
+], ids=["own-effects-sql-on-a-missing-table", "schema-sql-that-does-not-parse", "setup-that-raises"])
+def test_an_agents_own_schema_error_is_one_line_before_any_run(sandbox: Sandbox, extra: str, code: str,
+                                                               words: str) -> None:
+    """A step module's own SQL runs (or is checked) once per database before any run: its error is one line
+    naming the module and the database's message, exit 2, and nothing is left behind."""
+    (sandbox.cwd / "own_schema_agent.py").write_text(
+        "from killpoint.reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, STEPS, "
+        "initial_state\n" + extra)
+    done = sandbox.run("run", "--steps", "own_schema_agent", "--scenario", "rollback-refusal", "--out",
+                       str(sandbox.out), "--seed", "1")
+    assert done.returncode == 2, done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("killpoint: error")]
+    assert len(errors) == 1 and f"error[{code}]" in errors[0] and "own_schema_agent" in errors[0], done.stderr
+    assert words in errors[0] and "Traceback" not in done.stderr
+    assert not sandbox.out.exists() or not any(sandbox.out.iterdir())
+    assert sandbox.survivors() == [] and sandbox.leftover_dirs() == []

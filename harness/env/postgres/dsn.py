@@ -1,11 +1,21 @@
 """``dsn``: a database the user names. killpoint never drops it, never crashes the server, and refuses a
-database whose name does not contain ``test`` unless told ``--allow-any-dsn`` (it will write tables into it).
+database whose name does not contain ``test`` unless told ``--allow-any-dsn``.
+
+1. Before connecting, the name libpq would resolve (the DSN's ``dbname``, else ``PGDATABASE``, else the
+   user) is checked, so an obviously wrong DSN is refused without a connection.
+2. After connecting, the name is checked again on ``current_database()`` of the database actually reached
+   (a service file or libpq's environment may have chosen another).
+3. Schemas of dead sessions are reaped, and this session gets a schema of its own
+   (``session_schema``): ``dsn`` reaches only that schema, so nothing of the user's is seen or changed.
+   ``close()`` drops that schema (CASCADE); the user's database itself is never dropped.
 """
 
 from __future__ import annotations
 
+import os
 from urllib.parse import urlsplit
 
+from killpoint.env.postgres import session_schema
 from killpoint.env.postgres.handle import PostgresHandle
 from killpoint.errors import EnvironmentProblem, UsageError
 
@@ -19,33 +29,39 @@ def database_name(dsn: str) -> str:
     except Exception as exc:  # noqa: BLE001 - psycopg raises ProgrammingError for junk
         raise UsageError(
             "dsn-invalid",
-            f"cannot parse the DSN ({exc})",
+            f"cannot parse the DSN ({' '.join(str(exc).split())})",
             "pass a libpq URL like postgresql://user@host:5432/mytest",
         ) from None
-    return str(params.get("dbname") or params.get("user") or "")
+    return str(params.get("dbname") or os.environ.get("PGDATABASE") or params.get("user")
+               or os.environ.get("PGUSER") or "")
 
 
-def check_safe(dsn: str, allow_any_dsn: bool) -> None:
-    """Raise ``UsageError`` unless the database name contains ``test`` or ``allow_any_dsn`` is set."""
-    name = database_name(dsn)
+def check_safe(dsn: str, allow_any_dsn: bool, reached: str | None = None) -> None:
+    """Raise ``UsageError`` unless the database name contains ``test`` or ``allow_any_dsn`` is set. The name
+    is ``reached`` (``current_database()`` of a connection) when given, else the one the DSN resolves to."""
+    name = database_name(dsn) if reached is None else reached
     if "test" in name.lower() or allow_any_dsn:
         return
+    via = "" if reached is None else " (the database the DSN actually reached)"
     raise UsageError(
         "dsn-not-test",
-        f"refusing database {name!r}: its name does not contain 'test', and killpoint creates tables and "
+        f"refusing database {name!r}{via}: its name does not contain 'test', and killpoint creates tables and "
         "databases on the server it is given, so it could damage real data",
         "point --dsn at a database whose name contains 'test', or pass --allow-any-dsn if you are sure",
     )
 
 
 class DsnServer(PostgresHandle):
-    """A server named by the user. Not owned: ``crash``/``restart`` raise; ``close`` drops only what we made."""
+    """A server named by the user. Not owned: ``crash``/``restart`` raise; ``close`` drops only what we made
+    (the session's schema)."""
 
     kind = "dsn"
     owned = False
 
-    def __init__(self, dsn: str) -> None:
-        self._dsn = dsn
+    def __init__(self, dsn: str, schema: str | None = None) -> None:
+        self._raw = dsn
+        self.schema = schema
+        self._dsn = dsn if schema is None else session_schema.scoped(dsn, schema)
 
     @classmethod
     def open(cls, dsn: str, allow_any_dsn: bool = False) -> DsnServer:
@@ -54,8 +70,20 @@ class DsnServer(PostgresHandle):
         import psycopg  # noqa: PLC0415
 
         try:
-            with psycopg.connect(dsn, connect_timeout=5):
-                pass
+            with psycopg.connect(dsn, connect_timeout=5, autocommit=True) as conn:
+                reached = conn.execute("SELECT current_database()").fetchone()
+                check_safe(dsn, allow_any_dsn, reached=str(reached[0]) if reached else "")
+                session_schema.reap(conn)
+                try:
+                    schema = session_schema.create(conn)
+                except psycopg.errors.InsufficientPrivilege:
+                    raise EnvironmentProblem(
+                        "dsn-no-schema",
+                        "the user in the DSN may not create a schema in that database (killpoint keeps "
+                        "everything it makes in a schema of its own, never among your tables)",
+                        "grant it CREATE on the database (GRANT CREATE ON DATABASE ... TO ...), or let "
+                        "killpoint start its own Postgres",
+                    ) from None
         except psycopg.OperationalError as exc:
             why = str(exc).strip().splitlines()[0].rstrip(".?")[:200]
             where = urlsplit(dsn).hostname if "://" in dsn else "the server"
@@ -65,7 +93,7 @@ class DsnServer(PostgresHandle):
                 "start that server or fix host, port, user and password in --dsn; or omit --dsn to let "
                 "killpoint start its own Postgres",
             ) from None
-        return cls(dsn)
+        return cls(dsn, schema)
 
     @property
     def dsn(self) -> str:
@@ -73,7 +101,7 @@ class DsnServer(PostgresHandle):
 
     @property
     def admin_dsn(self) -> str:
-        return self._dsn
+        return self._raw
 
     def _final_name(self, name: str) -> str:
         """Databases made next to the user's always carry ``test`` in their name."""
@@ -81,4 +109,14 @@ class DsnServer(PostgresHandle):
         return final if "test" in final else super()._final_name(f"test_{name}")
 
     def close(self) -> None:
-        """Nothing to stop; the user's database is never dropped."""
+        """Drop the session's schema (and all in it); the user's database is never dropped. Idempotent."""
+        schema, self.schema = self.schema, None
+        if schema is None:
+            return
+        import psycopg  # noqa: PLC0415
+
+        try:
+            with psycopg.connect(self._raw, connect_timeout=5, autocommit=True) as conn:
+                session_schema.drop(conn, schema)
+        except psycopg.Error:
+            pass  # the server is gone: a later run reaps the schema once this process has ended

@@ -105,7 +105,8 @@ def test_dsn_that_refuses_connections() -> None:
 def test_dsn_provider_uses_but_never_owns(pg_server) -> None:  # noqa: ANN001
     user_dsn = pg_server.create_database("user_test_db")
     with provide("auto", dsn=user_dsn) as pg:
-        assert pg.kind == "dsn" and not pg.owned and pg.dsn == user_dsn
+        assert pg.kind == "dsn" and not pg.owned and pg.admin_dsn == user_dsn
+        assert pg.dsn.startswith(user_dsn) and "search_path" in pg.dsn  # a schema of the session's own
         with pytest.raises(UsageError):
             pg.crash()
         made = pg.create_database("scratch")
@@ -166,6 +167,8 @@ def test_dsn_user_without_createdb_gets_one_line() -> None:
     with provide("local") as pg:
         with psycopg.connect(pg.dsn, autocommit=True) as conn:
             conn.execute("CREATE ROLE weak LOGIN")
+            # a schema of its own is all a DSN user needs (killpoint never writes among the user's tables)
+            conn.execute(f'GRANT CREATE ON DATABASE "{conn.info.dbname}" TO weak')
         weak = DsnServer.open(pg.dsn.replace("postgres@", "weak@"), allow_any_dsn=True)
         with pytest.raises(EnvironmentProblem) as info:
             weak.create_database("scratch")

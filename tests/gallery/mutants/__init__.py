@@ -72,6 +72,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "record:checkpoint.writing:kill", "completes"),
     Mutant("cost_on_replay", "cost added again on replay", "crash-points", "validate:checkpoint.writing:kill",
            "cost_accounted"),
+    Mutant("misprices", "every model call mispriced (input and output prices swapped), in every run",
+           "crash-points", "plan:step.start:kill", "cost_accounted"),
+    Mutant("unjoined_thread", "an effect sent from a thread the step does not join (lost on a 5xx and a kill)",
+           "mixed-faults", "email:effect.received:error,record:step.start:kill", "exactly_once"),
+    Mutant("hash_key", "idempotency key built with Python's hash() (salted per interpreter)", "crash-points",
+           "charge:effect.applied:kill", "exactly_once"),
 )
 """Every mutant. ``schedule`` is empty where the scenario's own seeded trial (``--seed`` in ``args``), not a
 fault, exercises the bug."""

@@ -1,0 +1,189 @@
+"""The speed figures of issue 14, side by side, from one run:
+
+    python bench/speed.py [--skip-run] [--postgres local]
+
+1. The exhaustive crash-points sweep through the CLI with `-j 1` and `-j 2`: schedules per second (the
+   scenario's own elapsed time, as the summary line prints it, so start-up is not counted) and the ratio.
+   While the `-j 2` sweep runs, the resident memory of the harness and all its children is sampled
+   (psutil, every 20 ms): its peak.
+2. The median kill-to-resumed cycle, from the `-j 1` sweep's history.jsonl: from a `kill` fault event (the
+   signal is sent as it is recorded) to the next incarnation's `step.start` of the same run.
+3. Fork server vs exec per incarnation: `bench/incarnations.py --n 5` (spawn -> step.start medians).
+4. Instrumentation overhead: a crash-free run with kill points on vs off: the reference worker as a
+   `--worker-cmd` (a fresh interpreter each) with and without `KILLPOINT_SOCKET`, median of the two crash-free
+   baselines' run.begin -> run.end (the interpreter's start is in both).
+5. CLI start: `killpoint scenarios`, `killpoint --help` and a usage error (median of 5 each).
+6. `killpoint run` wall time (the whole suite; `--skip-run` leaves it out).
+
+Then it prints one table with the targets of the issue. A benchmark, not a test: it asserts nothing and
+its figures depend on the machine and its load (it prints the load average it started at).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+ANY_FAULT = "plan:checkpoint.writing:kill"
+"""A replay runs the two crash-free baselines first; only they are measured (the fault is there to replay)."""
+SUMMARY = re.compile(r"crash-points\s+(\d+) schedules\s+([\d.]+)s")
+
+
+def killpoint(*args: str, cwd: str, timeout: float = 1800) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run the CLI; its result and wall time."""
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "killpoint.cli.main", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout)
+    return proc, time.perf_counter() - t
+
+
+class PeakRss:
+    """The peak of the summed RSS of a process and all its descendants, sampled on a thread."""
+
+    def __init__(self, pid: int) -> None:
+        self.proc = psutil.Process(pid)
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.02):
+            try:
+                procs = [self.proc, *self.proc.children(recursive=True)]
+            except psutil.Error:
+                return
+            total = 0
+            for p in procs:
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+            self.peak = max(self.peak, total)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+def sweep(jobs: int, common: list[str], cwd: str, out: Path) -> tuple[int, float, Path, int]:
+    """(schedules, scenario seconds, run dir, peak RSS bytes) of one exhaustive sweep."""
+    argv = [sys.executable, "-m", "killpoint.cli.main", "explore", "--scenario", "crash-points", "--exhaustive",
+            "-j", str(jobs), "--out", str(out), *common]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
+    rss = PeakRss(proc.pid)
+    stdout, stderr = proc.communicate(timeout=1800)
+    peak = rss.stop()
+    m = SUMMARY.search(stdout)
+    if proc.returncode != 0 or m is None:
+        raise SystemExit(f"the -j {jobs} sweep failed (exit {proc.returncode}):\n{stdout}\n{stderr}")
+    (run_dir,) = list(out.iterdir())
+    return int(m.group(1)), float(m.group(2)), run_dir, peak
+
+
+def kill_to_resumed(history: Path) -> list[float]:
+    """Seconds from each `kill` fault to the next incarnation's first `step.start` of the same run."""
+    events = [json.loads(line) for line in history.read_text().splitlines() if line.strip()]
+    out = []
+    for i, e in enumerate(events):
+        if e["type"] != "fault" or e.get("action") != "kill":
+            continue
+        nxt = None
+        for later in events[i + 1:]:
+            if later.get("run_id") != e["run_id"]:
+                continue
+            if later["type"] == "inc.start" and later["inc"] != e.get("inc"):
+                nxt = later["inc"]
+            elif nxt and later["type"] == "point" and later.get("inc") == nxt and later["point"] == "step.start":
+                out.append(later["t"] - e["t"])
+                break
+    return out
+
+
+def baseline_seconds(run_dir: Path) -> float:
+    """Median run.begin -> run.end of the crash-free runs of a run directory."""
+    events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines() if line.strip()]
+    begin = {e["run_id"]: e["t"] for e in events if e["type"] == "run.begin" and e["run_id"].startswith("baseline")}
+    return statistics.median(e["t"] - begin[e["run_id"]] for e in events
+                             if e["type"] == "run.end" and e["run_id"] in begin)
+
+
+def fork_vs_exec(cwd: str, postgres: str) -> float | None:
+    """How many times faster a fork-server incarnation reaches step.start than an exec'd one."""
+    proc = subprocess.run([sys.executable, "bench/incarnations.py", "--n", "5", "--postgres", postgres],
+                          capture_output=True, text=True, cwd=cwd, timeout=900)
+    section = proc.stdout.split("spawn -> step.start", 1)[-1]
+    m = re.search(r"fork .*\(\s*([\d.]+)x faster\)", section)
+    return float(m.group(1)) if m else None
+
+
+def median_wall(argv: list[str], cwd: str, n: int = 5) -> float:
+    return statistics.median(killpoint(*argv, cwd=cwd)[1] for _ in range(n))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--postgres", default="auto", help="Postgres provider (default auto)")
+    p.add_argument("--skip-run", action="store_true", help="leave out the whole-suite `killpoint run`")
+    args = p.parse_args(argv)
+    cwd = str(Path(__file__).resolve().parent.parent)
+    load = os.getloadavg()[0]
+    common = ["--quiet", "--no-store", "--postgres", args.postgres]
+    rows: list[tuple[str, str, str]] = []
+    with tempfile.TemporaryDirectory(prefix="kp-speed-") as tmp:
+        n1, s1, dir1, _ = sweep(1, common, cwd, Path(tmp) / "j1")
+        n2, s2, _dir2, peak = sweep(2, common, cwd, Path(tmp) / "j2")
+        rate1, rate2 = n1 / s1, n2 / s2
+        rows += [("exhaustive crash-points, -j 1", f"{rate1:.1f} schedules/s ({n1} in {s1:.1f} s)", ""),
+                 ("exhaustive crash-points, -j 2", f"{rate2:.1f} schedules/s ({n2} in {s2:.1f} s)", ">= 25/s"),
+                 ("-j 2 / -j 1", f"{rate2 / rate1:.2f}x", ">= 1.7x")]
+        cycles = kill_to_resumed(dir1 / "history.jsonl")
+        rows.append(("kill -> resumed step.start, median", f"{statistics.median(cycles) * 1000:.1f} ms "
+                     f"({len(cycles)} kills)" if cycles else "n/a", "< 10 ms"))
+        ratio = fork_vs_exec(cwd, args.postgres)
+        rows.append(("fork server vs exec per incarnation", f"{ratio:.1f}x faster" if ratio else "n/a", ">= 50x"))
+        worker = f"{sys.executable} -m killpoint.reference_agent.worker {{run_id}}"
+        replay = ["--quiet", "--postgres", args.postgres]  # run in `tmp`: a failure store stays there
+        on_proc, _ = killpoint("replay", "--scenario", "crash-points", "--schedule", ANY_FAULT, "--out",
+                               str(Path(tmp) / "on"), "--worker-cmd", worker, *replay, cwd=tmp)
+        off_proc, _ = killpoint("replay", "--scenario", "crash-points", "--schedule", ANY_FAULT, "--out",
+                                str(Path(tmp) / "off"), "--worker-cmd", f"env -u KILLPOINT_SOCKET {worker}",
+                                *replay, cwd=tmp)
+        try:
+            on = baseline_seconds(next((Path(tmp) / "on").iterdir()))
+            off = baseline_seconds(next((Path(tmp) / "off").iterdir()))
+            rows.append(("kill points on / off (crash-free, exec)", f"{on / off:.2f} ({on * 1000:.0f} / "
+                         f"{off * 1000:.0f} ms)", "< 1.10"))
+        except (StopIteration, OSError, statistics.StatisticsError, KeyError):
+            rows.append(("kill points on / off (crash-free, exec)", "n/a (exit "
+                         f"{on_proc.returncode}/{off_proc.returncode})", "< 1.10"))
+        rows += [("killpoint scenarios", f"{median_wall(['scenarios'], cwd) * 1000:.0f} ms", "< 500 ms"),
+                 ("killpoint --help", f"{median_wall(['--help'], cwd) * 1000:.0f} ms", "< 1 s"),
+                 ("usage error (unknown scenario)",
+                  f"{median_wall(['run', '--scenario', 'no-such'], cwd) * 1000:.0f} ms", "< 1 s"),
+                 ("peak RSS, harness + children (-j 2 sweep)", f"{peak / 2**20:.0f} MB", "< 300 MB")]
+        if not args.skip_run:
+            proc, wall = killpoint("run", "--out", str(Path(tmp) / "run"), *common, cwd=cwd)
+            rows.append(("killpoint run (whole suite)", f"{wall:.1f} s (exit {proc.returncode})", "< 20 s"))
+    print(f"machine: {os.cpu_count()} cores, load average {load:.2f} at start, Python {sys.version.split()[0]}")
+    width = max(len(r[0]) for r in rows)
+    print(f"{'figure':<{width}}  {'measured':<34}  target")
+    for name, value, target in rows:
+        print(f"{name:<{width}}  {value:<34}  {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""The adapter interface (documented in `killpoint.adapters`) and the default adapter, the seeds' table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import psycopg
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Where a runtime commits its steps: the table, the column naming the run, and which writes are held
+    (`when`). `seq`, `cursor` and `status` are SQL expressions over `r` (the written row as jsonb) that the
+    audit trigger records for each committed write: a number that grows with the run's progress, the step
+    in progress after the write, and the run's status after it (NULL where the runtime has none)."""
+
+    table: str
+    run_column: str
+    when: str
+    owned: bool = False
+    seq: str = "NULL"
+    cursor: str = "NULL"
+    status: str = "NULL"
+
+
+class Adapter(Protocol):
+    """A runtime's records of a run (see the module docstring for the contract of each method)."""
+
+    name: str
+    hold: Hold
+    concurrent_runs: bool
+    """False when two runs of the runtime in one database would not stay apart (then `-j` is 1)."""
+    serial_reason: str
+
+    def status(self, conn: psycopg.Connection, run_id: str) -> str | None: ...
+
+    def cursor(self, conn: psycopg.Connection, run_id: str) -> str | None: ...
+
+    def progress(self, conn: psycopg.Connection, run_id: str) -> tuple[str | None, int | None]: ...
+
+    def final(self, conn: psycopg.Connection, run_id: str) -> tuple[dict | None, str | None]: ...
+
+    def expire(self, conn: psycopg.Connection, run_id: str) -> None: ...
+
+
+def table_exists(conn: psycopg.Connection, table: str) -> bool:
+    """True when `table` (maybe schema-qualified) exists on the connection's search path."""
+    row: Any = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
+    return bool(row and row[0])
+
+
+class CheckpointsAdapter:
+    """The seeds' `checkpoints` table (docs/contracts.md section 3): the reference runtime's records."""
+
+    name = "checkpoints"
+    concurrent_runs = True
+    serial_reason = ""
+    hold = Hold(table="checkpoints", run_column="run_id", when="TG_OP = 'UPDATE'", owned=True)
+
+    def status(self, conn: psycopg.Connection, run_id: str) -> str | None:
+        row: Any = conn.execute("SELECT status FROM checkpoints WHERE run_id = %s", (run_id,)).fetchone()
+        return row[0] if row else None
+
+    def cursor(self, conn: psycopg.Connection, run_id: str) -> str | None:
+        return self.progress(conn, run_id)[0]
+
+    def progress(self, conn: psycopg.Connection, run_id: str) -> tuple[str | None, int | None]:
+        row: Any = conn.execute("SELECT data->>'cursor', seq FROM checkpoints WHERE run_id = %s",
+                                (run_id,)).fetchone()
+        return (row[0], row[1]) if row else (None, None)
+
+    def final(self, conn: psycopg.Connection, run_id: str) -> tuple[dict | None, str | None]:
+        row: Any = conn.execute("SELECT data, data::text FROM checkpoints WHERE run_id = %s", (run_id,)).fetchone()
+        return (row[0], row[1]) if row else (None, None)
+
+    def expire(self, conn: psycopg.Connection, run_id: str) -> None:
+        conn.execute("UPDATE leases SET expires_at = now() - interval '1 second' WHERE run_id = %s", (run_id,))

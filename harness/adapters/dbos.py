@@ -1,0 +1,82 @@
+"""DBOS's system database as a run's records: `workflow_status` and `operation_outputs` by workflow id.
+
+A killpoint run id is the workflow id (the worker starts the workflow under `SetWorkflowID(run_id)`, with
+its system database on `DATABASE_URL` and an executor id of its own, e.g. the run id); step function
+names are the steps. Read without importing DBOS, from its tables in schema `dbos`:
+
+1. Status: the workflow's `status`: SUCCESS is "done"; ERROR, CANCELLED and the exceeded states are
+   "failed"; PENDING and ENQUEUED are "running"; no row is None.
+2. A step's commit is the INSERT of its `operation_outputs` row (function id n, function name), held by
+   the SQL barrier; its seq (in the audit trail, and the marker that moves at each commit) is the
+   function id, which grows by one per operation of the workflow.
+3. The cursor (the step in progress) is the step that a successful workflow of the same name recorded
+   at the next function id: a DBOS workflow is deterministic, so the crash-free run names the steps in
+   order. Before any run has succeeded it is None (attribution then relies on the header or the key).
+4. The final record is the workflow's status and output, as `state`, and the executor id that ran it
+   last (`executor_id`: one per run, else DBOS's recovery may run one run's workflow in another's process).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from killpoint.adapters.base import Hold
+
+SCHEMA = "dbos"
+
+FAILED = {"ERROR", "CANCELLED", "RETRIES_EXCEEDED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}
+
+CURSOR_SQL = f"""
+WITH mine AS (SELECT w.name, (SELECT coalesce(max(function_id), -1) FROM {SCHEMA}.operation_outputs o
+                              WHERE o.workflow_uuid = w.workflow_uuid) AS last
+              FROM {SCHEMA}.workflow_status w WHERE w.workflow_uuid = %(run)s)
+SELECT (SELECT o.function_name FROM {SCHEMA}.operation_outputs o
+        JOIN {SCHEMA}.workflow_status s ON s.workflow_uuid = o.workflow_uuid
+        WHERE s.status = 'SUCCESS' AND s.name = mine.name AND o.function_id > mine.last
+        ORDER BY o.function_id, o.workflow_uuid LIMIT 1),
+       mine.last
+FROM mine
+"""
+
+
+class DbosAdapter:
+    """DBOS Transact (Python) with its system database on the run database."""
+
+    name = "dbos"
+    concurrent_runs = False
+    serial_reason = ("DBOS recovers a dead executor's workflows through a queue that every process of the "
+                     "application polls, so a run's process would execute another run's workflow")
+    hold = Hold(table=f"{SCHEMA}.operation_outputs", run_column="workflow_uuid", when="TG_OP = 'INSERT'",
+                seq="(r->>'function_id')::bigint", cursor="r->>'function_name'", status="'running'")
+
+    def _row(self, conn: psycopg.Connection, run_id: str) -> tuple[str | None, str | None, str | None] | None:
+        row: Any = conn.execute(f"SELECT status, output, executor_id FROM {SCHEMA}.workflow_status "
+                                "WHERE workflow_uuid = %s", (run_id,)).fetchone()
+        return (row[0], row[1], row[2]) if row else None
+
+    def status(self, conn: psycopg.Connection, run_id: str) -> str | None:
+        row = self._row(conn, run_id)
+        if row is None:
+            return None
+        return "done" if row[0] == "SUCCESS" else "failed" if row[0] in FAILED else "running"
+
+    def cursor(self, conn: psycopg.Connection, run_id: str) -> str | None:
+        return self.progress(conn, run_id)[0]
+
+    def progress(self, conn: psycopg.Connection, run_id: str) -> tuple[str | None, int | None]:
+        row: Any = conn.execute(CURSOR_SQL, {"run": run_id}).fetchone()
+        return (row[0], int(row[1])) if row else (None, None)
+
+    def final(self, conn: psycopg.Connection, run_id: str) -> tuple[dict | None, str | None]:
+        row = self._row(conn, run_id)
+        if row is None:
+            return None, None
+        status = self.status(conn, run_id)
+        record = {"run_id": run_id, "seq": self.progress(conn, run_id)[1], "cursor": "done" if status == "done" else None,
+                  "status": status, "state": {"status": row[0], "output": row[1]}, "executor_id": row[2]}
+        return record, None
+
+    def expire(self, conn: psycopg.Connection, run_id: str) -> None:
+        """No lease to expire: the framework's records alone say where a successor resumes."""

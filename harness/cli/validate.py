@@ -1,0 +1,117 @@
+"""Bad input is refused before anything starts, in one line naming the problem and the fix (exit 2).
+
+1. ``Parser`` is the command line's ``ArgumentParser``: argparse's own errors (an unknown option, a
+   missing value, a bad choice) become a ``UsageError`` instead of the usage block and exit 2 argparse
+   prints. Sub-parsers inherit the class.
+2. The option types (``grace``, ``budget``, ``count``, ``seed``, ``worker_cmd``) check ranges and shapes
+   as the line is parsed: a value outside its range is refused there, never half-used later.
+3. ``check_paths(args)`` proves ``--out`` can be created and written, and ``--junit`` written, before a
+   run begins (not after an hour of trials).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import shlex
+import tempfile
+from pathlib import Path
+from typing import NoReturn
+
+from killpoint.errors import UsageError
+
+MAX_GRACE = 3600.0
+MAX_BUDGET = 7 * 24 * 3600.0
+MAX_RANDOM = 100_000
+MAX_SEED = 2**63 - 1
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one-line ``UsageError``s (flow step 1)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError("bad-option", f"{self.prog}: {message}", f"see `{self.prog} --help`")
+
+
+def _number(text: str, what: str, low: float, high: float, *, integer: bool = False,
+            low_open: bool = False) -> float:
+    try:
+        value = float(int(text)) if integer else float(text)
+    except ValueError:
+        kind = "a whole number" if integer else "a number"
+        raise argparse.ArgumentTypeError(f"{what.lstrip('-')} must be {kind}, not {text!r}") from None
+    if math.isnan(value) or math.isinf(value) or value > high or value < low or (low_open and value == low):
+        bound = f"more than {low:g}" if low_open else f"at least {low:g}"
+        raise argparse.ArgumentTypeError(f"{what.lstrip('-')} must be {bound} and at most {high:g}, not {text!r}")
+    return value
+
+
+def grace(text: str) -> float:
+    """``--grace``: seconds between SIGTERM and SIGKILL, 0..3600."""
+    return _number(text, "--grace", 0.0, MAX_GRACE)
+
+
+def budget(text: str) -> float:
+    """``--budget``: seconds of random exploration per scenario, 0..7 days."""
+    return _number(text, "--budget", 0.0, MAX_BUDGET)
+
+
+def count(text: str) -> int:
+    """``--random N``: how many random schedules, 1..100000."""
+    return int(_number(text, "--random", 1, MAX_RANDOM, integer=True))
+
+
+def seed(text: str) -> int:
+    """``--seed``: 0 .. 2**63-1."""
+    return int(_number(text, "--seed", 0, MAX_SEED, integer=True))
+
+
+def worker_cmd(text: str) -> str:
+    """``--worker-cmd``: a non-empty command line that parses as a shell's words would."""
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} does not parse as a command ({exc}): close its quotes") from None
+    if not words:
+        raise argparse.ArgumentTypeError("it is empty: give the command that starts one worker, "
+                                         "e.g. 'node worker.js {run_id}'")
+    return text
+
+
+def _writable_dir(path: Path, option: str) -> None:
+    """``path`` exists as a writable directory, or its nearest existing parent is one (it can be made)."""
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UsageError("path-not-writable", f"{option} {path}: {probe} is not a directory",
+                         f"give {option} a folder (or a path under one) that you can write to")
+    try:  # a real write (as root, os.access says yes to a read-only file system or /proc)
+        fd, probe_file = tempfile.mkstemp(prefix=".killpoint-probe-", dir=probe)
+        os.close(fd)
+        os.unlink(probe_file)
+    except OSError as exc:
+        raise UsageError("path-not-writable", f"{option} {path}: cannot write in {probe} ({exc.strerror})",
+                         f"give {option} a folder you can write to, or fix its permissions") from None
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """``--out`` and ``--junit`` writable, checked before anything starts (flow step 3)."""
+    out = getattr(args, "out", None)
+    if out is not None:
+        _writable_dir(Path(out), "--out")
+    junit = getattr(args, "junit", None)
+    if junit:
+        path = Path(junit)
+        if path.is_dir():
+            raise UsageError("path-not-writable", f"--junit {junit} is a directory",
+                             "give --junit a file name, e.g. --junit killpoint.xml")
+        if path.exists():
+            if not os.access(path, os.W_OK):
+                raise UsageError("path-not-writable", f"--junit {junit} is not writable by this user",
+                                 "give --junit a file you can write, or fix its permissions")
+        else:
+            _writable_dir(path.parent, "--junit")

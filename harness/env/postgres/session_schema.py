@@ -1,0 +1,102 @@
+"""A schema of its own for every session on a database the user names (``--dsn``).
+
+On a user's database killpoint must touch only what it created. So every object killpoint and the
+reference runtime create there (checkpoints, leases, jobs, the audit trail and its trigger, the barrier...)
+lives in a schema made for one session, ``killpoint_s_<hex>``, which every process reaches through the
+``search_path`` set in the DSN it is given (libpq ``options=-csearch_path=<schema>``). Unqualified names
+then resolve in that schema only: the user's own ``checkpoints`` or ``jobs`` in ``public`` are never seen,
+let alone swept, claimed or deleted, and two sessions on one database never meet.
+
+1. ``create(conn)`` makes the schema and comments it with its owner: ``killpoint session <pid>-<ctime>
+   on <host>`` (the process that made it, as the cluster folders are named).
+2. ``scoped(dsn, schema)`` is the DSN every process of the session uses (URL or ``key=value``; options
+   already in the DSN are kept).
+3. ``drop(conn, schema)`` removes the schema and everything in it (CASCADE) at the session's end, normally
+   or on Ctrl-C/SIGTERM (the provider's ``close``).
+4. ``reap(conn)`` drops the schemas of sessions that died without step 3 (a SIGKILL): only a schema whose
+   name is ours *and* whose comment names a process of this host that is no longer alive. A schema with
+   any other comment, or of another host, or of a live session, is never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import secrets
+import socket
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+
+from killpoint.env.postgres.reaper import session_alive, session_id
+
+PREFIX = "killpoint_s_"
+NAME_RE = re.compile(r"^killpoint_s_[0-9a-f]{12}$")
+COMMENT_RE = re.compile(r"^killpoint session (?P<pid>\d+)-(?P<ctime>\d+) on (?P<host>\S+)$")
+DROP_LOCK_TIMEOUT = "10s"
+
+
+def new_name() -> str:
+    """A fresh schema name: ``killpoint_s_`` and 12 random hex digits."""
+    return f"{PREFIX}{secrets.token_hex(6)}"
+
+
+def owner_comment() -> str:
+    """The comment that proves a schema is this process's: its session id and this host."""
+    return f"killpoint session {session_id()} on {socket.gethostname()}"
+
+
+def create(conn: psycopg.Connection) -> str:
+    """Create a fresh session schema owned by this process and return its name (``conn`` is autocommit)."""
+    name = new_name()
+    conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+    conn.execute(sql.SQL("COMMENT ON SCHEMA {} IS {}").format(sql.Identifier(name), sql.Literal(owner_comment())))
+    return name
+
+
+def scoped(dsn: str, schema: str) -> str:
+    """``dsn`` with ``search_path`` set to ``schema`` alone (any ``options`` it carried are kept)."""
+    flag = f"-csearch_path={schema}"
+    if "://" not in dsn:
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: PLC0415
+
+        options = str(conninfo_to_dict(dsn).get("options") or "")
+        return make_conninfo(dsn, options=f"{options} {flag}".strip())
+    parts = urlsplit(dsn)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    options = " ".join(v for k, v in query if k == "options")
+    query = [(k, v) for k, v in query if k != "options"] + [("options", f"{options} {flag}".strip())]
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), parts.fragment))
+
+
+def drop(conn: psycopg.Connection, schema: str) -> None:
+    """Drop ``schema`` and everything in it, if it is still there (waits at most ``DROP_LOCK_TIMEOUT`` for
+    locks; a schema left by a timeout is reaped by a later run once this process is gone)."""
+    with contextlib.suppress(psycopg.Error):
+        conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(DROP_LOCK_TIMEOUT)))
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def is_dead_session(name: str, comment: str | None) -> bool:
+    """True if ``name``/``comment`` prove a schema killpoint made for a session of this host that has died."""
+    if not NAME_RE.match(name) or comment is None:
+        return False
+    m = COMMENT_RE.match(comment)
+    if m is None or m.group("host") != socket.gethostname():
+        return False
+    return not session_alive(int(m.group("pid")), int(m.group("ctime")))
+
+
+def reap(conn: psycopg.Connection) -> list[str]:
+    """Drop the schemas of dead sessions (see ``is_dead_session``); return their names."""
+    rows = conn.execute(
+        "SELECT nspname, obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname LIKE %s",
+        (PREFIX.replace("_", r"\_") + "%",),
+    ).fetchall()
+    reaped = []
+    for name, comment in rows:
+        if is_dead_session(name, comment):
+            drop(conn, name)
+            reaped.append(name)
+    return reaped

@@ -1,0 +1,89 @@
+"""Schedules that mix service faults and process faults, with the number of faults bounded by a budget.
+
+Some bugs show only when a service misbehaves and a process dies in the same run: an effect sent from a
+thread the step does not join is lost only when a 5xx makes the client back off and a kill comes before the
+retry. No single fault, and no schedule of one kind of fault, finds it.
+
+1. `fault_budget(step_points)`: how many faults a schedule may hold: one per step the agent has (at least
+   two, so that a service fault and a process fault fit), not a constant: a longer agent gets longer
+   schedules.
+2. `pairs(step_points)`: the systematic part. For each service fault a step can meet (`error` at
+   `effect.received` or `model.request`, the points the crash-free run reached), one schedule with a kill
+   right after it: at the same step's `checkpoint.committed`, and at the next step's `step.start`, in step
+   order. Pure: same steps, same pairs.
+3. `mixed_from_seed(seed, step_points, budget)`: a random schedule of 2..budget faults, a pure function of
+   its arguments, holding at least one service fault and one process fault (the first two draws are one of
+   each; the rest from both). A later fault on a (step, point) already used takes the next occurrence.
+4. `mixed_schedules(base_seed, count, step_points, budget)`: `count` of them, each with its own derived seed.
+
+Shrinking (`faults.shrink`) needs nothing more: it drops faults of any kind and renumbers occurrences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from killpoint.faults.points import PROCESS_ACTIONS, fits
+from killpoint.faults.schedule import Fault, Schedule, _Rng, derive_seed
+
+StepPoints = Mapping[str, Sequence[str]]
+
+SERVICE_ACTIONS: tuple[str, ...] = ("error", "drop")
+"""The service faults a mixed schedule draws from (a 5xx before applying; an answer lost after applying)."""
+PROCESS_MIX: tuple[str, ...] = ("kill", "term")
+"""The process faults a mixed schedule draws from."""
+
+
+def fault_budget(step_points: StepPoints) -> int:
+    """The most faults one schedule may hold: one per step, and never fewer than two."""
+    return max(2, len(step_points))
+
+
+def pairs(step_points: StepPoints) -> list[Schedule]:
+    """Each service `error` a step can meet, followed by a kill (flow step 2)."""
+    steps = list(step_points)
+    out: list[Schedule] = []
+    for i, step in enumerate(steps):
+        for point in step_points[step]:
+            if not fits("error", point):
+                continue
+            error = Fault(step, point, "error")
+            if "checkpoint.committed" in step_points[step]:
+                out.append(Schedule((error, Fault(step, "checkpoint.committed", "kill"))))
+            if i + 1 < len(steps) and "step.start" in step_points[steps[i + 1]]:
+                out.append(Schedule((error, Fault(steps[i + 1], "step.start", "kill"))))
+    return out
+
+
+def mixed_from_seed(seed: int, step_points: StepPoints, budget: int | None = None) -> Schedule:
+    """A random mixed schedule (flow step 3); empty when the steps offer no service point."""
+    budget = fault_budget(step_points) if budget is None else budget
+    rng = _Rng(seed)
+    every = [(s, p) for s in step_points for p in step_points[s]]
+    service = [(s, p, a) for s, p in every for a in SERVICE_ACTIONS if fits(a, p)]
+    process = [(s, p, a) for s, p in every for a in PROCESS_MIX if a in PROCESS_ACTIONS]
+    if not service or not process or budget < 2:
+        return Schedule()
+    count = 2 + rng.below(budget - 1)
+    drawn = [service[rng.below(len(service))], process[rng.below(len(process))]]
+    both = service + process
+    drawn += [both[rng.below(len(both))] for _ in range(count - 2)]
+    order = {(s, p): n for n, (s, p) in enumerate(every)}
+    drawn.sort(key=lambda c: order[(c[0], c[1])])  # in the order a run reaches them: easier to read
+    used: dict[tuple[str, str], int] = {}
+    faults = []
+    for step, point, action in drawn:
+        nth = used.get((step, point), 0) + 1
+        used[(step, point)] = nth
+        faults.append(Fault(step, point, action, nth))
+    return Schedule(tuple(faults))
+
+
+def mixed_schedules(base_seed: int, count: int, step_points: StepPoints,
+                    budget: int | None = None) -> list[tuple[int, Schedule]]:
+    """`count` mixed schedules (flow step 4), as (seed, schedule)."""
+    out = []
+    for i in range(count):
+        seed = derive_seed(base_seed, i)
+        out.append((seed, mixed_from_seed(seed, step_points, budget)))
+    return out

@@ -1,0 +1,78 @@
+"""Hypothesis strategies for fault schedules of a given agent, shrinking toward fewer and earlier faults.
+
+Hypothesis is imported when a strategy is built, never when this module is imported.
+
+1. The candidates are the (step, point, action) triples of the agent's crash-free run, in the order the
+   run reached them (`run.points.crash_free_points`, or a `StepPoints` mapping given by hand), each point
+   with every action that fits it (`faults.points.fits`).
+2. A schedule is a list of 1..`max_faults` candidates drawn with `sampled_from`: Hypothesis shrinks a list
+   toward fewer elements and `sampled_from` toward its first element, so a failing schedule shrinks to
+   the fewest faults at the earliest points, with `kill` (listed first) before `term`.
+3. A candidate drawn again on a (step, point) already used takes the next occurrence (`@2`, `@3`...), which
+   a resumed incarnation reaches again, so every drawn schedule is valid (`Schedule.parse(str(s)) == s`).
+
+A complete test (this is the example `tests/faults/test_strategies.py` runs):
+
+    import killpoint
+    from hypothesis import HealthCheck, given, settings
+    from killpoint.faults.strategies import schedules_for
+
+    @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(schedule=schedules_for("killpoint.reference_agent.invoice_agent", max_faults=2))
+    def test_any_two_faults_are_survived(killpoint_session, schedule):
+        killpoint.expect(killpoint_session.trial(schedule, explicit=False))
+
+(`explicit=False`: a generated fault the run never reaches is not a finding.) The first call measures
+the agent's points (a crash-free run, cached under `.killpoint/cache/points` by the agent's digest).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from killpoint.faults.points import fits
+from killpoint.faults.schedule import Fault, Schedule, StepPoints
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
+
+
+def candidates(points: StepPoints, actions: Sequence[str] = ("kill", "term")) -> list[tuple[str, str, str]]:
+    """Flow step 1: every (step, point, action) of `points` in run order, each fitting action in turn."""
+    return [(s, p, a) for s in points for p in points[s] for a in actions if fits(a, p)]
+
+
+def number(drawn: Sequence[tuple[str, str, str]]) -> Schedule:
+    """Flow step 3: drawn candidates as a schedule, a repeated (step, point) taking the next occurrence."""
+    used: dict[tuple[str, str], int] = {}
+    faults = []
+    for step, point, action in drawn:
+        nth = used[(step, point)] = used.get((step, point), 0) + 1
+        faults.append(Fault(step, point, action, nth))
+    return Schedule(tuple(faults))
+
+
+def schedules(points: StepPoints, *, actions: Sequence[str] = ("kill", "term"), min_faults: int = 1,
+              max_faults: int = 3) -> SearchStrategy[Schedule]:
+    """Schedules of `min_faults`..`max_faults` faults at these points (flow steps 1-3)."""
+    from hypothesis import strategies as st
+
+    from killpoint.errors import UsageError
+
+    pool = candidates(points, actions)
+    if not pool:
+        raise UsageError("no-points", f"no kill point of these steps fits the actions {', '.join(actions)}",
+                         "give the points of a crash-free run (killpoint.crash_free_points) and kill/term")
+    return st.lists(st.sampled_from(pool), min_size=min_faults, max_size=max_faults).map(number)
+
+
+def schedules_for(steps: str, *, postgres: str = "auto", dsn: str | None = None,
+                  **kwargs: Any) -> SearchStrategy[Schedule]:  # noqa: ANN401
+    """`schedules` over the points the agent `steps` reaches in its crash-free run, measured the first time a
+    schedule is drawn (not at import or collection) and cached by the agent's digest."""
+    from hypothesis import strategies as st
+
+    from killpoint.run.points import crash_free_points
+
+    return st.deferred(lambda: schedules(crash_free_points(steps, postgres=postgres, dsn=dsn), **kwargs))

@@ -1,0 +1,42 @@
+"""Run a scenario's trials on up to N threads (`-j N`) and hand their results back in schedule order.
+
+1. `ordered(tasks, jobs, done)` starts the tasks in order on a pool of `jobs` threads (`jobs` <= 1: one
+   after another on the calling thread, no pool).
+2. `done(i, result)` is called on the calling thread for task 0, 1, 2... in that order, each as soon as it
+   and every task before it have ended: progress lines come out in the same order whatever `jobs` is.
+3. The first task that raises stops the pool: tasks not started are cancelled, those running are waited
+   for (their runs end, their processes are reaped by the run), and the exception is raised again. A
+   Ctrl-C while waiting does the same.
+
+What makes the trials safe to run at the same time is not here: each trial is one run id of its own (its
+processes, its checkpoint row, its fake-service journal and its kill-point barriers are keyed by it), and
+the run ids are taken in schedule order before any task starts (`Session.next_run_id`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def ordered(tasks: Sequence[Callable[[], T]], jobs: int,
+            done: Callable[[int, T], None] = lambda _i, _r: None) -> list[T]:
+    """The results of `tasks`, in their order, run on up to `jobs` threads (see the module doc)."""
+    results: list[T] = []
+    if jobs <= 1 or len(tasks) <= 1:
+        for i, task in enumerate(tasks):
+            results.append(task())
+            done(i, results[-1])
+        return results
+    pool = ThreadPoolExecutor(max_workers=min(jobs, len(tasks)), thread_name_prefix="killpoint-trial")
+    try:
+        futures: list[Future[T]] = [pool.submit(task) for task in tasks]
+        for i, future in enumerate(futures):
+            results.append(future.result())
+            done(i, results[-1])
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    return results

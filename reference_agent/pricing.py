@@ -1,0 +1,53 @@
+"""The price table of the model calls, and the cost of one call: the one table the reference agent bills with
+and the harness judges recorded costs by (``cost_accounted``, harness/checkers/outcome.py).
+
+Imports nothing (no SDK), so the harness can price the model fake's records without loading the agent.
+
+1. ``PRICES[model]`` is (USD per million input tokens, USD per million output tokens); a model not in the
+   table is priced as :data:`DEFAULT_MODEL` by :func:`cost_usd`, and :func:`priced` says whether it is in it.
+2. Cache writes cost :data:`CACHE_WRITE_FACTOR` times the input price, cache reads :data:`CACHE_READ_FACTOR`
+   times it.
+3. :func:`cost_usd` of one call is rounded to 9 decimals (a nano-dollar), so a run's recorded cost may differ
+   from the sum of its calls by at most one nano-dollar per call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+PRICES: dict[str, tuple[float, float]] = {
+    # model: (USD per million input tokens, USD per million output tokens)
+    "claude-opus-4-6": (5.0, 25.0),
+    "claude-sonnet-4-6": (3.0, 15.0),
+    "claude-haiku-4-5": (1.0, 5.0),
+}
+DEFAULT_MODEL = "claude-sonnet-4-6"  # not on the SDK's deprecated list, so no warning on every call
+CACHE_WRITE_FACTOR, CACHE_READ_FACTOR = 1.25, 0.1
+ROUNDING = 1e-9
+"""The rounding of one call's cost, in USD."""
+
+
+def priced(model: str | None) -> bool:
+    """True when ``model`` is in :data:`PRICES`."""
+    return model in PRICES
+
+
+def _tokens(usage: Any, name: str) -> int:
+    value = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, 0)
+    return int(value or 0)
+
+
+def cost_usd(model: str, usage: Any) -> float:
+    """Dollars for one call: input, cache writes (x1.25), cache reads (x0.1) and output tokens. ``usage`` is
+    the SDK's usage object or the same fields as a mapping (what the model fake records).
+
+    Unknown models are priced as :data:`DEFAULT_MODEL`.
+    """
+    price_in, price_out = PRICES.get(model, PRICES[DEFAULT_MODEL])
+    tokens_in = _tokens(usage, "input_tokens")
+    cache_write = _tokens(usage, "cache_creation_input_tokens")
+    cache_read = _tokens(usage, "cache_read_input_tokens")
+    tokens_out = _tokens(usage, "output_tokens")
+    dollars = (tokens_in + cache_write * CACHE_WRITE_FACTOR + cache_read * CACHE_READ_FACTOR) * price_in
+    return round((dollars + tokens_out * price_out) / 1_000_000, 9)

@@ -1,0 +1,40 @@
+"""mixed-faults: a service fault and a process fault in the same run.
+
+Some bugs need both: an effect sent from a thread the step does not join is lost only when a 5xx makes the
+client back off and a kill comes before its retry. The plan (harness/faults/mixed.py):
+
+1. each service `error` a step meets, followed by a kill at the same step's `checkpoint.committed` and at
+   the next step's `step.start` (`pairs`);
+2. then random mixed schedules from the run's seed, each of 2 faults up to the fault budget (one per step),
+   at least one of each kind (`mixed_schedules`); a seed replays as the same mixed schedule.
+
+Judged by every crash checker plus `retries_keep_keys`. A failing schedule shrinks like any other.
+"""
+
+from __future__ import annotations
+
+from killpoint.checkers import CRASH_CHECKERS
+from killpoint.faults.mixed import PROCESS_MIX, SERVICE_ACTIONS, mixed_from_seed, mixed_schedules, pairs
+from killpoint.faults.schedule import Schedule
+from killpoint.run.scenario import Context, Scenario
+from killpoint.run.trial import Trial
+
+
+class MixedFaults(Scenario):
+    name = "mixed-faults"
+    summary = "a 5xx or a lost answer and a kill in the same run: what neither finds alone"
+    checkers = (*CRASH_CHECKERS, "retries_keep_keys")
+    actions = (*PROCESS_MIX, *SERVICE_ACTIONS)
+
+    def run(self, ctx: Context) -> list[Trial]:
+        plan = pairs(self.step_points(ctx))
+        trials = self._run_plan(ctx, [(None, s) for s in plan],
+                                lambda i, _seed, schedule, trial:
+                                f"{self.name}: [{i}/{len(plan)}] {schedule} -> {trial.outcome}")
+        return trials + self.random(ctx, ctx.random_count, stop_on_budget=True)
+
+    def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
+        return mixed_from_seed(seed, self.step_points(ctx))
+
+    def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
+        return [(seed, s) for seed, s in mixed_schedules(ctx.seed, count, self.step_points(ctx)) if len(s)]

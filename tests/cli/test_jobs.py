@@ -1,0 +1,106 @@
+"""`-j N` runs a scenario's schedules at the same time and changes nothing a user reads: the same run ids,
+progress lines, verdicts, verdicts.json and replay lines as `-j 1` for the same seed, through the CLI.
+
+The agent is `tests.gallery.variants.no_email_key` (its email has no idempotency key), so the random
+schedules both pass and fail, and a failing multi-fault schedule is shrunk: the comparison covers failure
+blocks, seeds and replay lines, not only passes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from killpoint.cli.args import jobs
+from killpoint.env.postgres import PostgresHandle
+from killpoint.run.pool import ordered
+from tests.helpers.checks import describe
+from tests.helpers.harness import BROKEN_AGENT
+from tests.helpers.sandbox import Sandbox
+
+ELAPSED = re.compile(r"\b\d+\.\d+s\b")
+
+
+def normalised_stdout(text: str, run_dir: Path) -> str:
+    """The output with what legitimately differs between two invocations (the run directory, timings) blanked."""
+    return ELAPSED.sub("<t>", text.replace(str(run_dir), "<run-dir>"))
+
+
+def normalised_verdicts(run_dir: Path) -> list[dict]:
+    scenarios = json.loads((run_dir / "verdicts.json").read_text())
+    for s in scenarios:
+        s.pop("elapsed", None)
+    return scenarios
+
+
+@pytest.mark.slow  # two CLI sweeps of 5 random schedules (and a shrink) each
+def test_jobs_2_gives_what_jobs_1_gives(pg_server: PostgresHandle, sandbox: Sandbox) -> None:
+    seen = {}
+    for j in ("1", "2"):
+        dsn = pg_server.create_database(f"test_jobs_{j}")  # a fresh database each: the same run ids are free
+        try:
+            out = sandbox.out / f"j{j}"
+            proc = sandbox.run("explore", "--scenario", "crash-points", "--random", "5", "--seed", "3",
+                               "--steps", BROKEN_AGENT, "--dsn", dsn, "--allow-any-dsn", "--out", str(out),
+                               "--no-store", "-j", j)
+        finally:
+            pg_server.drop_database(f"test_jobs_{j}")
+        assert proc.returncode == 1, describe(proc)
+        (run_dir,) = list(out.iterdir())
+        seen[j] = (normalised_stdout(proc.stdout, run_dir), proc.stderr.splitlines(), normalised_verdicts(run_dir))
+    (out1, progress1, verdicts1), (out2, progress2, verdicts2) = seen["1"], seen["2"]
+    assert "replay:   killpoint replay --scenario crash-points" in out1 and "FAIL" in out1
+    assert {t["outcome"] for s in verdicts1 for t in s["trials"]} == {"pass", "fail"}
+    assert out2 == out1
+    assert [ln for ln in progress2 if "random [" in ln] == [ln for ln in progress1 if "random [" in ln]
+    assert verdicts2 == verdicts1  # run ids, schedules, seeds, every checker's outcome and reason
+    assert sandbox.survivors() == [] and sandbox.leftover_dirs() == []
+
+
+def test_a_bad_jobs_value_is_one_line_and_exit_2(sandbox: Sandbox) -> None:
+    proc = sandbox.run("explore", "--scenario", "crash-points", "--exhaustive", "-j", "0")
+    assert proc.returncode == 2, describe(proc)
+    assert "jobs must be at least 1" in proc.stderr and "Traceback" not in proc.stderr
+    assert not sandbox.out.exists() or not any(sandbox.out.iterdir())
+
+
+def test_jobs_option_type() -> None:
+    assert jobs("3") == 3
+    for bad in ("0", "-1", "two", "65"):
+        with pytest.raises(Exception, match="jobs must be"):
+            jobs(bad)
+
+
+def test_ordered_hands_results_back_in_order_whatever_ends_first() -> None:
+    """Task 0 waits for task 2 to have run (a barrier of events, no sleep): it ends last, yet comes first."""
+    import threading
+
+    ran_last = threading.Event()
+    said: list[int] = []
+
+    def task(i: int) -> int:
+        if i == 0:
+            assert ran_last.wait(timeout=30)
+        if i == 2:
+            ran_last.set()
+        return i * 10
+
+    assert ordered([lambda i=i: task(i) for i in range(3)], 3, lambda i, r: said.append(r)) == [0, 10, 20]
+    assert said == [0, 10, 20]
+
+
+def test_ordered_stops_at_the_first_error_and_raises_it() -> None:
+    started: list[int] = []
+
+    def task(i: int) -> int:
+        started.append(i)
+        if i == 1:
+            raise ValueError("boom")
+        return i
+
+    with pytest.raises(ValueError, match="boom"):
+        ordered([lambda i=i: task(i) for i in range(4)], 1)
+    assert started == [0, 1]  # -j 1: nothing after the failing task starts

@@ -1,0 +1,66 @@
+"""The per-session schema on a user's database: the DSN that reaches it, and which schemas a reaper may drop."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import psutil
+import psycopg
+import pytest
+
+from killpoint.env.postgres import session_schema
+from killpoint.env.postgres.dsn import DsnServer
+from killpoint.env.postgres.reaper import session_id
+
+
+@pytest.mark.parametrize(("dsn", "want"), [
+    ("postgresql://u@h:5/x_test", "options=-csearch_path%3Dkillpoint_s_0123456789ab"),
+    ("postgresql://u@h:5/x_test?sslmode=disable&options=-cwork_mem%3D4MB",
+     "options=-cwork_mem%3D4MB+-csearch_path%3Dkillpoint_s_0123456789ab"),
+    ("host=h dbname=x_test", "options=-csearch_path=killpoint_s_0123456789ab"),
+    ("host=h dbname=x_test options=-cwork_mem=4MB", "options='-cwork_mem=4MB -csearch_path=killpoint_s_0123456789ab'"),
+])
+def test_scoped_dsn_sets_the_search_path_and_keeps_other_options(dsn: str, want: str) -> None:
+    scoped = session_schema.scoped(dsn, "killpoint_s_0123456789ab")
+    assert want in scoped, scoped
+    assert ("sslmode=disable" in scoped) == ("sslmode=disable" in dsn)
+
+
+def _dead_session() -> str:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    sid = session_id(psutil.Process(proc.pid))
+    proc.wait()
+    return sid
+
+
+@pytest.mark.parametrize(("name", "comment", "reaped"), [
+    ("killpoint_s_0123456789ab", "DEAD", True),
+    ("killpoint_s_0123456789ab", "LIVE", False),  # a session still running
+    ("killpoint_s_0123456789ab", "ELSEWHERE", False),  # a dead pid of another host proves nothing
+    ("killpoint_s_0123456789ab", "the user's own", False),
+    ("killpoint_s_0123456789ab", None, False),
+    ("killpoint_s_notours", "DEAD", False),  # not a name killpoint makes
+])
+def test_only_a_dead_sessions_schema_of_this_host_is_reaped(name: str, comment: str | None, reaped: bool) -> None:
+    host = socket.gethostname()
+    text = {"DEAD": f"killpoint session {_dead_session()} on {host}",
+            "LIVE": session_schema.owner_comment(),
+            "ELSEWHERE": f"killpoint session {_dead_session()} on not-{host}"}.get(comment or "", comment)
+    assert session_schema.is_dead_session(name, text) is reaped
+
+
+def test_a_dsn_server_drops_its_schema_and_nothing_else(pg_dsn: str) -> None:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE checkpoints (id int); INSERT INTO checkpoints VALUES (7)")
+    server = DsnServer.open(pg_dsn, allow_any_dsn=True)
+    schema = server.schema
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE checkpoints (run_id text)")  # the session's own, beside the user's
+        assert conn.execute("SELECT current_schema()").fetchone() == (schema,)
+    server.close()
+    server.close()  # idempotent
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() == (0,)
+        assert conn.execute("SELECT * FROM public.checkpoints").fetchall() == [(7,)]

@@ -1,0 +1,73 @@
+"""What the LangGraph and DBOS example tests share: the CLI against a framework's example worker, in a
+sandbox, and the checks of what it printed."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import REPO
+from tests.helpers.checks import describe, failing_checkers
+from tests.helpers.sandbox import Sandbox
+
+SCENARIO_LINE = re.compile(r"^(PASS|FAIL|UNKNOWN|EXPECTED|SKIP|ERROR)\s+(\S+)\s+\d+ schedules", re.MULTILINE)
+REPLAY_LINE = re.compile(r"^reproduce the first failure with:\n  (killpoint replay .+)$", re.MULTILINE)
+
+
+def worker_cmd(example: str, keyed: bool) -> str:
+    """The `--worker-cmd` of an example worker (examples/<example>), bare or keyed."""
+    path = REPO / "examples" / example
+    return f"{shlex.quote(sys.executable)} {shlex.quote(str(path))} {{run_id}}" + (" --keyed" if keyed else "")
+
+
+def cli(box: Sandbox, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    return box.run(*args, "--out", str(box.out), timeout=timeout)
+
+
+def replay_argv(stdout: str) -> list[str]:
+    """The printed replay line of the first failure, as argv without the leading `killpoint`."""
+    m = REPLAY_LINE.search(stdout)
+    assert m, f"no replay line in:\n{stdout[-3000:]}"
+    argv = shlex.split(m.group(1))
+    assert argv[:2] == ["killpoint", "replay"]
+    return argv[1:]
+
+
+def assert_duplicate_found(box: Sandbox, adapter: str, example: str) -> None:
+    """`explore --exhaustive --actions kill` on the bare variant fails exactly_once, and the replay line it
+    prints (which names --worker-cmd and --adapter) fails the same way when run as printed."""
+    proc = cli(box, "explore", "--scenario", "crash-points", "--exhaustive", "--actions", "kill",
+               "--adapter", adapter, "--worker-cmd", worker_cmd(example, keyed=False))
+    assert proc.returncode == 1, describe(proc)
+    assert "exactly_once" in failing_checkers(proc.stdout), describe(proc)
+    assert "effects done twice" in proc.stdout, describe(proc)
+    argv = replay_argv(proc.stdout)
+    assert "--worker-cmd" in argv and argv[argv.index("--adapter") + 1] == adapter, argv
+    again = cli(box, *argv)
+    assert again.returncode == 1, describe(again)
+    assert "exactly_once" in failing_checkers(again.stdout) and "effects done twice" in again.stdout, describe(again)
+    assert not box.survivors(), box.survivors()
+
+
+def assert_keyed_passes(box: Sandbox, adapter: str, example: str) -> dict[str, str]:
+    """`killpoint run` on the keyed variant: every scenario PASS or SKIP (with its reason), no UNKNOWN, exit
+    0; returns {scenario: outcome}."""
+    proc = cli(box, "run", "--seed", "1", "--budget", "20", "--adapter", adapter,
+               "--worker-cmd", worker_cmd(example, keyed=True), timeout=3600)
+    outcomes = {name: outcome for outcome, name in SCENARIO_LINE.findall(proc.stdout)}
+    assert proc.returncode == 0, describe(proc)
+    assert outcomes and set(outcomes.values()) <= {"PASS", "SKIP"}, outcomes
+    assert "UNKNOWN" not in proc.stdout, describe(proc)
+    for name in ("crash-points", "db-crash", "flaky-services", "zombie-worker", "deploy-drain"):
+        assert outcomes.get(name) == "PASS", (name, outcomes)
+    for name in ("fleet", "stalled-sweep", "schema-upgrade", "rollback-refusal", "non-idempotent-downstream"):
+        assert outcomes.get(name) == "SKIP", (name, outcomes)
+    assert not box.survivors(), box.survivors()
+    return outcomes
+
+
+def run_dirs(box: Sandbox) -> list[Path]:
+    return sorted(p for p in box.out.iterdir() if p.is_dir())

@@ -1,0 +1,63 @@
+"""Mixed schedules (harness/faults/mixed.py): service faults and process faults in one schedule, bounded by a
+budget, deterministic, and shrinkable like any other schedule. Pure: no Postgres, no process."""
+
+from __future__ import annotations
+
+from killpoint.faults.mixed import (
+    PROCESS_MIX,
+    SERVICE_ACTIONS,
+    fault_budget,
+    mixed_from_seed,
+    mixed_schedules,
+    pairs,
+)
+from killpoint.faults.schedule import Schedule
+from killpoint.faults.shrink import shrink
+
+STEP_POINTS = {
+    "plan": ["step.start", "model.request", "checkpoint.writing", "checkpoint.committed"],
+    "validate": ["step.start", "model.request", "checkpoint.writing", "checkpoint.committed"],
+    "charge": ["step.start", "effect.received", "effect.applied", "effect.responded", "checkpoint.writing",
+               "checkpoint.committed"],
+    "email": ["step.start", "effect.received", "effect.applied", "effect.responded", "checkpoint.writing",
+              "checkpoint.committed"],
+    "record": ["step.start", "checkpoint.writing", "checkpoint.committed"],
+}
+
+
+def test_the_budget_is_one_fault_per_step() -> None:
+    assert fault_budget(STEP_POINTS) == 5
+    assert fault_budget({"only": ["step.start"]}) == 2
+
+
+def test_each_service_error_is_paired_with_a_kill_after_it() -> None:
+    plan = [str(s) for s in pairs(STEP_POINTS)]
+    assert "email:effect.received:error,record:step.start:kill" in plan
+    assert "charge:effect.received:error,charge:checkpoint.committed:kill" in plan
+    assert "plan:model.request:error,validate:step.start:kill" in plan
+    assert len(plan) == 8  # 4 steps meet a service point, 2 kills after each
+    assert all(len(Schedule.parse(s, STEP_POINTS)) == 2 for s in plan)
+
+
+def test_random_mixed_schedules_hold_both_kinds_within_the_budget_and_replay_from_their_seed() -> None:
+    drawn = mixed_schedules(7, 200, STEP_POINTS)
+    lengths = {len(s) for _, s in drawn}
+    assert min(lengths) == 2 and max(lengths) == fault_budget(STEP_POINTS)  # more than the old constant 3
+    for seed, schedule in drawn:
+        actions = {f.action for f in schedule}
+        assert actions & set(SERVICE_ACTIONS) and actions & set(PROCESS_MIX), schedule
+        assert Schedule.parse(str(schedule), STEP_POINTS) == schedule  # prints and parses back
+        assert mixed_from_seed(seed, STEP_POINTS) == schedule  # the seed alone replays it
+    assert mixed_schedules(7, 200, STEP_POINTS) == drawn
+    assert mixed_from_seed(1, STEP_POINTS, budget=3) != Schedule() and len(mixed_from_seed(1, STEP_POINTS, 2)) == 2
+
+
+def test_a_mixed_schedule_shrinks_to_the_two_faults_that_matter() -> None:
+    needed = {("email", "effect.received", "error"), ("record", "step.start", "kill")}
+    big = Schedule.parse("plan:step.start:term,email:effect.received:error,email:effect.applied:drop,"
+                         "record:step.start:kill,record:checkpoint.writing:kill", STEP_POINTS)
+
+    def still_fails(s: Schedule) -> bool:
+        return needed <= {(f.step, f.point, f.action) for f in s}
+
+    assert str(shrink(big, still_fails)) == "email:effect.received:error,record:step.start:kill"

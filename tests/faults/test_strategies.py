@@ -1,0 +1,64 @@
+"""Hypothesis strategies for schedules: every drawn schedule is valid, failures shrink to fewer and earlier
+faults, hypothesis is imported lazily, and the documented `@given` example runs as a user's test."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from hypothesis import find, given, settings
+
+from killpoint.faults import strategies
+from killpoint.faults.schedule import Schedule
+from killpoint.faults.strategies import candidates, schedules
+from killpoint.run.points import crash_free_points
+from tests.helpers.inner_pytest import inner_pytest
+
+POINTS = {"plan": ["step.start", "model.request", "checkpoint.writing", "checkpoint.committed"],
+          "charge": ["step.start", "effect.received", "effect.applied", "effect.responded", "checkpoint.committed"],
+          "email": ["step.start", "effect.received", "effect.applied", "effect.responded", "checkpoint.committed"]}
+
+
+@settings(max_examples=200, deadline=None)
+@given(schedules(POINTS, max_faults=3))
+def test_every_drawn_schedule_is_valid(schedule: Schedule) -> None:
+    assert 1 <= len(schedule) <= 3
+    assert Schedule.parse(str(schedule), POINTS) == schedule  # parses back, no two faults at one occurrence
+    pool = set(candidates(POINTS))
+    assert all((f.step, f.point, f.action) in pool for f in schedule)
+
+
+def test_a_failure_shrinks_to_one_fault_at_the_earliest_point() -> None:
+    def touches_email(s: Schedule) -> bool:
+        return any(f.step == "email" for f in s)
+
+    found = find(schedules(POINTS), touches_email, settings=settings(database=None, max_examples=500))
+    assert str(found) == "email:step.start:kill"  # fewest faults, earliest point of the step, kill first
+    found = find(schedules(POINTS), lambda s: any(f.point == "effect.applied" and f.action == "term" for f in s),
+                 settings=settings(database=None, max_examples=500))
+    assert str(found) == "charge:effect.applied:term"  # the earliest step that has the point
+
+
+def test_importing_the_module_does_not_import_hypothesis() -> None:
+    code = "import sys, killpoint.faults.strategies; sys.exit('hypothesis' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
+
+
+def documented_example() -> str:
+    doc = strategies.__doc__ or ""
+    block = doc.split("A complete test (this is the example `tests/faults/test_strategies.py` runs):", 1)[1]
+    return textwrap.dedent(block.split("\n\n(`explicit=False`", 1)[0])
+
+
+def test_the_documented_given_example_runs_as_a_users_test(tmp_path: Path, pg_dsn: str) -> None:
+    steps = "killpoint.reference_agent.invoice_agent"
+    crash_free_points(steps, dsn=pg_dsn, cache=tmp_path / "cache" / "points")  # what the example's first draw reads
+    (tmp_path / "test_example.py").write_text(documented_example())
+    out = inner_pytest(tmp_path, pg_dsn, steps, "-q")
+    assert "1 passed" in out.stdout, out.stdout + out.stderr
+    runs = list((tmp_path / "runs").iterdir())
+    trials = [t for r in json.loads((runs[0] / "verdicts.json").read_text()) for t in r["trials"]]
+    assert trials and all(t["schedule"] and t["outcome"] == "pass" for t in trials), trials

@@ -1,0 +1,96 @@
+"""Interruptions (issue 13, item 7): Ctrl-C and SIGTERM write `verdicts.json` with the findings so far and an
+`interrupted` mark, print the replay lines of failures already found, and a burst of signals still ends
+cleanly, leaving nothing behind."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.agents import wait_for
+from tests.helpers.sandbox import Sandbox
+
+MUTANT = "tests.gallery.mutants.no_key"  # replays its charge and email: a fault at effect.responded fails
+
+
+def _failed_trial(sandbox: Sandbox) -> bool:
+    """True once a history under the sandbox's out holds a failing verdict."""
+    for history in sandbox.out.glob("*/history.jsonl"):
+        for line in history.read_text().splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if event.get("type") == "verdict" and event.get("outcome") == "fail":
+                return True
+    return False
+
+
+def _run_dir(sandbox: Sandbox) -> Path:
+    (run_dir,) = list(sandbox.out.iterdir())
+    return run_dir
+
+
+@pytest.mark.parametrize(("sig", "code", "by", "burst"), [
+    (signal.SIGINT, 130, "SIGINT", 1),
+    (signal.SIGTERM, 143, "SIGTERM", 1),
+    (signal.SIGINT, 130, "SIGINT", 6),
+], ids=["ctrl-c", "sigterm", "ctrl-c-burst"])
+def test_interrupted_run_keeps_its_findings(sandbox: Sandbox, sig: signal.Signals, code: int, by: str,
+                                            burst: int) -> None:
+    proc = sandbox.start("run", "--scenario", "crash-points", "--steps", MUTANT, "--quiet", "--out", str(sandbox.out))
+    try:
+        wait_for(lambda: _failed_trial(sandbox) or proc.poll() is not None, timeout=240, what="a failing trial")
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"the run ended (exit {proc.returncode}) before it could be interrupted:\n"
+                                 f"{out[-3000:]}\n{err[-2000:]}")
+        for _ in range(burst):  # a burst: the first stops the run, the rest must not cut its cleanup short
+            proc.send_signal(sig)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == code, (proc.returncode, err[-2000:])
+    assert "Traceback" not in err, err[-3000:]
+    run_dir = _run_dir(sandbox)
+    verdicts = json.loads((run_dir / "verdicts.json").read_text())
+    meta = json.loads((run_dir / "meta.json").read_text())
+    assert meta["interrupted"] == by
+    (current,) = [r for r in verdicts if r["scenario"] == "crash-points"]
+    assert current["outcome"] == "interrupted" and by in current["reason"]
+    failed = [t for t in current["trials"] if t["outcome"] == "fail"]
+    assert failed, current
+    assert f"interrupted by {by}" in out
+    replay = [ln for ln in out.splitlines() if "replay: killpoint replay --scenario crash-points" in ln]
+    assert replay and f"--steps {MUTANT}" in replay[0], out[-3000:]
+    assert any(e == {"type": "session.interrupted", "by": by} or
+               (e.get("type") == "session.interrupted" and e.get("by") == by)
+               for e in map(json.loads, (run_dir / "history.jsonl").read_text().splitlines()))
+    assert sandbox.survivors() == []
+    assert sandbox.leftover_dirs() == []
+
+
+def test_the_printed_replay_line_of_an_interrupted_run_reproduces_the_failure(sandbox: Sandbox) -> None:
+    proc = sandbox.start("run", "--scenario", "crash-points", "--steps", MUTANT, "--quiet", "--out", str(sandbox.out))
+    try:
+        wait_for(lambda: _failed_trial(sandbox) or proc.poll() is not None, timeout=240, what="a failing trial")
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    line = next(ln for ln in out.splitlines() if "replay: killpoint replay" in ln).split("replay: ", 1)[1]
+    import shlex
+
+    argv = shlex.split(line)[1:]
+    again = subprocess.run(sandbox.argv(*argv, "--quiet", "--out", str(sandbox.out)), capture_output=True,
+                           text=True, cwd=sandbox.cwd, env=sandbox.env(), timeout=300, stdin=subprocess.DEVNULL)
+    assert again.returncode == 1 and "FAIL" in again.stdout, again.stdout[-2000:] + again.stderr[-2000:]
+    assert sandbox.survivors() == []

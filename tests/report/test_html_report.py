@@ -1,0 +1,111 @@
+"""`killpoint report` on a failing run: the index names the failed run; the run shows its evidence, replay
+command, attempts and effects (the duplicate stands out), the tail of each worker's log, and an SVG timeline
+with labelled lanes and steps; the page loads in headless Chromium without console errors, and its
+screenshot is kept (under .killpoint/artifacts/ of the checkout)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import REPO
+from tests.helpers.harness import BROKEN_AGENT
+from tests.helpers.sandbox import Sandbox
+
+ARTIFACTS = REPO / ".killpoint" / "artifacts"
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """Debian's chromium, installed with apt-get where apt is available and this is root; else a skip."""
+    for name in ("chromium", "chromium-headless-shell", "chromium-browser"):
+        if shutil.which(name):
+            return shutil.which(name)  # type: ignore[return-value]
+    if not shutil.which("apt-get") or os.geteuid() != 0:
+        pytest.skip("no chromium, and apt-get is not available as root to install Debian's chromium")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    done = subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], env=env, capture_output=True, text=True,
+                          timeout=900)
+    if done.returncode != 0:  # a fresh machine's package lists may be empty or stale: update once, retry
+        subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(["apt-get", "install", "-y", "-q", "chromium"], env=env, capture_output=True,
+                              text=True, timeout=900)
+    if done.returncode != 0 or not shutil.which("chromium"):
+        pytest.skip(f"apt-get install chromium failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+    return shutil.which("chromium")  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="module")
+def failing_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A replay of the broken agent's duplicate email, and its report page."""
+    tmp = tmp_path_factory.mktemp("report")
+    with Sandbox(tmp / "sandbox") as box:
+        done = box.run("replay", "--scenario", "crash-points", "--schedule", "email:effect.applied:kill",
+                       "--steps", BROKEN_AGENT, "--out", str(tmp / "runs"), "--quiet")
+        assert done.returncode == 1, done.stdout + done.stderr
+        run_dir = Path(re.search(r"run directory: (\S+)", done.stdout).group(1))
+        out = box.run("report", str(run_dir))
+        assert out.returncode == 0, out.stderr
+    return run_dir, (run_dir / "report.html").read_text()
+
+
+def test_the_index_says_which_runs_failed(failing_report: tuple[Path, str]) -> None:
+    _, page = failing_report
+    row = re.search(r"<tr><td><a href='#crash-points'>crash-points</a></td>.*?</tr>", page)
+    assert row and "fail" in row.group(0)
+    run_id = re.search(r"href='#failure-(crash-points-\d+)'", row.group(0)).group(1)
+    assert f"<summary>{run_id} (failed)</summary>" in page
+
+
+def test_a_failing_run_shows_evidence_replay_effects_and_log_tails(failing_report: tuple[Path, str]) -> None:
+    run_dir, page = failing_report
+    section = re.search(r"<section class=failure id='failure-(crash-points-\d+)'>(.*?)</section>", page, re.S)
+    assert section, page[:2000]
+    run_id, body = section.group(1), section.group(2)
+    assert "<b>exactly_once</b>: fail" in body and "extra x1: mailer key=" in body
+    assert (f"killpoint replay --scenario crash-points --schedule &#x27;email:effect.applied:kill&#x27; "
+            f"--steps {BROKEN_AGENT}") in body
+    dups = re.findall(r"<tr class=dup><td>\d+</td><td>(\w+)</td>", body)
+    assert dups == ["mailer", "mailer"], dups  # the email sent twice stands out; nothing else does
+    logs = re.findall(r"<h4>log of (\S+) \(last \d+ lines, (\S+)\)</h4>", body)
+    assert [inc for inc, _ in logs] == [f"{run_id}#1", f"{run_id}#2"]
+    assert all((run_dir / name).is_file() for _, name in logs)
+
+
+def test_the_timeline_labels_lanes_steps_and_faults_and_the_legend_has_every_colour(
+        failing_report: tuple[Path, str]) -> None:
+    _, page = failing_report
+    run_id = re.search(r"id='failure-(crash-points-\d+)'", page).group(1)
+    svg = re.search(rf"<details open id='run-{run_id}'>.*?(<svg class=timeline.*?</svg>)", page, re.S).group(1)
+    texts = re.findall(r"<text [^>]*>([^<]+)</text>", svg)
+    assert f"{run_id}#1" in texts and f"{run_id}#2" in texts  # lanes named without hovering
+    assert "KILL email:effect.applied" in texts and "email" in texts and "charge" in texts
+    legend = page[page.index("<p class=legend>"):]
+    legend = legend[:legend.index("</p>")]
+    for colour in set(re.findall(r"fill='(#[0-9a-f]+)'", svg)) - {"#f4f4f4"}:
+        assert f"fill='{colour}'" in legend, colour
+
+
+def test_the_page_loads_in_headless_chromium_without_console_errors(failing_report: tuple[Path, str], chromium: str,
+                                                                   tmp_path: Path) -> None:
+    run_dir, _ = failing_report
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "report.png"
+    shot.unlink(missing_ok=True)
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
+             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,2400"]
+    url = (run_dir / "report.html").as_uri()
+    dom = subprocess.run([chromium, *flags, "--enable-logging=stderr", "--v=0", "--dump-dom", url],
+                         capture_output=True, text=True, timeout=180)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "<section class=\"failure\"" in dom.stdout or "class=\"failure\"" in dom.stdout, dom.stdout[:500]
+    console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert console == [], console
+    pic = subprocess.run([chromium, *flags, f"--screenshot={shot}", url], capture_output=True, text=True, timeout=180)
+    assert pic.returncode == 0 and shot.is_file() and shot.stat().st_size > 10_000, pic.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,81 @@
+"""The failure store: failing schedules of an agent are replayed first on its next run, fixed ones leave,
+another version of the agent (another digest) starts afresh, and no store means nothing is kept."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.verdict import Verdict
+from killpoint.env.stepmodule import AgentSpec, load
+from killpoint.faults.schedule import Schedule
+from killpoint.run.scenario import Context, Scenario
+from killpoint.run.store import FailureStore, remember, replay
+from killpoint.run.trial import Trial
+
+AGENT = "tests.gallery.variants.tiny_agent"
+
+
+class Judged(Scenario):
+    """Trials judged by a rule: a schedule fails when it holds one of `bad`."""
+
+    name = "judged"
+
+    def __init__(self, bad: set[str]) -> None:
+        self.bad, self.ran = bad, []
+
+    def agent(self, ctx: Context) -> AgentSpec:
+        return load(AGENT)
+
+    def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None) -> Trial:
+        self.ran.append(str(schedule))
+        fails = any(str(f) in self.bad for f in schedule)
+        return Trial(f"judged-{len(self.ran)}", schedule, seed, Evidence("x"),
+                     [Verdict("exactly_once", "fail" if fails else "pass", "dup" if fails else "ok")])
+
+
+def ctx(said: list[str]) -> Context:
+    return Context(session=None, say=said.append)  # type: ignore[arg-type]  # the rule needs no session
+
+
+def test_failures_are_replayed_first_next_time_and_leave_when_fixed(tmp_path: Path) -> None:
+    store, said = FailureStore(tmp_path / "failures"), []
+    first = Judged({"email:step.start:kill"})
+    trials = [first.trial(ctx(said), Schedule.parse(s)) for s in ("plan:step.start:kill", "email:step.start:kill")]
+    assert replay(store, first, ctx(said)) == []  # nothing stored yet
+    remember(store, first, ctx(said), trials)
+    path = store.path(load(AGENT))
+    assert path.name == f"{AGENT}-{load(AGENT).digest}.json"
+    assert json.loads(path.read_text()) == {"judged": ["email:step.start:kill"]}
+
+    again = Judged({"email:step.start:kill"})
+    replayed = replay(store, again, ctx(said))
+    assert again.ran == ["email:step.start:kill"] and replayed[0].outcome == "fail"
+    assert "judged: stored failure [1/1] email:step.start:kill -> fail" in said
+
+    fixed = Judged(set())
+    remember(store, fixed, ctx(said), replay(store, fixed, ctx(said)))
+    assert replay(store, Judged(set()), ctx(said)) == []  # a schedule that passes now leaves the store
+
+
+def test_no_store_and_negative_controls_keep_nothing(tmp_path: Path) -> None:
+    sc = Judged({"plan:step.start:kill"})
+    failing = [sc.trial(ctx([]), Schedule.parse("plan:step.start:kill"))]
+    remember(None, sc, ctx([]), failing)  # --no-store
+    assert replay(None, sc, ctx([])) == []
+    store = FailureStore(tmp_path / "failures")
+    sc.expected_finding = True
+    remember(store, sc, ctx([]), failing)
+    assert not (tmp_path / "failures").exists()
+
+
+def test_another_digest_or_an_unreadable_file_starts_afresh(tmp_path: Path) -> None:
+    store = FailureStore(tmp_path / "failures")
+    agent = load(AGENT)
+    store.update(agent, "judged", [Schedule.parse("plan:step.start:kill")], [])
+    other = replace(agent, digest="0" * 16)  # the same module, edited
+    assert store.schedules(other, "judged") == []
+    store.path(agent).write_text("{not json")
+    assert store.schedules(agent, "judged") == []
