@@ -29,7 +29,7 @@ from killpoint.faults.schedule import Schedule
 from killpoint.faults.shard import parse as parse_shard
 from killpoint.run.history import History
 from killpoint.run.options import RunOptions
-from killpoint.run.scenario import Context, ScenarioResult, find, registry
+from killpoint.run.scenario import Context, Scenario, ScenarioResult, find, registry
 from killpoint.run.store import FailureStore, remember
 from killpoint.run.store import replay as replay_stored
 from killpoint.run.trial import CrashFreeFailure, Session
@@ -326,6 +326,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         return finish(args, s, results, meta)
 
 
+def start_one(args: argparse.Namespace, s: Session, scenario: Scenario, progress: Progress,
+              command: str) -> tuple[Context, float] | int:
+    """What `replay` and `explore` do before their trials: judge the crash-free run first (unless the scenario
+    brings its own agent), then skip the scenario with its reason if it cannot run here. An int is the exit
+    code to return at once; else the scenario's context and its start time."""
+    code = None if scenario.steps else crash_free_first(args, s, {"command": command})
+    if code is not None:
+        return code
+    started = time.monotonic()
+    ctx = _context(args, s)
+    progress.begin(scenario.name, s)
+    skipped = scenario.skipped(ctx, started)
+    if skipped is not None:
+        return finish(args, s, [skipped], {"command": command, "skipped": skipped.reason})
+    return ctx, started
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     scenario = find(args.scenario)
     steps = scenario.steps or args.steps  # a scenario with its own agent names that agent's steps
@@ -333,15 +350,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     given = Schedule.parse(args.schedule, known) if args.schedule is not None else None
     progress = Progress()
     with session(args, "replay", progress, {"command": "replay", "schedule": args.schedule, "seed": args.seed}) as s:
-        code = None if scenario.steps else crash_free_first(args, s, {"command": "replay"})
-        if code is not None:
-            return code
-        started = time.monotonic()
-        ctx = _context(args, s)
-        progress.begin(scenario.name, s)
-        skipped = scenario.skipped(ctx, started)
-        if skipped is not None:
-            return finish(args, s, [skipped], {"command": "replay", "skipped": skipped.reason})
+        begun = start_one(args, s, scenario, progress, "replay")
+        if isinstance(begun, int):
+            return begun
+        ctx, started = begun
         if given is not None:
             schedule = given
             ctx.explicit = True
@@ -359,15 +371,10 @@ def cmd_explore(args: argparse.Namespace) -> int:
     base_seed(args)
     progress = Progress()
     with session(args, "explore", progress, {"command": "explore", "seed": args.seed}) as s:
-        code = None if scenario.steps else crash_free_first(args, s, {"command": "explore"})
-        if code is not None:
-            return code
-        started = time.monotonic()
-        ctx = _context(args, s)
-        progress.begin(scenario.name, s)
-        skipped = scenario.skipped(ctx, started)
-        if skipped is not None:
-            return finish(args, s, [skipped], {"command": "explore", "skipped": skipped.reason})
+        begun = start_one(args, s, scenario, progress, "explore")
+        if isinstance(begun, int):
+            return begun
+        ctx, started = begun
         stored = replay_stored(failure_store(args), scenario, ctx)
         trials = scenario.with_shrunk(ctx, stored + (scenario.exhaustive(ctx) if args.exhaustive
                                                      else scenario.random(ctx, args.random)))
