@@ -40,6 +40,14 @@ SHOWN_PER_SCENARIO = 3
 """Non-passing trials printed in full per scenario; all of them are in the run directory."""
 
 
+def add_search_options(p: argparse.ArgumentParser) -> None:
+    """The options of the commands that search many schedules (run, explore)."""
+    p.add_argument("--no-store", action="store_true",
+                   help="neither replay nor remember failing schedules (.killpoint/failures)")
+    p.add_argument("--shard", type=parse_shard, default=None, metavar="K/N",
+                   help="run only shard K of N of the schedules (split a run across CI jobs)")
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run the crash suite (all scenarios, or --scenario NAME)")
     p.add_argument("--scenario", action="append", default=None, help="a scenario to run (repeatable)")
@@ -49,10 +57,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="base seed of the randomised parts (default: a random one, printed at the start)")
     p.add_argument("--budget", type=validate.budget, default=60.0, help="seconds of random exploration per scenario")
     add_common(p)
-    p.add_argument("--no-store", action="store_true",
-                   help="neither replay nor remember failing schedules (.killpoint/failures)")
-    p.add_argument("--shard", type=parse_shard, default=None, metavar="K/N",
-                   help="run only shard K of N of the schedules (split a run across CI jobs)")
+    add_search_options(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("replay", help="replay one schedule (or the schedule of a seed)")
@@ -71,10 +76,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=validate.seed, default=None,
                    help="base seed for --random (default: a random one, printed at the start)")
     add_common(p)
-    p.add_argument("--no-store", action="store_true",
-                   help="neither replay nor remember failing schedules (.killpoint/failures)")
-    p.add_argument("--shard", type=parse_shard, default=None, metavar="K/N",
-                   help="run only shard K of N of the schedules (split a run across CI jobs)")
+    add_search_options(p)
     p.set_defaults(func=cmd_explore)
 
     p = sub.add_parser("scenarios", help="list the scenarios")

@@ -14,7 +14,7 @@ import psycopg
 
 from killpoint.adapters import Hold
 
-AUDIT_SQL = """
+AUDIT_TABLE_SQL = """
 CREATE TABLE IF NOT EXISTS killpoint_audit (
   id      bigserial PRIMARY KEY,
   run_id  text NOT NULL,
@@ -27,6 +27,10 @@ CREATE TABLE IF NOT EXISTS killpoint_audit (
 CREATE OR REPLACE FUNCTION killpoint_writer() RETURNS text LANGUAGE sql STABLE AS $f$
   SELECT coalesce(nullif(current_setting('killpoint.inc', true), ''), current_setting('application_name', true))
 $f$;
+"""
+"""The audit table and the function naming the writing incarnation, shared by both triggers."""
+
+AUDIT_SQL = AUDIT_TABLE_SQL + """
 CREATE OR REPLACE FUNCTION killpoint_audit_write() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO killpoint_audit (run_id, seq, cursor, status, app)
@@ -63,19 +67,7 @@ def _function(hold: Hold) -> str:
     return "killpoint_audit_write_" + "".join(c if c.isalnum() else "_" for c in hold.table)
 
 
-ADAPTER_AUDIT_SQL = """
-CREATE TABLE IF NOT EXISTS killpoint_audit (
-  id      bigserial PRIMARY KEY,
-  run_id  text NOT NULL,
-  seq     bigint,
-  cursor  text,
-  status  text,
-  app     text,
-  at      timestamptz NOT NULL DEFAULT clock_timestamp()
-);
-CREATE OR REPLACE FUNCTION killpoint_writer() RETURNS text LANGUAGE sql STABLE AS $f$
-  SELECT coalesce(nullif(current_setting('killpoint.inc', true), ''), current_setting('application_name', true))
-$f$;
+ADAPTER_AUDIT_SQL = AUDIT_TABLE_SQL + """
 CREATE OR REPLACE FUNCTION {fn}() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE r jsonb;
 BEGIN
