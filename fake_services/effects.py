@@ -153,7 +153,7 @@ def info_for(request: Request, attempt: dict[str, Any]) -> dict[str, Any]:
     info = {
         "service": attempt["service"], "run_id": request.run_id, "key": attempt["key"],
         "path": request.path, "payload_digest": attempt["payload_digest"],
-        "headers": dict(request.headers), "order": attempt["order"],
+        "headers": dict(request.headers), "order": attempt["order"], "peer": request.peer,
     }
     step = request.headers.get(STEP_HEADER)
     if step:

@@ -203,7 +203,8 @@ class ProxyServer(FakeServer):
         super().__init__(up.name, {}, state, host, port)
         self.RequestHandlerClass = ProxyHandler
 
-    def route(self, method: str, raw_path: str, headers: dict[str, str], body: bytes) -> Reply:
+    def route(self, method: str, raw_path: str, headers: dict[str, str], body: bytes,
+              peer: tuple[str, int] | None = None) -> Reply:
         """Turn one request into a reply (never raises)."""
         parts = urlsplit(raw_path)
         if parts.path.startswith(admin.PREFIX):
@@ -218,7 +219,7 @@ class ProxyServer(FakeServer):
             except OSError as exc:
                 return upstream_failed(self.upstream, exc)
         request = Request(self.state, self.name, method, run_id, path, parts.path, dict(parse_qsl(parts.query)),
-                          headers, body)
+                          headers, body, peer=peer)
         try:
             return self.effect(request, parts.query)
         except Exception as exc:  # the hook raised, or a bug: answer, record, say so
@@ -245,7 +246,7 @@ class ProxyServer(FakeServer):
 
         info = {"service": up.name, "run_id": request.run_id, "key": key, "path": request.path,
                 "payload_digest": attempt["payload_digest"], "headers": dict(request.headers),
-                "order": attempt["order"]}
+                "order": attempt["order"], "peer": request.peer}
         if request.headers.get("killpoint-step"):  # the request names its step (as for the fakes, effects.py)
             info["step"] = request.headers["killpoint-step"]
         decision = self.state.decide("effect.received", info)

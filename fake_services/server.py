@@ -124,7 +124,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send(Reply.json(400, error_body("invalid_request_error", "malformed body framing")))
             return
         headers = {name.lower(): value for name, value in self.headers.items()}
-        reply = self.server.route(method, self.path, headers, body)
+        reply = self.server.route(method, self.path, headers, body, peer=self.client_address[:2])
         self._send(reply)
 
     def _send(self, reply: Reply) -> None:
@@ -189,7 +189,8 @@ class FakeServer(ThreadingHTTPServer):
                 return methods, {name: unquote(value) for name, value in match.groupdict().items()}
         return None
 
-    def route(self, method: str, raw_path: str, headers: dict[str, str], body: bytes) -> Reply:
+    def route(self, method: str, raw_path: str, headers: dict[str, str], body: bytes,
+              peer: tuple[str, int] | None = None) -> Reply:
         """Turn one request into a reply (never raises)."""
         parts = urlsplit(raw_path)
         path, query = parts.path, dict(parse_qsl(parts.query))
@@ -204,7 +205,7 @@ class FakeServer(ThreadingHTTPServer):
         if endpoint is None:
             return Reply.json(405, error_body("method_not_allowed", f"{path} takes {' or '.join(methods)}"))
         request = Request(self.state, self.name, method, split[0], split[1].rstrip("/"), path, query, headers, body,
-                          params=params)
+                          params=params, peer=peer)
         try:
             reply = endpoint(request)
         except BadRequest as exc:

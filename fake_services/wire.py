@@ -39,6 +39,8 @@ class Request:
     body: bytes
     attempt: dict[str, Any] | None = None
     params: dict[str, str] = field(default_factory=dict)
+    peer: tuple[str, int] | None = None
+    """The client's address (host, port): the harness finds the sending process by it (env/peers.py)."""
 
     def json(self) -> Any:
         """The body parsed as JSON; ``BadRequest`` if it is not JSON."""

@@ -22,6 +22,7 @@ import psycopg
 
 from killpoint.checkers.evidence import Evidence
 from killpoint.env.environment import Environment
+from killpoint.env import peers
 from killpoint.env.launcher import Incarnation
 from killpoint.env.postgres.handle import PostgresHandle
 from killpoint.fake_services.hooks import Decision
@@ -118,7 +119,17 @@ class RunController:
             for inc in reversed(self.incarnations):
                 if inc.alive() and not inc.stopped.is_set():
                     return inc
-        return None
+            # A request came, so its sender runs: a worker just thawed whose SIGCONT the launcher has not
+            # seen yet still looks stopped.
+            return next((inc for inc in reversed(self.incarnations) if inc.alive()), None)
+
+    def _sender(self, info: dict) -> Incarnation | None:
+        """The incarnation that sent a service request, found by its client socket (env/peers.py), when
+        more than one worker of the run is alive (a thawed zombie and its successor): then `_owner`, the
+        last to report a point, may be the other one. None when one or none is alive (`_owner` is right)."""
+        with self._lock:
+            live = [i for i in self.incarnations if i.alive()]  # a just-thawed one may still look stopped
+        return peers.sender(info.get("peer"), live) if len(live) > 1 else None
 
     def _find(self, inc_id: str | None, timeout: float = 10.0) -> Incarnation | None:
         """The incarnation `inc_id`. A forked worker may report before the launcher has told us its pid:
@@ -165,7 +176,7 @@ class RunController:
 
     def on_service_point(self, point: str, info: dict) -> Decision:
         """A fake service holds a request of this run at `point`; the decision releases it."""
-        inc = self._owner()
+        inc = self._sender(info) or self._owner()
         step = self.steps.step_of(self.run_id, info, self._cursor, inc.inc if inc else None)
         fault = self._reach(step, point, inc.inc if inc else None, info.get("service", "service"))
         return Decision.GO if fault is None else self._nemesis.apply(fault, inc, service_point=True).decision

@@ -35,6 +35,7 @@ import psycopg
 
 from killpoint.checkers import CheckerRef
 from killpoint.checkers.evidence import Evidence
+from killpoint.env import peers
 from killpoint.env.environment import Environment
 from killpoint.env.launcher import Incarnation
 from killpoint.env.postgres.handle import PostgresHandle
@@ -282,6 +283,9 @@ class Fleet:
     def on_service_point(self, run_id: str, point: str, info: dict) -> Decision:
         with self._lock:
             inc = self._serving.get(run_id)
+            live = [i for i in self.touched.get(run_id, []) if i.alive()]
+        if len(live) > 1:  # two workers on one run: the one last serving it may not be the sender
+            inc = peers.sender(info.get("peer"), live) or inc
         step = self.steps.step_of(run_id, info, lambda: None)
         fault = self._reach(run_id, step, point, inc.inc if inc else None, info.get("service", "service"))
         if fault is None:
