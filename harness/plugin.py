@@ -22,7 +22,8 @@ A user's crash tests:
 2. Every test that uses a killpoint fixture carries the `killpoint` marker (`pytest -m killpoint`).
 3. At the session's end the run directory gets `verdicts.json` and `meta.json` (`testing.write_session`),
    and the terminal summary names it. Under pytest-xdist every worker is its own session with its own run
-   directory (named after the worker).
+   directory (named after the worker); the workers may share one database (`--killpoint-dsn`), so each
+   names its runs after itself (`run-3.gw1`) and no two workers drive the same run id.
 
 Choose the agent with `--killpoint-steps pkg.module` (or the `killpoint_steps` fixture), the database
 with `--killpoint-postgres` / `--killpoint-dsn`, and where run directories go with `--killpoint-out`
@@ -154,6 +155,9 @@ def killpoint_session(pytestconfig: pytest.Config, killpoint_steps: str, _killpo
                          spawn=pytestconfig.getoption("--killpoint-spawn"), preload=[agent.module],
                          run_dir=run_dir, schema=ensure_schema) as env:
             session = Session(env, history, agent, RunOptions())
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+            # after the number, so the scenario a run id names (before its last `-`) is unchanged
+            session.run_id_suffix = f".{worker}" if worker else ""
             session.jobs = max(1, pytestconfig.getoption("--killpoint-jobs") or default_jobs())
             try:
                 yield session

@@ -2,6 +2,10 @@
 
 :class:`Resources` holds the worker's long-lived clients (HTTP pool, model SDK, database connection) and
 hands each step a :class:`StepContext` bound to that step's run, cursor and seq.
+
+:func:`warm` does, once in a process that will fork workers (the harness's fork server), what each worker
+would otherwise do on its first model call, and builds the HTTP clients of one plain-http worker ahead:
+the forked worker's :class:`Resources` takes them instead of building its own.
 """
 
 from __future__ import annotations
@@ -85,6 +89,48 @@ def _plain(url: str) -> bool:
     return url.lower().startswith("http://")
 
 
+PROXY_VARS = frozenset({"http_proxy", "https_proxy", "all_proxy"})
+"""Environment variables an httpx client reads when it is built (``trust_env``): a client built ahead, in
+another environment, is used only where neither environment sets any of them."""
+
+
+def _proxied(env: Mapping[str, str]) -> bool:
+    return any(name.lower() in PROXY_VARS for name in env)
+
+
+def _service_http(verify: bool) -> httpx2.Client:
+    return httpx2.Client(timeout=httpx2.Timeout(30.0, connect=5.0), verify=verify)
+
+
+_spare: list[tuple[httpx2.Client, httpx2.Client]] = []
+"""HTTP clients built by :func:`warm` for one plain-http worker: (services, model). Each set is taken once."""
+
+
+def warm() -> None:
+    """Do before forking what every worker would otherwise pay for per process (30-40 ms of CPU each): the
+    SDK builds the pydantic schemas of its response types, its tracer and its headers on its first call,
+    so one call is made here against an in-memory transport (no socket, no thread); the idna codec a first
+    connection imports is imported; and one set of plain-http clients is built ahead (see
+    :class:`Resources`). Idempotent; meant for a process that forks workers and never uses the clients."""
+    import encodings.idna  # noqa: F401, PLC0415 - imported by the first getaddrinfo of a str host
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        return httpx2.Response(200, json={
+            "id": "msg_warm", "type": "message", "role": "assistant", "model": DEFAULT_MODEL,
+            "content": [{"type": "text", "text": "warm"}], "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1}})
+
+    with httpx2.Client(transport=httpx2.MockTransport(answer)) as http:
+        sdk = anthropic.Anthropic(base_url="http://warm.invalid", api_key="warm", http_client=http, max_retries=0)
+        ModelClient(sdk).ask([{"role": "user", "content": "warm"}])
+    if not _spare and not _proxied(os.environ):
+        _spare.append((_service_http(False), anthropic.DefaultHttpxClient(verify=False)))
+
+
+def _take_spare(env: Mapping[str, str]) -> tuple[httpx2.Client, httpx2.Client] | None:
+    return _spare.pop() if _spare and not _proxied(env) else None
+
+
 class Resources:
     """The worker's clients, created once per process (never at import: the fork server forks after import).
 
@@ -102,13 +148,15 @@ class Resources:
         self.retry = retry or RetryPolicy()
         # A client that will only ever speak plain http:// skips loading the CA bundle (20-30 ms per client,
         # once per incarnation): no TLS is negotiated, so there is nothing to verify. https:// verifies.
-        self.http = httpx2.Client(timeout=httpx2.Timeout(30.0, connect=5.0),
-                                  verify=not all(_plain(u) for u in self.urls.values() if u))
+        plain = all(_plain(u) for u in self.urls.values() if u)
         model_base = env.get("ANTHROPIC_BASE_URL") or None
+        plain_model = bool(model_base and _plain(model_base))
+        spare = _take_spare(env) if plain and plain_model else None  # built before the fork (`warm`)
+        self.http = spare[0] if spare else _service_http(not plain)
+        model_http = spare[1] if spare else anthropic.DefaultHttpxClient(verify=False) if plain_model else None
         self.sdk = anthropic.Anthropic(base_url=model_base, api_key=env.get("ANTHROPIC_API_KEY") or "test",
                                        max_retries=model_retries, timeout=60.0,
-                                       **({"http_client": anthropic.DefaultHttpxClient(verify=False)}
-                                          if model_base and _plain(model_base) else {}))
+                                       **({"http_client": model_http} if model_http is not None else {}))
         self.model = ModelClient(self.sdk, env.get("KILLPOINT_MODEL") or DEFAULT_MODEL)
         self.model_url = env.get("ANTHROPIC_BASE_URL") or ""
         self._run_models: dict[str, ModelClient] = {}

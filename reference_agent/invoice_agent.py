@@ -29,6 +29,8 @@ from .runtime import Checkpoint, StepContext, StepResult
 
 START = "plan"
 STATE_VERSION = 3
+PREVIOUS_STEPS = "killpoint.reference_agent.invoice_agent_v2"
+"""This agent's code at STATE_VERSION 2: what schema-upgrade pauses a run under before resuming it here."""
 
 
 def initial_state(params: dict[str, Any]) -> dict[str, Any]:

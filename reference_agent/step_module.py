@@ -4,7 +4,9 @@ A step module has ``START`` (first cursor), ``STEPS`` (cursor -> step callable),
 ``initial_state(params) -> dict`` and optionally ``MIGRATIONS`` (``MIGRATIONS[v]`` turns a version-``v``
 state into version ``v + 1``), ``OWN_EFFECTS_SQL``, and its own schema: ``SCHEMA_SQL`` (idempotent DDL) and/or
 ``setup(conn)``, run once per database before any run, and ``NONDETERMINISTIC`` (field paths such as
-``state.decided_at`` or ``effect.mailer.sent_at`` that differ between two runs by design). The worker runtime loads its agent with
+``state.decided_at`` or ``effect.mailer.sent_at`` that differ between two runs by design), and
+``PREVIOUS_STEPS`` (the dotted name of the step module's previous version, importable beside it: what
+schema-upgrade resumes after when ``--previous-steps`` is not given). The worker runtime loads its agent with
 ``load_step_module``; the harness loads the same way (``killpoint.env.stepmodule.load``) and turns a
 ``BadStepModule`` into its one-line usage error. Every violation names the module, what is wrong and the fix.
 """
@@ -47,6 +49,7 @@ class StepModule:
     schema_sql: str | None = None
     setup: Callable[[Any], None] | None = None
     nondeterministic: tuple[str, ...] = ()
+    previous_steps: str | None = None
     module: ModuleType | None = None
 
     @classmethod
@@ -87,9 +90,14 @@ class StepModule:
         if isinstance(volatile, str) or not all(isinstance(v, str) for v in volatile):
             raise BadStepModule(name, "has NONDETERMINISTIC that is not a tuple of field paths",
                                 'define NONDETERMINISTIC = ("state.decided_at", "effect.mailer.sent_at"), or leave it out')
+        previous = getattr(module, "PREVIOUS_STEPS", None)
+        if previous is not None and (not isinstance(previous, str) or not previous.strip()):
+            raise BadStepModule(name, f"has PREVIOUS_STEPS = {previous!r}, not a dotted module name",
+                                'define PREVIOUS_STEPS = "mypkg.steps_v1" (the version before), or leave it out')
         return cls(name=name, start=start, steps=steps, state_version=version, initial_state=module.initial_state,
                    migrations=migrations, own_effects_sql=getattr(module, "OWN_EFFECTS_SQL", None),
-                   schema_sql=schema_sql, setup=setup, nondeterministic=tuple(volatile), module=module)
+                   schema_sql=schema_sql, setup=setup, nondeterministic=tuple(volatile), previous_steps=previous,
+                   module=module)
 
 
 def import_step_module(path: str) -> ModuleType:

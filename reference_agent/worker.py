@@ -31,6 +31,7 @@ import faulthandler
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -50,7 +51,7 @@ from .context import Resources
 from .lease import LeaseBusy, LeaseLost
 from .queue import claim
 from .runtime import Drain, RunOptions, run_durable
-from .schema import ensure_schema
+from .schema import DDL, ensure_schema
 from .step_module import DEFAULT_STEPS, BadStepModule, StepModule, load_step_module
 from .store import CheckpointStore, Fenced
 from .versioning import IncompatibleCheckpoint, NewerCheckpoint
@@ -225,6 +226,21 @@ def run_queue(store: CheckpointStore, module: StepModule, resources: Resources, 
     return EXIT_OK
 
 
+TABLES = tuple(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", DDL))
+"""The runtime's tables (`schema.DDL`)."""
+_PRESENT = """
+SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema() AND c.relname = ANY(%s) AND c.relkind IN ('r', 'p')
+"""
+
+
+def _ensure_tables(conn: psycopg.Connection) -> None:
+    """`ensure_schema`, skipped when every table is already where it would create them: one read instead
+    of a transaction, a lock and five statements, on every incarnation's start."""
+    if conn.execute(_PRESENT, (list(TABLES),)).fetchone()[0] != len(TABLES):
+        ensure_schema(conn)
+
+
 STACK_SIGNAL = signal.SIGUSR1
 """The signal on which the worker dumps every thread's stack to stderr (``faulthandler``)."""
 
@@ -254,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
                     stack_signal=STACK_SIGNAL.name)
     try:
         with psycopg.connect(config.database_url, autocommit=True) as conn:
-            ensure_schema(conn)
+            _ensure_tables(conn)
             resources = Resources(conn)
             try:
                 store = CheckpointStore(conn)

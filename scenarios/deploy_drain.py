@@ -84,6 +84,7 @@ class DeployDrain(Scenario):
         plan = [(Schedule((f,)), None) for f in long]
         plan += [(Schedule((Fault(effect_steps[0], first_point(points, effect_steps[0]), "term"),)), SHORT_GRACES[0]),
                  (Schedule((Fault(effect_steps[-1], first_point(points, effect_steps[-1]), "term"),)), SHORT_GRACES[1])]
+        plan = self.in_shard(ctx, plan, lambda item: (item[0] if item[1] is None else f"{item[0]} grace {item[1]:g}", None))
         return run_each(ctx, self.name, plan, lambda item: self.trial(ctx, item[0], grace=item[1]),
                         lambda item, t: f"{item[0]} grace {t.evidence.options['grace']}s ({_ending(t)})")
 

@@ -55,6 +55,8 @@ class FleetScenario(Scenario):
     def run(self, ctx: Context) -> list[Trial]:
         schedule = self.schedule_from_seed(ctx, ctx.seed)
         ctx.say(f"{self.name}: seed {ctx.seed} -> schedule {schedule}")
+        if not self.in_shard(ctx, [schedule], lambda s: (s, ctx.seed)):  # --shard: one fleet, one trial
+            return []
         return self.fleet(ctx, schedule, ctx.seed)
 
     def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None) -> Trial:

@@ -105,7 +105,8 @@ class RollbackRefusal(Scenario):
                                  agent=agent, alone=True, observe=log_tails)
 
     def run(self, ctx: Context) -> list[Trial]:
-        return run_each(ctx, self.name, range(len(KINDS)), lambda seed: self.trial(ctx, Schedule(), seed),
+        seeds = self.in_shard(ctx, range(len(KINDS)), lambda seed: (KINDS[seed], seed))
+        return run_each(ctx, self.name, seeds, lambda seed: self.trial(ctx, Schedule(), seed),
                         lambda seed, t: f"{KINDS[seed]} checkpoint: exit "
                                         f"{[i.get('exit_code') for i in t.evidence.incarnations]}")
 

@@ -7,15 +7,25 @@ after an effect: it dies with the effect applied and not checkpointed), then und
 until done. The evidence covers both drives. Judged by completes, exactly_once, same_final_state (against
 a crash-free run wholly at version N), migrates_older_version, no_rewind, context_fidelity, no_orphans.
 
-The previous code is `--previous-steps pkg.module`; for the reference agent it defaults to
-`killpoint.reference_agent.invoice_agent_v2`. Without it (a user's step module), the scenario is skipped with the
-reason, never passed.
+The previous code is `--previous-steps pkg.module`, or `--previous-steps git:REF`: the step module's package
+as it was at that commit (`killpoint.env.previous`), imported under its own name from a private temp dir.
+Without it, the step module's own `PREVIOUS_STEPS` names it (the reference agent's is
+`killpoint.reference_agent.invoice_agent_v2`), and a step module in a git
+checkout gets the last commit that changed its file(s) before its current version (the figures name it).
+With no previous code (not in git, one version only), the scenario is skipped with the reason, never passed.
+
+A previous version with the same STATE_VERSION is run too: its checkpoints must resume under the current code
+as they are. If the current code crashes on one (a field renamed without a bump: KeyError), the
+`resumes_old_checkpoints` verdict says "state shape changed without a STATE_VERSION bump: <error>".
 """
 
 from __future__ import annotations
 
 import psycopg
 
+from killpoint.checkers import Evidence, Verdict
+from killpoint.checkers.verdict import failed, passed, unknown
+from killpoint.env.previous import PreviousCode, is_git
 from killpoint.env.stepmodule import AgentSpec, load
 from killpoint.errors import UsageError
 from killpoint.faults.schedule import Fault, Schedule
@@ -23,19 +33,42 @@ from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Setup, Trial, Upgrade, step_points
 from killpoint.scenarios.common import run_each
 
-PREVIOUS = {"killpoint.reference_agent.invoice_agent": "killpoint.reference_agent.invoice_agent_v2"}
-"""The previous code of the project's own agents."""
 
-
-def paused(previous: AgentSpec, current: AgentSpec) -> Setup:
-    """What the checkers need to know of the checkpoint the previous code left."""
+def paused(previous: AgentSpec, current: AgentSpec, label: str | None = None) -> Setup:
+    """What the checkers need to know of the checkpoint the previous code left (`label`: how the previous
+    code is named on the command line, when not by its module)."""
     def between(conn: psycopg.Connection, run_id: str) -> dict:
         row = conn.execute("SELECT (data->>'version')::int, data->>'cursor', status FROM checkpoints "
                            "WHERE run_id = %s", (run_id,)).fetchone()
-        return {"previous_steps": previous.module, "state_version": current.state_version,
+        return {"previous_steps": (label or previous.module).split(" ")[0], "previous_how": label,
+                "state_version": current.state_version,
                 "seeded_version": row[0] if row else None, "paused_at": row[1] if row else None,
                 "paused_status": row[2] if row else None}
     return between
+
+
+SHAPE = "state shape changed without a STATE_VERSION bump"
+
+
+def resumes_old_checkpoints(ev: Evidence, base: Evidence | None = None) -> Verdict:
+    """The current code resumed the previous code's checkpoint without dying of an exception. The first
+    incarnation is the previous code's (its one drive); a crash of any later one is the current code's.
+    At the same STATE_VERSION that is a state shape changed without a version bump."""
+    name = "resumes_old_checkpoints"
+    current, old = ev.options.get("state_version"), ev.options.get("seeded_version")
+    if not ev.incarnations:
+        return unknown(name, "no incarnation ran")
+    first = ev.incarnations[0].get("inc")
+    crashed = {inc: c for inc, c in ev.crashes.items() if inc != first}
+    if not crashed:
+        return passed(name, f"version-{current} code resumed the version-{old} checkpoint without a crash")
+    inc, crash = next(iter(crashed.items()))
+    tail = [str(line) for line in crash.get("tail") or []]
+    error = tail[-1].strip() if tail else f"exit {crash.get('exit_code')}"
+    where = [f"{inc} died resuming it (log {crash.get('log')})", *tail[-3:]]
+    if old is not None and old == current:
+        return failed(name, f"{SHAPE}: {error}", where)
+    return failed(name, f"version-{current} code died resuming a version-{old} checkpoint: {error}", where)
 
 
 class SchemaUpgrade(Scenario):
@@ -48,17 +81,33 @@ class SchemaUpgrade(Scenario):
 
     def agents(self, ctx: Context) -> tuple[AgentSpec, AgentSpec]:
         """(previous code, current code); UsageError when there is no usable previous code."""
+        return self.previous(ctx)[:2]
+
+    def previous(self, ctx: Context) -> tuple[AgentSpec, AgentSpec, str | None]:
+        """(previous code, current code, how the previous code is named when it came from git: its commit,
+        and how that commit was chosen)."""
         current = self.agent(ctx)
-        module = ctx.previous_steps or PREVIOUS.get(current.module)
-        if module is None:
-            raise UsageError("no-previous-steps", f"schema-upgrade needs the code before {current.module}",
-                             "give --previous-steps pkg.module: the step module at the version before")
-        previous = load(module)
-        if previous.state_version >= current.state_version:
-            raise UsageError("previous-not-older", f"--previous-steps {module} is at version "
-                             f"{previous.state_version}, not older than {current.module}'s {current.state_version}",
-                             "give the step module of an older STATE_VERSION")
-        return previous, current
+        label: str | None = None
+        module = ctx.previous_steps if not is_git(ctx.previous_steps) else None
+        module = module or (current.previous_steps if not ctx.previous_steps else None)
+        code: PreviousCode | None = getattr(ctx.session, "previous_code", None)
+        if module is not None:
+            previous = load(module)
+        elif code is not None and code.current.module == current.module and code.get() is not None:
+            found = code.get()
+            assert found is not None
+            previous, label = found.agent, f"{found.label} ({found.how})"
+        else:
+            why = code.reason if code is not None and code.current.module == current.module else None
+            raise UsageError("no-previous-steps", f"schema-upgrade needs the code before {current.module}"
+                             + (f" ({why})" if why else ""),
+                             "give --previous-steps git:REF (the step module at an earlier commit) or "
+                             "--previous-steps pkg.module: the step module at the version before")
+        if previous.state_version > current.state_version:
+            raise UsageError("previous-not-older", f"--previous-steps {label or module} is at version "
+                             f"{previous.state_version}, newer than {current.module}'s {current.state_version}",
+                             "give the step module of an older (or the same) STATE_VERSION")
+        return previous, current, label
 
     def skip_reason(self, ctx: Context) -> str | None:
         try:
@@ -69,18 +118,21 @@ class SchemaUpgrade(Scenario):
 
     def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None) -> Trial:
         """Stop the previous code with `schedule` (one incarnation), then finish under the current code."""
-        previous, current = self.agents(ctx)
+        previous, current, label = self.previous(ctx)
         return ctx.session.trial(schedule, explicit=ctx.explicit, prefix=self.name, seed=seed, options=self.options(ctx.session.options),
-                                 checkers=self.checkers, agent=current,
-                                 upgrade=Upgrade(previous, paused(previous, current)))
+                                 checkers=(resumes_old_checkpoints, *self.checkers), agent=current,
+                                 upgrade=Upgrade(previous, paused(previous, current, label)))
 
     def run(self, ctx: Context) -> list[Trial]:
         """Pause after each step but the last (term at its start), and after each effect (kill)."""
-        previous, _ = self.agents(ctx)
+        previous, _, label = self.previous(ctx)
+        if label:
+            ctx.say(f"{self.name}: previous code {label}")
         points = step_points(ctx.session.baseline(self.options(ctx.session.options), previous))
         steps = list(points)[:-1]  # the last step finishes the run: nothing left for the new code
         faults = [Fault(st, "step.start", "term") for st in steps]
         faults += [Fault(st, "effect.applied", "kill") for st in steps if "effect.applied" in points[st]]
+        faults = self.in_shard(ctx, faults, lambda fault: (Schedule((fault,)), None))
         return run_each(ctx, self.name, faults, lambda fault: self.trial(ctx, Schedule((fault,))),
                         lambda fault, t: f"{fault}: v{t.evidence.options.get('seeded_version')} paused at "
                                          f"{t.evidence.options.get('paused_at')}")
@@ -94,4 +146,4 @@ class SchemaUpgrade(Scenario):
             return ""
         o = trials[0].evidence.options
         return (f"v{o.get('seeded_version')} -> v{o.get('state_version')} (previous code: "
-                f"{o.get('previous_steps')}), paused at {len(trials)} points")
+                f"{o.get('previous_how') or o.get('previous_steps')}), paused at {len(trials)} points")

@@ -132,7 +132,7 @@ class StalledSweep(Scenario):
 
     def run(self, ctx: Context) -> list[Trial]:
         trials: list[Trial] = []
-        for schedule in self.schedules(ctx):
+        for schedule in self.in_shard(ctx, self.schedules(ctx), lambda s: (s, None)):
             round_trials = self.round(ctx, schedule)
             ctx.say(f"{self.name}: {schedule} x{self.runs} runs -> "
                     f"{', '.join(t.outcome for t in round_trials)}")

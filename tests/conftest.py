@@ -62,6 +62,13 @@ def pg_dsn(pg_server: PostgresHandle, request: pytest.FixtureRequest) -> Iterato
 
 
 @pytest.fixture
+def dsn_args(pg_dsn: str) -> list[str]:
+    """`--dsn` of the test's fresh database, for the CLI run as a subprocess (`sandbox`): the session's server
+    serves every subprocess, so none pays for a server start of its own."""
+    return ["--dsn", pg_dsn, "--allow-any-dsn"]
+
+
+@pytest.fixture
 def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
     """The CLI as a real subprocess in a sandbox of its own: cwd, TMPDIR, Postgres cluster root and a tag in
     its environment (see :class:`tests.helpers.sandbox.Sandbox`), so what a harness leaves behind can be

@@ -69,11 +69,11 @@ def main(argv: list[str]) -> int:
     config = {"configurable": {"thread_id": run_id}}
     # One live worker per thread: LangGraph has no lease or fencing, so a worker frozen mid-run (a long GC
     # pause, a stopped VM) and thawed after another took over would go on writing the same thread. A
-    # session lock on the thread id is held for as long as this process lives; a second worker leaves.
+    # session lock on the thread id is held for as long as this process lives: a second worker waits for
+    # it (the first finishes or dies, and its session with it), then resumes the thread from its last
+    # checkpoint, which has nothing left to run if the first finished it.
     with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as lock:
-        if not lock.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (run_id,)).fetchone()[0]:
-            print(f"thread {run_id} is being run by another live worker", file=sys.stderr)
-            return 0
+        lock.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (f"invoice_graph:{run_id}",))
         return run(run_id, keyed, config)
 
 

@@ -32,6 +32,9 @@ class Adapter(Protocol):
     concurrent_runs: bool
     """False when two runs of the runtime in one database would not stay apart (then `-j` is 1)."""
     serial_reason: str
+    system_schemas: tuple[str, ...]
+    """Schemas the runtime creates by name whatever the search path (DBOS's `dbos`): on a `--dsn` database
+    the session then gets a database of its own, so that nothing of them is left in the user's."""
 
     def status(self, conn: psycopg.Connection, run_id: str) -> str | None: ...
 
@@ -56,6 +59,7 @@ class CheckpointsAdapter:
     name = "checkpoints"
     concurrent_runs = True
     serial_reason = ""
+    system_schemas: tuple[str, ...] = ()
     hold = Hold(table="checkpoints", run_column="run_id", when="TG_OP = 'UPDATE'", owned=True)
 
     def status(self, conn: psycopg.Connection, run_id: str) -> str | None:

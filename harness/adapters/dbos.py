@@ -14,6 +14,9 @@ names are the steps. Read without importing DBOS, from its tables in schema `dbo
    order. Before any run has succeeded it is None (attribution then relies on the header or the key).
 4. The final record is the workflow's status and output, as `state`, and the executor id that ran it
    last (`executor_id`: one per run, else DBOS's recovery may run one run's workflow in another's process).
+5. DBOS creates its schema `dbos` by name, outside the session schema of a `--dsn` database
+   (`system_schemas`): there the session runs in a database of its own on the user's server, dropped at
+   its end (harness/env/postgres/dsn.py `isolate`), so no `dbos` schema is left in the user's database.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class DbosAdapter:
     """DBOS Transact (Python) with its system database on the run database."""
 
     name = "dbos"
+    system_schemas = (SCHEMA,)  # created by name: on a --dsn database the session gets a database of its own
     concurrent_runs = False
     serial_reason = ("DBOS recovers a dead executor's workflows through a queue that every process of the "
                      "application polls, so a run's process would execute another run's workflow")

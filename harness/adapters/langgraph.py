@@ -41,6 +41,7 @@ class LangGraphAdapter:
 
     name = "langgraph"
     concurrent_runs = True
+    system_schemas: tuple[str, ...] = ()  # its tables go where the search path says
     serial_reason = ""
     hold = Hold(table="checkpoints", run_column="thread_id",
                 when="TG_OP = 'INSERT' AND r->'metadata'->>'source' = 'loop' "

@@ -61,8 +61,10 @@ def add_common(p: argparse.ArgumentParser) -> None:
                    help="only these fault actions, e.g. kill,term (scenarios left with none are skipped)")
     g.add_argument("--skip-checker", action="append", default=None, metavar="NAME",
                    help="a checker not to judge by (repeatable)")
-    g.add_argument("--previous-steps", default=None,
-                   help="the agent's previous code (a step module), for the schema scenarios")
+    g.add_argument("--previous-steps", default=None, metavar="MODULE|git:REF",
+                   help="the agent's previous code, for the schema scenarios: a step module, or git:REF (the "
+                        "step module's package at that commit, e.g. git:HEAD~1, in a temp dir removed at the end); "
+                        "default in a git checkout: the last commit that changed the step module")
     g.add_argument("--grace", type=validate.grace, default=5.0, help="seconds between SIGTERM and SIGKILL (default 5)")
     g.add_argument("--out", default=".killpoint/runs", help="where run directories go")
     g.add_argument("--junit", default=None, help="also write JUnit XML here")

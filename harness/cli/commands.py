@@ -22,6 +22,7 @@ from killpoint.cli.args import add_common, default_jobs, effects_option
 from killpoint.cli.interrupted import Progress
 from killpoint.cli.interrupted import report as report_interrupted
 from killpoint.cli.progress import TrialProgress
+from killpoint.env import vitals
 from killpoint.env.stepmodule import load
 from killpoint.errors import KillpointError
 from killpoint.errors import UsageError as KillpointUsage
@@ -63,7 +64,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("replay", help="replay one schedule (or the schedule of a seed)")
     p.add_argument("--scenario", required=True)
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--schedule", help="faults, e.g. 'email:effect.applied:kill'")
+    g.add_argument("--schedule", type=validate.schedule_text,
+                   help=f"faults, e.g. 'email:effect.applied:kill' (at most {validate.MAX_FAULTS})")
     g.add_argument("--seed", type=validate.seed, help="the seed whose schedule to replay")
     add_common(p)
     p.set_defaults(func=cmd_replay)
@@ -103,11 +105,12 @@ def session(args: argparse.Namespace, label: str, progress: Progress | None = No
     """Load the agent, start the environment, and yield a Session; everything is torn down after. Interrupted
     (Ctrl-C, SIGTERM), it writes and prints the findings of `progress` so far (`killpoint.cli.interrupted`)."""
     from killpoint.env.environment import Environment
+    from killpoint.env.previous import Checkouts, PreviousCode, is_git
     from killpoint.reference_agent.schema import ensure_schema
 
     validate.check_paths(args)  # --out and --junit writable, before anything starts
     agent = load(args.steps)
-    if getattr(args, "previous_steps", None):
+    if getattr(args, "previous_steps", None) and not is_git(args.previous_steps):
         load(args.previous_steps)  # a --previous-steps that cannot be loaded is refused, never a silent skip
     effects = effects_option(getattr(args, "effect", None))
     adapter = adapter_option(args)
@@ -121,18 +124,28 @@ def session(args: argparse.Namespace, label: str, progress: Progress | None = No
     history = History(run_dir / "history.jsonl")
     say = _say(args)
     s: Session | None = None
+    checkouts = Checkouts()  # earlier versions of the step module taken from git: removed at the end
     try:
+        # a bad --previous-steps git:REF is refused here; the default (git) is looked up on first use
+        previous = PreviousCode(agent, getattr(args, "previous_steps", None), checkouts)
         with Environment(postgres=args.postgres, dsn=args.dsn, allow_any_dsn=args.allow_any_dsn, spawn=args.spawn,
                          worker_cmd=args.worker_cmd, preload=[agent.module], run_dir=run_dir, say=say,
                          schema=ensure_schema, effects=effects, adapter=adapter) as env:
             s = Session(env, history, agent, RunOptions(grace=args.grace, exit_codes=exit_codes))
             s.skip_checkers = skip_checkers
+            s.previous_code = previous  # type: ignore[attr-defined]  # read by the schema scenarios
             s.jobs = getattr(args, "jobs", None) or default_jobs()
             if adapter is not None and not adapter.concurrent_runs and s.jobs > 1:
                 say(f"--adapter {adapter.name}: one run at a time ({adapter.serial_reason})")
                 s.jobs = 1
             s.prepare(agent)  # the agent's own schema, and its OWN_EFFECTS_SQL checked, before any run
-            yield s
+            try:
+                yield s
+            except Exception as exc:  # a Postgres or fork server that died under the run: one line, exit 2
+                dead = vitals.check(env) or vitals.lost(exc)
+                if dead is None:
+                    raise
+                raise dead from None
     except (KeyboardInterrupt, SystemExit) as exc:
         # the journal says the session did not finish (and why), before everything is torn down
         by = "SIGINT" if isinstance(exc, KeyboardInterrupt) else \
@@ -151,6 +164,7 @@ def session(args: argparse.Namespace, label: str, progress: Progress | None = No
         raise
     finally:
         history.close()
+        checkouts.close()
 
 
 def adapter_option(args: argparse.Namespace):
@@ -215,10 +229,20 @@ def _progress(args: argparse.Namespace) -> TrialProgress | None:
 
 def finish(args: argparse.Namespace, s: Session, results: list[ScenarioResult], meta: dict) -> int:
     """Print the summary and the failures in full; write the run dir and JUnit; return the exit code."""
-    from killpoint.report.text import junit_xml, replay_line, scenario_line, trial_block, write_run_dir
+    from killpoint.report.text import (
+        junit_xml,
+        replay_line,
+        run_seed,
+        scenario_line,
+        trial_block,
+        write_run_dir,
+    )
 
     if getattr(args, "_progress", None) is not None:
         args._progress.close()  # the bar stops before the summary
+    dead = vitals.check(s.env)
+    if dead is not None:  # verdicts reached on a dead Postgres or fork server judge the environment, not the agent
+        raise dead
     print()
     for r in results:
         print(scenario_line(r))
@@ -232,7 +256,7 @@ def finish(args: argparse.Namespace, s: Session, results: list[ScenarioResult], 
         for t in shown[:SHOWN_PER_SCENARIO]:
             title = "EXPECTED FINDING" if r.outcome == "expected" else t.outcome.upper()
             print()
-            print("\n".join(trial_block(r.name, t, s.agent.module, title)))
+            print("\n".join(trial_block(r.name, t, s.agent.module, title, run_seed(meta))))
         if len(shown) > SHOWN_PER_SCENARIO:
             print(f"\n... and {len(shown) - SHOWN_PER_SCENARIO} more of {r.name}: "
                   f"{s.env.run_dir / 'verdicts.json'}, or killpoint report {s.env.run_dir}")
@@ -322,6 +346,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 results.append(ScenarioResult(scenario.name, "fail", [], time.monotonic() - started,
                                               reason="; ".join([exc.message, *exc.details[:3]])))
             except KillpointError as exc:  # one scenario's error never costs the others
+                if isinstance(exc, vitals.EnvironmentGone) or vitals.check(s.env) is not None:
+                    raise  # ...but a dead Postgres or fork server costs them all
                 ctx.say(f"{scenario.name}: error: {exc.message}")
                 results.append(ScenarioResult(scenario.name, "error", [], time.monotonic() - started,
                                               reason=f"{exc.code}: {exc.message} ({exc.fix})"))

@@ -6,7 +6,9 @@
 2. The option types (``grace``, ``budget``, ``count``, ``seed``, ``worker_cmd``) check ranges and shapes
    as the line is parsed: a value outside its range is refused there, never half-used later.
 3. ``check_paths(args)`` proves ``--out`` can be created and written, and ``--junit`` written, before a
-   run begins (not after an hour of trials).
+   run begins (not after an hour of trials); and, for ``run`` and ``explore`` without ``--no-store``, the
+   failure store under the current directory (``.killpoint/failures``), which they write at the end.
+4. ``schedule_text`` (the type of ``--schedule``) refuses a schedule of more than ``MAX_FAULTS`` faults.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ MAX_GRACE = 3600.0
 MAX_BUDGET = 7 * 24 * 3600.0
 MAX_RANDOM = 100_000
 MAX_SEED = 2**63 - 1
+MAX_FAULTS = 64
+"""The most faults one schedule may hold (flow step 4). Each fault that fires ends an incarnation and starts
+another, and a run has a fixed time budget (``RunOptions.time_budget``, 60 s): a schedule past this bound
+would end as a liveness failure of the harness's making, not the agent's. Generated schedules hold at most
+one fault per step of the agent (``faults.schedule.fault_budget``), far below it."""
 
 
 class Parser(argparse.ArgumentParser):
@@ -79,7 +86,17 @@ def worker_cmd(text: str) -> str:
     return text
 
 
-def _writable_dir(path: Path, option: str) -> None:
+def schedule_text(text: str) -> str:
+    """``--schedule``: at most ``MAX_FAULTS`` faults (each is parsed against the agent's steps later)."""
+    faults = sum(1 for token in text.split(",") if token.strip())
+    if faults > MAX_FAULTS:
+        raise argparse.ArgumentTypeError(
+            f"a schedule of {faults} faults is more than the {MAX_FAULTS} one run can hold (each fault restarts the "
+            f"worker within the run's time budget): split it into several replays, or shrink it")
+    return text
+
+
+def _writable_dir(path: Path, option: str, fix: str | None = None) -> None:
     """``path`` exists as a writable directory, or its nearest existing parent is one (it can be made)."""
     probe = path
     while not probe.exists():
@@ -94,8 +111,9 @@ def _writable_dir(path: Path, option: str) -> None:
         os.close(fd)
         os.unlink(probe_file)
     except OSError as exc:
-        raise UsageError("path-not-writable", f"{option} {path}: cannot write in {probe} ({exc.strerror})",
-                         f"give {option} a folder you can write to, or fix its permissions") from None
+        raise UsageError("path-not-writable", f"{option} {path}: cannot write in {os.path.abspath(probe)} "
+                         f"({exc.strerror})", fix or f"give {option} a folder you can write to, or fix its "
+                         "permissions") from None
 
 
 def check_paths(args: argparse.Namespace) -> None:
@@ -103,6 +121,11 @@ def check_paths(args: argparse.Namespace) -> None:
     out = getattr(args, "out", None)
     if out is not None:
         _writable_dir(Path(out), "--out")
+    if getattr(args, "command", None) in ("run", "explore") and not getattr(args, "no_store", False):
+        from killpoint.run.store import DEFAULT_ROOT  # noqa: PLC0415 - the suite's, imported with it
+
+        _writable_dir(DEFAULT_ROOT, "the failure store", "run killpoint from a folder you can write to, or pass "
+                      "--no-store (failing schedules are then not remembered)")
     junit = getattr(args, "junit", None)
     if junit:
         path = Path(junit)

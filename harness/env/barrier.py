@@ -22,6 +22,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from killpoint.errors import EnvironmentProblem
+
 PointHandler = Callable[[dict], bool]
 NoteHandler = Callable[[dict], None]
 
@@ -45,8 +47,13 @@ def _peer_pid(conn: socket.socket) -> int | None:
         return None
 
 
+SOCKET_PATH_MAX = 107
+"""The longest path a unix socket may have on Linux (sun_path is 108 bytes with its NUL)."""
+
+
 class BarrierServer:
-    """Unix-socket server for kill-point reports. Use as a context manager or call close()."""
+    """Unix-socket server for kill-point reports. Use as a context manager or call close(). A `path` too long
+    for a socket is refused in one line naming TMPDIR (the folder it is made under, `reaper.clusters_root`)."""
 
     def __init__(self, path: Path, on_point: PointHandler, on_note: NoteHandler) -> None:
         self.path = path
@@ -57,6 +64,11 @@ class BarrierServer:
         self._peers: dict[int, _Peer] = {}
         self._changed = threading.Condition(self._lock)
         self._closed = False
+        if len(os.fsencode(path)) > SOCKET_PATH_MAX:
+            raise EnvironmentProblem(
+                "socket-path-too-long", f"the kill-point socket {path} is {len(os.fsencode(path))} bytes long, more "
+                f"than the {SOCKET_PATH_MAX} a unix socket path may have",
+                "set TMPDIR (or KILLPOINT_PG_ROOT) to a shorter folder, e.g. unset it to use /tmp")
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._sock.bind(str(path))
         os.chmod(path, 0o777)  # workers may run as another user

@@ -8,9 +8,10 @@ first two, and Ctrl-C or an exception in a run tears everything down in reverse 
 from __future__ import annotations
 
 import contextlib
+import select
 import shutil
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,7 @@ class Environment:
         self.adapter: Adapter = adapter or CheckpointsAdapter()
         self._held_table = False
         self._lock = threading.Lock()
+        self._idle: list[psycopg.Connection] = []  # `pooled` connections not in use
 
     def __enter__(self) -> Environment:
         try:
@@ -78,6 +80,10 @@ class Environment:
         self.socket_path = tmp / "kp.sock"
         self.pg = stack.enter_context(provide(kind=self._postgres, dsn=self._dsn, allow_any_dsn=self._allow_any_dsn,
                                               on_choice=self._say))
+        isolate = getattr(self.pg, "isolate", None)  # a --dsn server: DBOS's `dbos` schema goes in a database of its own
+        if isolate is not None and getattr(self.adapter, "system_schemas", ()):
+            isolate(tuple(self.adapter.system_schemas), self._say)
+        stack.callback(self._close_pool)  # before the server stops
         with self.connect() as conn:
             if self.adapter.hold.owned:  # else the user's framework owns its tables: nothing of the seeds' shape
                 if self._schema is not None:
@@ -117,6 +123,43 @@ class Environment:
     def connect(self) -> psycopg.Connection:
         """A new autocommit connection to the run database (the caller closes it)."""
         return psycopg.connect(self.pg.dsn, autocommit=True, application_name="killpoint-harness")
+
+    @contextlib.contextmanager
+    def pooled(self) -> Iterator[psycopg.Connection]:
+        """An autocommit connection to the run database, kept for the session between uses: for the short
+        queries on a trial's hot path (a new connection costs a few ms, more under load). The caller must
+        leave it as it found it (no session settings, no open transaction). One that failed, is in a
+        transaction, or whose server has said something unasked (it went away: a `db-crash` restart) is
+        closed instead of kept."""
+        conn = None
+        with self._lock:
+            while self._idle and conn is None:
+                conn = self._idle.pop()
+                if not _still_idle(conn):
+                    conn.close()
+                    conn = None
+        if conn is None:
+            conn = self.connect()
+        try:
+            yield conn
+        except BaseException:
+            conn.close()
+            raise
+        if conn.closed or conn.broken or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            conn.close()
+            return
+        with self._lock:
+            if len(self._idle) < POOL_SIZE:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def _close_pool(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
 
     # ---- routing events to the run they belong to ---------------------------------------------
     def attach(self, listener: RunListener) -> None:
@@ -185,3 +228,18 @@ class Environment:
         listener = self._listener(inc.run_id)
         if listener is not None:
             listener.on_exit(inc)
+
+
+POOL_SIZE = 8
+"""Idle connections `Environment.pooled` keeps at most (a trial uses one at a time; `-j` several)."""
+
+
+def _still_idle(conn: psycopg.Connection) -> bool:
+    """An idle connection is silent: readable means the server closed it or said why it would."""
+    if conn.closed or conn.broken:
+        return False
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    return not readable

@@ -9,7 +9,10 @@ milliseconds. Run as `python -m killpoint.env.forkserver MODULE [MODULE...]`; it
 and answers `{"op": "spawned", "inc": "w3", "pid": N}`. It reports every child's state change:
 `{"op": "stopped"|"continued", "pid": N}` and `{"op": "exited", "pid": N, "exit_code": C, "signal": S}`.
 A child runs `killpoint.reference_agent.worker.main(argv)` with exactly `env` as its environment and exits
-with its return value. Each child is the leader of its own process group (set by both sides of the fork, so
+with its return value. A child whose `env` puts folders on PYTHONPATH that the server's import path lacks
+(an earlier version of the agent, `killpoint.env.previous`) imports from them first, as a fresh interpreter
+would: they go first on its `sys.path`, and what the server imported of the packages they hold is dropped
+(`_prepend_paths`). Each child is the leader of its own process group (set by both sides of the fork, so
 the group exists before `spawned` is said): whatever the worker starts stays in that group.
 
 The server is a child subreaper: a worker's descendant whose parents died is adopted by the server (and
@@ -22,6 +25,7 @@ The server is single-threaded on purpose: forking a multi-threaded process can i
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -59,6 +63,7 @@ def _child(argv: list[str], env: dict[str, str], log: str | None, fds: list[int]
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
         os.environ.clear()
         os.environ.update(env)
+        _prepend_paths(env.get("PYTHONPATH", ""))
         from killpoint.reference_agent import worker
 
         code = int(worker.main(argv) or 0)
@@ -72,6 +77,21 @@ def _child(argv: list[str], env: dict[str, str], log: str | None, fds: list[int]
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+def _prepend_paths(pythonpath: str) -> None:
+    """Put the folders of `pythonpath` that `sys.path` lacks first on it, and forget the modules imported
+    before of the top-level packages they hold (so those are imported from there)."""
+    known = {os.path.abspath(p or os.curdir) for p in sys.path}
+    new = [os.path.abspath(p) for p in pythonpath.split(os.pathsep)
+           if p and os.path.isdir(p) and os.path.abspath(p) not in known]
+    if not new:
+        return
+    sys.path[:0] = new
+    tops = {name.removesuffix(".py") for folder in new for name in os.listdir(folder)}
+    for name in [n for n in sys.modules if n.split(".")[0] in tops]:
+        del sys.modules[name]
+    importlib.invalidate_caches()
 
 
 def _say(msg: dict) -> None:
@@ -185,13 +205,22 @@ def _pgid(pid: int) -> int:
 
 def _warm() -> None:
     """Do once here what every child would otherwise do on its own: httpx2 imports its transport stack
-    (httpcore2, anyio, trio: ~0.3 s) only when the first client is made, which the worker does per
-    process. Making and closing one client starts no thread and opens no socket."""
+    (httpcore2, anyio, trio: ~0.3 s) only when the first client is made, and the SDK builds its response
+    types' schemas on its first call (~30 ms of CPU), which the worker does per process; the reference
+    agent's `context.warm` does both without a socket or a thread, and builds one worker's HTTP clients
+    ahead. Then every object made so far is frozen out of the garbage collector's reach: a child's
+    collections neither walk nor write to the pages it shares with this server (copy-on-write)."""
     try:
         import httpx2  # noqa: PLC0415 - the reference runtime's HTTP client
     except ImportError:
         return
     httpx2.Client().close()
+    with contextlib.suppress(Exception):  # warming only saves time: a failure here costs the children time
+        from killpoint.reference_agent import context  # noqa: PLC0415
+
+        context.warm()
+    gc.collect()
+    gc.freeze()
 
 
 def _reap(children: set[int]) -> None:

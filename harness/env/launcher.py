@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from killpoint.env import vitals
 from killpoint.env.procutil import decode_status, describe, die_with_parent, wait_gone
 from killpoint.errors import EnvironmentProblem
 
@@ -122,9 +123,57 @@ class Incarnation:
 
 def leftovers(incs: list[Incarnation]) -> list[str]:
     """`Incarnation.leftovers` of every incarnation of `incs`, from one pass over the process table (a pass
-    costs milliseconds per hundred processes: once per run, not once per incarnation)."""
+    costs milliseconds per hundred processes: once per run, not once per incarnation), or from none when
+    `surely_gone` can tell without one."""
+    if surely_gone(incs):
+        return []
     found = _members(incs)
     return [describe(p) for inc in incs for p in found.get(id(inc), [])]
+
+
+def surely_gone(incs: list[Incarnation]) -> bool:
+    """True when nothing of forked `incs` can be alive, known without a pass over the process table: every
+    one has ended, its process group is empty, and its fork server has adopted nobody. A descendant that
+    left the group has, while its parents live, an ancestor in the group or adopted by the server, and
+    once they died it was adopted by the server (a child subreaper) itself. False means "look closer":
+    an exec'd incarnation (no subreaper adopts its orphans), a live group member (or a group number
+    reused by another process), or an orphan of any incarnation of the server."""
+    adopters: dict[int, Callable[[], list[psutil.Process]]] = {}
+    for inc in incs:
+        if not inc.pid:
+            continue
+        if not inc.exited or inc.adopter is None or not inc.pgid:
+            return False
+        try:
+            os.killpg(inc.pgid, 0)
+            return False
+        except ProcessLookupError:
+            pass
+        except OSError:
+            return False
+        adopters.setdefault(id(getattr(inc.adopter, "__self__", inc.adopter)), inc.adopter)
+    return not any(adopter() for adopter in adopters.values())
+
+
+def _children(pid: int) -> list[int] | None:
+    """The pids of `pid`'s children as the kernel lists them (`/proc/PID/task/TID/children`: no pass over
+    the process table); None where it does not."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    out: list[int] = []
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(word) for word in f.read().split()]
+        except FileNotFoundError:
+            if not os.path.isdir(f"/proc/{pid}/task/{tid}"):
+                continue  # that thread ended
+            return None  # a kernel without CONFIG_PROC_CHILDREN
+        except OSError:
+            continue
+    return out
 
 
 def _members(incs: list[Incarnation]) -> dict[int, list[psutil.Process]]:
@@ -322,6 +371,10 @@ class _ForkServer:
         self.leaders: set[int] = set()  # every pid this server forked for us (under spawn_lock)
         self.pid = 0
         self._reader: threading.Thread | None = None
+        self._live: set[int] = set()  # forked and not yet reported exited (by the reader thread)
+        self._closing = False
+        self.death: str | None = None
+        """How the server died while in use (killed from outside: `killpoint.env.vitals`), else None."""
 
     def ready(self) -> None:
         """Wait for the server's `ready` line (it has imported the agent) and start reading its messages."""
@@ -342,18 +395,47 @@ class _ForkServer:
         for line in self._proc.stdout:
             msg = json.loads(line)
             if msg.get("op") == "spawned":
+                self._live.add(msg["pid"])
                 self.spawned.put(msg)
             else:
+                if msg.get("op") == "exited":
+                    self._live.discard(msg.get("pid"))
                 self._on_message(msg)
+        if not self._closing:
+            self._died()
+
+    def _died(self) -> None:
+        """The server ended while in use: say how, release a waiting spawn, and report its incarnations
+        ended (their parent-death signal kills them with it) once they are gone, so nobody waits for them."""
+        try:
+            code = self._proc.wait(timeout=5)
+            how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        except (subprocess.TimeoutExpired, ValueError):
+            how = "closed its pipe"
+        self.death = f"the fork server (pid {self.pid}) that forks the agent's workers {how}"
+        self.spawned.put({"op": "gone"})
+        for pid in sorted(self._live):
+            with contextlib.suppress(psutil.Error):
+                wait_gone([psutil.Process(pid)], 5.0)
+            self._on_message({"op": "exited", "pid": pid, "exit_code": None, "signal": int(signal.SIGKILL)})
+        self._live.clear()
 
     def spawn(self, inc: str, argv: list[str], env: dict[str, str], log: str | None) -> int:
         """Ask for one incarnation; its pid (already the leader of its own group)."""
         assert self._proc.stdin is not None
         with self.spawn_lock:
-            self._proc.stdin.write((json.dumps({"op": "spawn", "inc": inc, "argv": argv, "env": env,
-                                                "log": log}) + "\n").encode())
-            self._proc.stdin.flush()
-            msg = self.spawned.get(timeout=30)
+            try:
+                self._proc.stdin.write((json.dumps({"op": "spawn", "inc": inc, "argv": argv, "env": env,
+                                                    "log": log}) + "\n").encode())
+                self._proc.stdin.flush()
+                msg = {"op": "gone"} if self.death else self.spawned.get(timeout=30)
+            except OSError:  # the pipe broke: the server is dead (its reader says how)
+                msg = {"op": "gone"}
+            if msg.get("op") == "gone":
+                if self._reader is not None:
+                    self._reader.join(timeout=10)
+                raise vitals.gone("forkserver-gone", self.death or f"the fork server (pid {self.pid}) died",
+                                  f"{vitals.FIX}, or use --spawn exec")
             self.leaders.add(msg["pid"])
         return msg["pid"]
 
@@ -361,10 +443,16 @@ class _ForkServer:
         """Live processes this server adopted as a subreaper (see `ForkLauncher.adopted`)."""
         with self.spawn_lock:  # no fork in flight: every child that is no leader was adopted
             leaders = set(self.leaders)
+            pids = _children(self.pid) if self.pid else []
+            kids: list[psutil.Process] = []
             try:
-                kids = psutil.Process(self.pid).children() if self.pid else []
+                if pids is None:
+                    kids = psutil.Process(self.pid).children()  # a pass over the process table
             except psutil.Error:
                 return []
+            for pid in pids or []:
+                with contextlib.suppress(psutil.Error):  # one reaped meanwhile is no orphan any more
+                    kids.append(psutil.Process(pid))
         out: list[psutil.Process] = []
         for kid in kids:
             if kid.pid in leaders:
@@ -374,6 +462,7 @@ class _ForkServer:
         return out
 
     def close(self) -> None:
+        self._closing = True
         with contextlib.suppress(OSError):
             if self._proc.stdin:
                 self._proc.stdin.close()
@@ -459,6 +548,10 @@ class ForkLauncher(Launcher):
         incarnation, and their descendants): escapees whose parents died."""
         return [p for server in self._servers for p in server.adopted()]
 
+    def died(self) -> str | None:
+        """How a fork server died while in use (`killpoint.env.vitals`), or None."""
+        return next((server.death for server in self._servers if server.death), None)
+
     def close(self) -> None:
         for server in self._servers:
             server.close()
@@ -518,7 +611,9 @@ class ExecLauncher(Launcher):
     def spawn(self, inc: str, run_id: str, role: str, argv: list[str], env: dict[str, str],
               log: str | None) -> Incarnation:
         if self._command is None:
-            full = [sys.executable, "-m", "killpoint.reference_agent.worker", *argv]
+            # -P: the import path is the PYTHONPATH the harness gave (the project's folder, after an earlier
+            # version's folder when one runs: killpoint.env.previous), not the cwd put before it
+            full = [sys.executable, "-P", "-m", "killpoint.reference_agent.worker", *argv]
         else:
             full = [part.replace("{run_id}", run_id) for part in self._command]
         incarnation = _new(inc, run_id, role, log)

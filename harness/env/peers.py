@@ -16,10 +16,10 @@ import psutil
 
 from killpoint.env.launcher import Incarnation
 
-I = TypeVar("I", bound=Incarnation)
+Inc = TypeVar("Inc", bound=Incarnation)
 
 
-def sender(peer: Sequence[object] | None, incs: Sequence[I]) -> I | None:
+def sender(peer: Sequence[object] | None, incs: Sequence[Inc]) -> Inc | None:
     """The incarnation of `incs` whose processes own the client socket at `peer` (`(host, port)`, as the
     fake saw it), or None if none does or `peer` is unknown."""
     if not peer or len(peer) < 2:

@@ -4,11 +4,16 @@ contract turned into one usage error naming the module, the problem and the fix.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
 import inspect
+import os
 import re
 import sys
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -25,7 +30,7 @@ single-quoted replay line hold these safely."""
 if TYPE_CHECKING:  # psycopg costs ~0.4 s to import: `killpoint --help` must not pay it
     import psycopg
 
-__all__ = ["DEFAULT_STEPS", "TERMINAL", "AgentSpec", "check", "load", "prepare"]
+__all__ = ["DEFAULT_STEPS", "TERMINAL", "AgentSpec", "check", "import_env", "isolated", "load", "prepare"]
 
 
 @dataclass(frozen=True)
@@ -41,12 +46,65 @@ class AgentSpec:
     schema_sql: str | None = None
     has_setup: bool = False
     nondeterministic: tuple[str, ...] = ()
+    previous_steps: str | None = None
+    """The module's own `PREVIOUS_STEPS`: its previous version, for schema-upgrade without --previous-steps."""
+    path: str | None = None
+    """Where this version of `module` is imported from, first on the import path, when it is not the one
+    installed (an earlier version taken from git, `killpoint.env.previous`); None: the ordinary import."""
+
+    @property
+    def key(self) -> str:
+        """Names this version of the module: its name, and the folder of an earlier version."""
+        return self.module if self.path is None else f"{self.module}@{self.path}"
 
 
-def load(module: str) -> AgentSpec:
-    """Import `module` and check the contract; every violation is one UsageError naming it and the fix."""
+_imports = threading.Lock()
+
+
+@contextlib.contextmanager
+def isolated(module: str, path: str | None) -> Iterator[None]:
+    """Within: `module`'s top-level package is imported from `path` (first on `sys.path`), and the version
+    imported before is out of `sys.modules`; after: everything is as it was. None: a no-op."""
+    if path is None:
+        yield
+        return
+    top = module.split(".")[0]
+
+    def ours() -> list[str]:
+        return [n for n in sys.modules if n == top or n.startswith(top + ".")]
+
+    with _imports:
+        saved = {n: sys.modules.pop(n) for n in ours()}
+        sys.path.insert(0, path)
+        importlib.invalidate_caches()
+        try:
+            yield
+        finally:
+            for n in ours():
+                del sys.modules[n]
+            sys.modules.update(saved)
+            sys.path.remove(path)
+            importlib.invalidate_caches()
+
+
+def import_env(agent: AgentSpec) -> dict[str, str]:
+    """What an incarnation's environment adds to run this version of the agent: for an earlier version,
+    its folder first on PYTHONPATH (before the project's own folder); {} for the ordinary import."""
+    if agent.path is None:
+        return {}
+    rest = (agent.path, os.getcwd(), os.environ.get("PYTHONPATH"))
+    return {"PYTHONPATH": os.pathsep.join(p for p in rest if p)}
+
+
+def load(module: str, path: str | None = None) -> AgentSpec:
+    """Import `module` and check the contract; every violation is one UsageError naming it and the fix.
+    With `path`, the version of the module in that folder, imported in isolation (`isolated`)."""
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))
+    if path is not None:
+        with isolated(module, path):
+            spec = load(module)
+        return replace(spec, path=path)
     limit = timelimit.import_seconds()
     try:
         mod = timelimit.within(limit, lambda: import_step_module(module))
@@ -86,7 +144,7 @@ def check(mod: ModuleType, module: str) -> AgentSpec:
     return AgentSpec(module=module, start=spec.start, steps=tuple(spec.steps), state_version=spec.state_version,
                      digest=hashlib.sha256(source).hexdigest()[:16], own_effects_sql=spec.own_effects_sql,
                      schema_sql=spec.schema_sql, has_setup=spec.setup is not None,
-                     nondeterministic=spec.nondeterministic)
+                     nondeterministic=spec.nondeterministic, previous_steps=spec.previous_steps)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -108,7 +166,8 @@ def prepare(conn: psycopg.Connection, agent: AgentSpec) -> None:
                              "CREATE TABLE IF NOT EXISTS ...)") from None
     if agent.has_setup:
         try:
-            sys.modules[agent.module].setup(conn)
+            with isolated(agent.module, agent.path):
+                importlib.import_module(agent.module).setup(conn)
         except Exception as exc:  # a user's setup may fail in any way
             raise UsageError("bad-agent-schema", f"step module {agent.module!r}: setup(conn) raised {_first_line(exc)}",
                              f"fix {agent.module}.setup (it runs once per database, before any run)") from None

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from killpoint.faults.points import PROCESS_ACTIONS, fits
-from killpoint.faults.schedule import Fault, Schedule, _Rng, derive_seed
+from killpoint.faults.schedule import Fault, Schedule, _Rng, derive_seed, fault_budget
 
 StepPoints = Mapping[str, Sequence[str]]
 
@@ -32,11 +32,6 @@ SERVICE_ACTIONS: tuple[str, ...] = ("error", "drop")
 """The service faults a mixed schedule draws from (a 5xx before applying; an answer lost after applying)."""
 PROCESS_MIX: tuple[str, ...] = ("kill", "term")
 """The process faults a mixed schedule draws from."""
-
-
-def fault_budget(step_points: StepPoints) -> int:
-    """The most faults one schedule may hold: one per step, and never fewer than two."""
-    return max(2, len(step_points))
 
 
 def pairs(step_points: StepPoints) -> list[Schedule]:

@@ -125,6 +125,13 @@ class Schedule:
         return cls(tuple(faults))
 
 
+def fault_budget(step_points: StepPoints) -> int:
+    """The most faults one random schedule may hold: one per step the agent has, and never fewer than two
+    (so a service fault and a process fault fit in a mixed one). Not a constant: a longer agent gets longer
+    schedules."""
+    return max(2, len(step_points))
+
+
 def exhaustive(step_points: StepPoints, actions: Sequence[str] = ("kill", "term")) -> list[Schedule]:
     """Every single-fault schedule: each step x each point it reaches x each action that fits."""
     return [Schedule((Fault(s, p, a),)) for s in step_points for p in step_points[s] for a in actions

@@ -1,7 +1,7 @@
 """Reports: the text a user reads, JUnit XML for CI, and the run directory's JSON records.
 
-A failure always ends with the seed (where there is one), the explicit schedule and the one line that
-replays it.
+A failure always ends with its seed (or says its schedule was explicit, drawn from no seed), with the run's
+base seed where there is one, the schedule and the one line that replays it.
 """
 
 from __future__ import annotations
@@ -24,11 +24,13 @@ def scenario_line(r: ScenarioResult) -> str:
     """One line per scenario: outcome, name, schedules tried, time, figures."""
     figures = f"  {r.figures}" if r.figures else ""
     reason = f"  ({r.reason})" if r.reason else ""
-    return f"{MARK[r.outcome]:<8} {r.name:<26} {len(r.trials):>4} schedules {r.elapsed:7.1f}s{figures}{reason}"
+    cut = f"  [{r.cut}]" if r.cut else ""
+    return f"{MARK[r.outcome]:<8} {r.name:<26} {len(r.trials):>4} schedules {r.elapsed:7.1f}s{figures}{reason}{cut}"
 
 
-def trial_block(scenario: str, t: Trial, steps: str, title: str = "FAILED") -> list[str]:
-    """The failure in full: checkers that failed with their evidence, seed, schedule, replay line."""
+def trial_block(scenario: str, t: Trial, steps: str, title: str = "FAILED", base_seed: int | None = None) -> list[str]:
+    """The failure in full: checkers that failed with their evidence, seed (`seed_line`), schedule, replay
+    line. `base_seed`: the base seed of the run the trial belongs to (`run`, `explore`), if any."""
     lines = [f"--- {title}: {scenario} run {t.run_id}"]
     for v in t.verdicts:
         if v.outcome in ("pass", "n/a"):
@@ -38,14 +40,20 @@ def trial_block(scenario: str, t: Trial, steps: str, title: str = "FAILED") -> l
     lines.extend(f"  {line}" for line in crash_lines(t.evidence.crashes))
     if t.unfired():
         lines.append(f"  not fired (the run never reached them): {', '.join(t.unfired())}")
-    if t.seed is not None:
-        lines.append(f"  seed:     {t.seed}")
+    lines.append(f"  seed:     {seed_line(t, base_seed)}")
     lines.append(f"  schedule: {t.schedule or '(none: crash-free)'}")
     if t.shrunk_from is not None:
         n, m = len(t.shrunk_from), len(t.schedule)
         lines.append(f"  shrunk:   from {t.shrunk_from} ({n} faults) to {m} fault{'s' if m != 1 else ''}")
     lines.append(f"  replay:   {replay_line(scenario, t, steps)}")
     return lines
+
+
+def seed_line(t: Trial, base_seed: int | None = None) -> str:
+    """The trial's seed, or that its schedule was explicit (enumerated or given, drawn from no seed); then the
+    run's base seed, if any, which `--seed` takes to repeat the whole run."""
+    own = str(t.seed) if t.seed is not None else "none (an explicit schedule, drawn from no seed)"
+    return own if base_seed is None else f"{own}; base seed of the run {base_seed} (--seed {base_seed} repeats it)"
 
 
 def replay_line(scenario: str, t: Trial, steps: str) -> str:
@@ -61,7 +69,8 @@ def write_run_dir(run_dir: Path, results: list[ScenarioResult], meta: dict) -> N
     """meta.json (seed, versions, step module digest) and verdicts.json (every trial) in the run dir."""
     meta = {**meta, "killpoint": __version__, "python": sys.version.split()[0], "platform": platform.platform()}
     (run_dir / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
-    verdicts = [{"scenario": r.name, "outcome": r.outcome, "reason": r.reason, "elapsed": round(r.elapsed, 3),
+    verdicts = [{"scenario": r.name, "outcome": r.outcome, "reason": r.reason, "cut": r.cut,
+                 "elapsed": round(r.elapsed, 3),
                  "trials": [{"run_id": t.run_id, "schedule": str(t.schedule), "seed": t.seed, "outcome": t.outcome,
                              "verdicts": [v.to_dict() for v in t.verdicts]} for t in r.trials]}
                 for r in results]
@@ -81,11 +90,18 @@ def testcase_names(trials: list[Trial]) -> list[str]:
     return [f"{b} [{t.run_id}]" if base.count(b) > 1 else b for b, t in zip(base, trials, strict=True)]
 
 
+def run_seed(meta: dict) -> int | None:
+    """The base seed of a run, from its meta: `run` and `explore` draw their random schedules from one (a
+    `replay`'s seed names one trial, and is in that trial's block already)."""
+    return meta.get("seed") if meta.get("command") in ("run", "explore") else None
+
+
 def junit_xml(results: list[ScenarioResult], steps: str, meta: dict | None = None) -> str:
     """One testsuite per scenario, one testcase per trial (unique names, a time each); a failing trial carries
     its block and replay line; a negative control's expected finding is a passing case marked as such; each
     suite carries the seed, killpoint's version and the step module's digest as properties."""
     meta = meta or {}
+    base = run_seed(meta)
     props = {"killpoint.version": __version__, "killpoint.steps": steps, "killpoint.seed": meta.get("seed"),
              "killpoint.steps_digest": meta.get("steps_digest")}
     out = ['<?xml version="1.0" encoding="utf-8"?>', "<testsuites>"]
@@ -109,15 +125,15 @@ def junit_xml(results: list[ScenarioResult], steps: str, meta: dict | None = Non
             out.append(f"    <testcase classname={quoteattr(r.name)} name={quoteattr(name)} "
                        f'time="{trial_seconds(t):.3f}">')
             if t.outcome == "fail" and r.outcome == "expected":
-                body = escape("\n".join(trial_block(r.name, t, steps, "EXPECTED FINDING (negative control)")))
+                body = escape("\n".join(trial_block(r.name, t, steps, "EXPECTED FINDING (negative control)", base)))
                 out.append('      <properties><property name="killpoint.expected_finding" value="true"/></properties>')
                 out.append(f"      <system-out>{body}</system-out>")
             elif t.outcome == "fail":
-                body = escape("\n".join(trial_block(r.name, t, steps)))
+                body = escape("\n".join(trial_block(r.name, t, steps, base_seed=base)))
                 first = t.failing()[0]
                 out.append(f"      <failure message={quoteattr(first.checker + ': ' + first.reason)}>{body}</failure>")
             elif t.outcome == "unknown":
-                body = escape("\n".join(trial_block(r.name, t, steps, "UNKNOWN")))
+                body = escape("\n".join(trial_block(r.name, t, steps, "UNKNOWN", base)))
                 out.append(f'      <error message="unknown: the checkers could not decide">{body}</error>')
             out.append("    </testcase>")
         out.append("  </testsuite>")

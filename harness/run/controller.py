@@ -21,8 +21,8 @@ import time
 import psycopg
 
 from killpoint.checkers.evidence import Evidence
-from killpoint.env.environment import Environment
 from killpoint.env import peers
+from killpoint.env.environment import Environment
 from killpoint.env.launcher import Incarnation
 from killpoint.env.postgres.handle import PostgresHandle
 from killpoint.fake_services.hooks import Decision
@@ -76,7 +76,7 @@ class RunController:
 
     def expire_lease(self) -> None:
         """Simulate the passage of time for a dead or frozen lease holder."""
-        with self.env.connect() as conn:
+        with self.env.pooled() as conn:
             self.env.adapter.expire(conn, self.run_id)  # the seeds' leases, or the framework's own claim
 
     def spawn_successor(self) -> Incarnation:
@@ -184,7 +184,7 @@ class RunController:
     def _cursor(self) -> str | None:
         """The cursor of the run's last committed checkpoint (None if there is none or it cannot be read)."""
         try:
-            with self.env.connect() as conn:
+            with self.env.pooled() as conn:
                 return self.env.adapter.cursor(conn, self.run_id)  # where the worker's runtime keeps it
         except psycopg.Error:
             return None
@@ -197,7 +197,7 @@ class RunController:
     # ---- the loop -------------------------------------------------------------------------------
     def status(self) -> str | None:
         """The run's status in its runtime's records (the environment's adapter): done, running... or None."""
-        with self.env.connect() as conn:
+        with self.env.pooled() as conn:
             return self.env.adapter.status(conn, self.run_id)
 
     def finished(self, first: Incarnation) -> bool:

@@ -24,6 +24,7 @@ from killpoint.checkers.evidence import Evidence
 from killpoint.env import audit, launcher
 from killpoint.env.environment import Environment
 from killpoint.env.launcher import Incarnation
+from killpoint.env.postgres import conninfo
 from killpoint.run.history import EVIDENCE_KINDS, Event, History
 from killpoint.run.options import RunOptions
 
@@ -44,7 +45,7 @@ def incarnation_env(env: Environment, inc: str, run_id: str | None, options: Run
 
     out = dict(os.environ)
     out.update({
-        "DATABASE_URL": env.pg.dsn,
+        "DATABASE_URL": conninfo.for_worker(env.pg.dsn, inc),  # PGOPTIONS/PGAPPNAME yield to the DSN's
         "MAILER_URL": url("mailer"),
         "LEDGER_URL": url("ledger"),
         "WEBHOOK_URL": url("webhook"),
@@ -138,7 +139,7 @@ def record(env: Environment, history: History, run_id: str, incarnations: list[I
     leftover."""
     if not env.adapter.hold.owned:
         own_effects_sql = None  # a framework's worker (an adapter) is not the step module's agent
-    with env.connect() as conn:
+    with env.pooled() as conn:
         row = env.adapter.final(conn, run_id)  # the run's final record, where its runtime keeps it
         writes = audit.writes(conn, run_id) if audit.installed(conn) else []  # none before a framework's tables
         own = [list(r) for r in conn.execute(own_effects_sql, (run_id,)).fetchall()] if own_effects_sql else []

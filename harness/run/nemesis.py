@@ -10,8 +10,9 @@ at the barrier and returns a `Reaction`:
 4. `kill`: SIGKILL (and SIGCONT for a frozen one); a held worker point is left unanswered, a held request
    is dropped before its effect or answered into the void after it;
 5. `term`: SIGTERM, then SIGKILL after the grace period if the worker is still alive; it goes on (drains);
-6. `stop`: SIGSTOP, the lease lapses, a successor runs until it ends (or waits on a lock the frozen one
-   holds), then SIGCONT: the zombie goes on and must be fenced.
+6. `stop`: SIGSTOP, the lease lapses, a successor runs until it ends, waits on a lock the frozen one
+   holds, or (while the frozen one holds a transaction) makes no progress, then SIGCONT: the zombie goes
+   on and must be fenced.
 
 The nemesis talks to a narrow `Target` (the run's id, history and options, the database, a way to expire
 the run's lease and to start a successor), never back into whoever drives the run.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
@@ -54,6 +56,22 @@ by incarnation through PGAPPNAME), or when a second session waits behind the SQL
 zombie's checkpoint commit (env/sqlbarrier.py), or on a lock of that held transaction: the successor is
 stuck behind the zombie's commit, which a real server would have let through long ago (sessions a
 framework names itself, as DBOS's, are counted too)."""
+ZOMBIE_TXN_SQL = """
+SELECT 1 FROM pg_stat_activity z
+WHERE z.datname = current_database() AND z.backend_xid IS NOT NULL
+  AND (z.application_name = %s OR EXISTS (SELECT 1 FROM pg_stat_activity b WHERE b.pid = ANY(pg_blocking_pids(z.pid))
+                                          AND b.application_name = 'killpoint-barrier'))
+"""
+"""A row while the zombie holds a transaction that wrote or locked rows: a session named by its incarnation,
+or one whose commit the SQL barrier holds (a framework's own session names count too)."""
+LIVE_SQL = "SELECT 1 FROM pg_stat_activity WHERE application_name = %s AND datname = current_database()"
+"""A row once the successor has a database session of its own (named by its incarnation): it has started
+up (a framework's imports can take seconds) and reached its records."""
+STALL_SECONDS = 2.0
+"""How long a successor that has started (a session of its own, or a point) may report nothing (no point,
+no end, no lock wait) while the zombie holds a transaction before it is taken to be stuck behind it (a
+worker that skips locked rows, or polls for them): a bound on a successor that cannot move, not a
+synchronisation; the run's step delay is added to it."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +160,9 @@ class Nemesis:
 
         A zombie frozen inside a transaction (e.g. at checkpoint.writing) holds its row locks, and a
         successor that needs them waits for as long as the zombie is frozen: then it is thawed at once,
-        as a real frozen worker would eventually be, and the two race for the row.
+        as a real frozen worker would eventually be, and the two race for the row. A successor that does
+        not wait for them (it skips locked rows, or gives up and polls) shows no lock wait: it is given
+        the stall bound to make progress, then the zombie is thawed all the same.
         """
         inc.send(signal.SIGSTOP)
         inc.stopped.wait(timeout=10)
@@ -154,7 +174,17 @@ class Nemesis:
         return GO
 
     def _await_successor(self, zombie: Incarnation, successor: Incarnation) -> str:
-        """Wait until the successor ends, waits on a lock the zombie's session holds, or time runs out."""
+        """Wait until the successor ends, waits on a lock the zombie's session holds, makes no progress
+        (once started, no point of its own for the stall bound) while the zombie holds a transaction, or
+        time runs out.
+
+        Progress is read from the history (the successor's points: requests it sent, commits the SQL
+        barrier held), the lock waits from the server; the stall bound only ends a wait that no event
+        would end (a successor that skips locked rows, or polls for them, never waits on them)."""
+        history = self.target.history
+        seen = len(history.events())
+        stall = STALL_SECONDS + self.target.options.step_delay
+        moved: float | None = None  # when the successor last showed progress; None: it has not started yet
         with self.target.connect() as conn:
             while not successor.ended.wait(timeout=STOP_POLL_SECONDS):
                 if self.target.remaining() <= 0:
@@ -162,6 +192,15 @@ class Nemesis:
                 row = conn.execute(BLOCKED_BY_SQL, (successor.inc, zombie.inc)).fetchone()
                 if row is not None:
                     return "successor waits on a lock the zombie holds"
+                events = history.events()
+                if any(e.get("inc") == successor.inc for e in events[seen:]):
+                    moved = time.monotonic()
+                seen = len(events)
+                if moved is None and conn.execute(LIVE_SQL, (successor.inc,)).fetchone() is not None:
+                    moved = time.monotonic()
+                if (moved is not None and time.monotonic() - moved >= stall
+                        and conn.execute(ZOMBIE_TXN_SQL, (zombie.inc,)).fetchone() is not None):
+                    return f"successor made no progress for {stall:g}s while the zombie held its transaction"
         return "successor ended"
 
     def _db_crash(self, fault: Fault) -> Reaction:

@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Literal
+from typing import Literal, TypeVar
 
 from killpoint.checkers import CRASH_CHECKERS, CheckerRef
 from killpoint.env.stepmodule import DEFAULT_STEPS, AgentSpec, load
 from killpoint.errors import UsageError
-from killpoint.faults.schedule import Schedule, exhaustive, random_schedules
+from killpoint.faults.schedule import Schedule, exhaustive, fault_budget, random_schedules
 from killpoint.faults.shard import Shard
 from killpoint.faults.shrink import shrink
 from killpoint.run.options import RunOptions
 from killpoint.run.trial import Session, Setup, Trial, step_points
+
+T = TypeVar("T")
 
 ScenarioOutcome = Literal["pass", "fail", "unknown", "expected", "skipped", "error", "interrupted"]
 """`error`: the scenario could not run (its message says why); the run goes on with the others.
@@ -71,6 +73,8 @@ class ScenarioResult:
     elapsed: float
     figures: str = ""
     reason: str = ""
+    cut: str = ""
+    """What a time budget left out, and why (e.g. "random: 3 of 8 schedules, the budget of 60 s ran out"), or ""."""
 
 
 class Scenario:
@@ -89,6 +93,12 @@ class Scenario:
     black_box_reason: str | None = None
     """Why this scenario cannot apply to a black-box worker (`--worker-cmd`), or None if it can: such a
     scenario is skipped with this reason, never run to an unknown."""
+
+    left_to_other_shards = 0
+    """How many trials of this instance's plans `--shard K/N` left to the other shards (`in_shard`)."""
+
+    budget_cuts: tuple[str, ...] = ()
+    """What the time budget cut from this instance's plans (`_run_plan`), said in its result's `cut`."""
 
     def options(self, base: RunOptions) -> RunOptions:
         return base
@@ -135,8 +145,7 @@ class Scenario:
         when the budget is spent is left out."""
         from killpoint.run.pool import ordered
 
-        if ctx.shard is not None:  # --shard K/N: this job's share of the schedules (`faults.shard`)
-            plan = [(seed, s) for seed, s in plan if ctx.shard.owns(self.name, s, seed)]
+        plan = self.in_shard(ctx, plan, lambda item: (item[1], item[0]))
         trials: list[Trial] = []
         if not self.concurrent():
             for i, (seed, schedule) in enumerate(plan, 1):
@@ -147,7 +156,7 @@ class Scenario:
                 if ctx.on_trial is not None:
                     ctx.on_trial(self.name, i, len(plan), trial.outcome)
                 trials.append(trial)
-            return trials
+            return self._cut(ctx, trials, plan, stop_on_budget)
         ids = [ctx.session.next_run_id(self.name) for _ in plan]
 
         def task(seed: int | None, schedule: Schedule, run_id: str) -> Trial | None:
@@ -163,14 +172,41 @@ class Scenario:
                 trials.append(trial)
 
         ordered([lambda s=s, r=r: task(*s, r) for s, r in zip(plan, ids, strict=True)], ctx.session.jobs, done)
+        return self._cut(ctx, trials, plan, stop_on_budget)
+
+    def _cut(self, ctx: Context, trials: list[Trial], plan: Sequence[object], stop_on_budget: bool) -> list[Trial]:
+        """`trials`; when the budget left part of `plan` out, say so and keep it in `budget_cuts` (only the
+        random part of a scenario is ever cut: its exhaustive part depends on the agent alone)."""
+        if stop_on_budget and len(trials) < len(plan):
+            note = f"random: {len(trials)} of {len(plan)} schedules, the budget of {ctx.budget:g} s ran out"
+            self.budget_cuts = (*self.budget_cuts, note)
+            ctx.say(f"{self.name}: {note}")
         return trials
+
+    def in_shard(self, ctx: Context, plan: Sequence[T], label: Callable[[T], tuple[Schedule | str, int | None]]) -> list[T]:
+        """The items of `plan` this job runs under `--shard K/N` (all of them without it), in plan order.
+        One item is one trial, named by `label(item)`: (its schedule, or the scenario's own label for it;
+        its seed or None), so whether this shard runs it is `Shard.owns(scenario, label, seed)`, a pure
+        function of the name; the items left out are counted in `left_to_other_shards`. A negative control
+        is one unit (its finding is judged over all its trials together): one shard runs all of it."""
+        if ctx.shard is None:
+            return list(plan)
+        if self.expected_finding:
+            kept = list(plan) if ctx.shard.owns(self.name, "negative-control") else []
+        else:
+            kept = [item for item in plan if ctx.shard.owns(self.name, *label(item))]
+        if len(kept) < len(plan):
+            self.left_to_other_shards += len(plan) - len(kept)
+            ctx.say(f"{self.name}: shard {ctx.shard} runs {len(kept)} of {len(plan)} trials; the other shards run the rest")
+        return kept
 
     def step_points(self, ctx: Context) -> dict[str, list[str]]:
         return step_points(ctx.session.baseline(self.options(ctx.session.options), self.agent(ctx)))
 
     def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
         """The schedule a seed stands for in this scenario (what `replay --seed` runs)."""
-        return Schedule.from_seed(seed, self.step_points(ctx), actions=self.actions_in(ctx))
+        points = self.step_points(ctx)
+        return Schedule.from_seed(seed, points, actions=self.actions_in(ctx), max_faults=fault_budget(points))
 
     def exhaustive(self, ctx: Context) -> list[Trial]:
         schedules = exhaustive(self.step_points(ctx), self.actions_in(ctx))
@@ -179,8 +215,11 @@ class Scenario:
                               f"{self.name}: [{i}/{len(schedules)}] {schedule} -> {trial.outcome}")
 
     def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
-        """The (seed, schedule) pairs `random` runs; each schedule is `Schedule.from_seed(seed, ...)`."""
-        return random_schedules(ctx.seed, count, self.step_points(ctx), actions=self.actions_in(ctx))
+        """The (seed, schedule) pairs `random` runs; each schedule is `Schedule.from_seed(seed, ...)`, of up
+        to `fault_budget` faults (one per step of the agent: a longer agent gets longer schedules)."""
+        points = self.step_points(ctx)
+        return random_schedules(ctx.seed, count, points, actions=self.actions_in(ctx),
+                                max_faults=fault_budget(points))
 
     def random(self, ctx: Context, count: int, *, stop_on_budget: bool = False) -> list[Trial]:
         plan = self.random_plan(ctx, count)
@@ -255,7 +294,11 @@ class Scenario:
 
     def result(self, trials: list[Trial], started: float) -> ScenarioResult:
         """The scenario's outcome: fail if a trial failed, unknown if one could not decide (or none ran),
-        else pass; a negative control is judged by `negative_control`."""
+        else pass; a negative control is judged by `negative_control`; skipped when `--shard` left every
+        trial to the other shards."""
+        if not trials and self.left_to_other_shards:
+            return ScenarioResult(self.name, "skipped", [], time.monotonic() - started,
+                                  reason=f"--shard: all {self.left_to_other_shards} of its trials run in other shards")
         outcomes = {t.outcome for t in trials}
         outcome: ScenarioOutcome = ("fail" if "fail" in outcomes else
                                     "unknown" if "unknown" in outcomes or not trials else "pass")
@@ -263,7 +306,7 @@ class Scenario:
         if self.expected_finding:
             outcome, reason = self.negative_control(trials)
         return ScenarioResult(self.name, outcome, trials, time.monotonic() - started,
-                              figures=self.figures(trials), reason=reason)
+                              figures=self.figures(trials), reason=reason, cut="; ".join(self.budget_cuts))
 
     def negative_control(self, trials: list[Trial]) -> tuple[ScenarioOutcome, str]:
         """A negative control is `expected` when it produced its finding and nothing else failed or stayed

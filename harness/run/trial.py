@@ -26,7 +26,7 @@ from killpoint.checkers import (
 from killpoint.checkers.evidence import volatile_fields
 from killpoint.checkers.outcome import hung, hung_lines
 from killpoint.checkers.verdict import Outcome
-from killpoint.env.stepmodule import AgentSpec, prepare
+from killpoint.env.stepmodule import AgentSpec, import_env, prepare
 from killpoint.errors import KillpointError
 from killpoint.faults.schedule import Schedule, ScheduleError
 from killpoint.run.history import History
@@ -139,6 +139,9 @@ class Session:
         self._prepared: set[str] = set()
         self.jobs = 1
         """How many schedules of a scenario may run at the same time (`-j`); 1: one after another."""
+        self.run_id_suffix = ""
+        """Ends every run id (`crash-points-3.gw1`): sessions sharing one database (pytest-xdist workers)
+        each name their runs apart, since an id one takes is not yet in the database when another looks."""
         self._ids = threading.Lock()  # run ids: one counter, whichever thread asks
         self._shared = threading.RLock()  # the baseline cache and the prepared schemas
         self.trials: list[Trial] = []
@@ -147,14 +150,15 @@ class Session:
         """Checkers the user turned off (`--skip-checker NAME`): left out of every trial's judgement."""
 
     def next_run_id(self, prefix: str) -> str:
-        """`prefix-N`, N counting this session's runs. On a database that already saw that id (a `--dsn`
-        database kept from an earlier invocation) N moves on, so a run never resumes another's checkpoint."""
-        with self._ids, self.env.connect() as conn:
+        """`prefix-N` (then `run_id_suffix`), N counting this session's runs. On a database that already saw
+        that id (a `--dsn` database kept from an earlier invocation) N moves on, so a run never resumes
+        another's checkpoint."""
+        with self._ids, self.env.pooled() as conn:
             self._counter += 1
             while conn.execute("SELECT 1 FROM killpoint_audit WHERE run_id = %s LIMIT 1",
-                               (f"{prefix}-{self._counter}",)).fetchone():
+                               (f"{prefix}-{self._counter}{self.run_id_suffix}",)).fetchone():
                 self._counter += 1
-            return f"{prefix}-{self._counter}"
+            return f"{prefix}-{self._counter}{self.run_id_suffix}"
 
     def check_steps(self, schedule: Schedule, agent: AgentSpec) -> None:
         """A fault must name a step of the agent it runs on (ScheduleError naming the valid ones); a black-box
@@ -172,16 +176,18 @@ class Session:
         if not self.env.adapter.hold.owned:
             return
         with self._shared:
-            if agent.module not in self._prepared:
+            if agent.key not in self._prepared:
                 with self.env.connect() as conn:
                     prepare(conn, agent)
-                self._prepared.add(agent.module)
+                self._prepared.add(agent.key)
 
     def drive(self, run_id: str, schedule: Schedule, options: RunOptions, setup: Setup | None = None,
               agent: AgentSpec | None = None, argv: list[str] | None = None) -> tuple[RunController, dict]:
         """Run one run to its end and return its controller and the setup's extra options."""
         agent = agent or self.agent
         self.prepare(agent)
+        if agent.path is not None:  # an earlier version of the module (env.previous): its folder comes first
+            options = replace(options, extra_env={**options.extra_env, **import_env(agent)})
         extra: dict = {}
         if setup is not None:
             with self.env.connect() as conn:
@@ -200,7 +206,7 @@ class Session:
         """The crash-free run of the agent with these parameters (run once per session, then cached)."""
         options = options or self.options
         agent = agent or self.agent
-        key = json.dumps([agent.module, options.params], sort_keys=True)
+        key = json.dumps([agent.key, options.params], sort_keys=True)
         with self._shared:  # concurrent trials (`-j`) wait for the one crash-free run, never start another
             if key not in self._baselines:
                 self._baselines[key] = self._crash_free(options, agent)

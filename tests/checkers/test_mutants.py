@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from subprocess import CompletedProcess
@@ -46,15 +45,6 @@ schedules (seeds from base seed 11): 24, none may fail; db-crash adds 4 more thr
 Postgres of its own to crash), 28 in all. The scenarios with fixed plans (schema-upgrade, rollback-refusal,
 stalled-sweep, fleet) run their whole `killpoint run` plan instead."""
 DB_CRASH_RANDOM = 4
-
-
-@pytest.fixture
-def dsn_args(pg_server: PostgresHandle, request: pytest.FixtureRequest) -> Iterator[list[str]]:
-    """`--dsn` of a fresh database on the test session's Postgres (no server start per subprocess)."""
-    name = "mut_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:40]
-    dsn = pg_server.create_database(name)
-    yield ["--dsn", dsn, "--allow-any-dsn"]
-    pg_server.drop_database(name)
 
 
 def flags(argv: list[str]) -> dict[str, str]:

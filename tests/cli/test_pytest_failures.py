@@ -56,6 +56,7 @@ def test_a_failing_trial_shows_the_cli_block_and_the_run_dir_is_complete(user_su
     run_dir = only_run_dir(user_suite)
     assert "TrialFailed" in text and "exactly_once: fail" in text, text
     assert "schedule: email:effect.applied:kill" in text, text
+    assert "seed:     none (an explicit schedule, drawn from no seed)" in text, text  # no seed: it says why
     replay = (f"replay:   killpoint replay --scenario crash-points --schedule 'email:effect.applied:kill' "
               f"--steps {BROKEN_AGENT}")
     assert replay in text, text
@@ -117,10 +118,28 @@ def test_a_scenario_runs_as_a_test(tmp_path: Path, pg_dsn: str) -> None:
 
 
 def test_under_xdist_each_worker_writes_its_own_run_dir(user_suite: Path, pg_dsn: str) -> None:
+    """Two workers on one database: each its own run directory (named after it, with verdicts), its own run
+    ids (a run id both took would mix two runs' checkpoints), and together every selected test once."""
     pytest.importorskip("xdist", reason="pytest-xdist is not installed here (pip install pytest-xdist)")
     out = inner_pytest(user_suite, pg_dsn, "-q", "-n", "2", "-k", "test_single and email")
     text = out.stdout + out.stderr
     assert "FAILED test_user.py::test_single[email:effect.applied:kill]" in text, text
     runs = sorted((user_suite / "runs").iterdir())
     assert len(runs) == 2 and all((r / "verdicts.json").is_file() for r in runs), runs
+    workers = [json.loads((r / "meta.json").read_text())["xdist_worker"] for r in runs]
+    assert sorted(workers) == ["gw0", "gw1"] and all(r.name.endswith(f"-{w}") for r, w in zip(runs, workers, strict=True)), runs
+    verdicts = {r.name: json.loads((r / "verdicts.json").read_text()) for r in runs}
+    assert {sc["scenario"] for v in verdicts.values() for sc in v} == {"crash-points"}  # the worker is no scenario
+    assert ("replay:   killpoint replay --scenario crash-points --schedule 'email:effect.applied:kill' "
+            f"--steps {BROKEN_AGENT}") in text, text
+    trials = {name: [t for sc in v for t in sc["trials"]] for name, v in verdicts.items()}
+    assert all(trials.values()), trials  # both workers ran trials
+    ids = [t["run_id"] for ts in trials.values() for t in ts]
+    assert len(ids) == len(set(ids)), ids  # no run id taken by both workers
+    schedules = [t["schedule"] for ts in trials.values() for t in ts]
+    points = crash_free_points(BROKEN_AGENT, cache=user_suite / "cache" / "points")
+    assert sorted(schedules) == sorted(str(s) for s in exhaustive(points) if "email" in str(s))  # each test once
+    failed = {line.split("[", 1)[1].split("]", 1)[0] for line in text.splitlines()
+              if line.startswith("FAILED test_user.py::test_single[")}
+    assert {t["schedule"] for ts in trials.values() for t in ts if t["outcome"] == "fail"} == failed, text
 

@@ -1,12 +1,17 @@
 """examples/dbos: an invoice workflow on DBOS, crash-tested as written, through the CLI with `--adapter dbos`:
 the bare email's duplicate is found by exactly_once with a replay line that reproduces it; the keyed email
-passes `killpoint run` (every applicable scenario) with no UNKNOWN; every run has an executor id of its own."""
+passes `killpoint run` (every applicable scenario) with no UNKNOWN; every run has an executor id of its own;
+on a `--dsn` database, DBOS's `dbos` schema lives in a database of the session's own, dropped at its end."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
+import psycopg
 import pytest
+
+from killpoint.env.postgres import PostgresHandle
 
 pytest.importorskip("dbos", reason="dbos is not installed: pip install 'killpoint[dbos]'")
 pytest.importorskip("resend", reason="the resend SDK is not installed: pip install 'killpoint[dbos]'")
@@ -38,3 +43,36 @@ def test_each_run_has_an_executor_id_of_its_own(sandbox):
 @pytest.mark.slow
 def test_keyed_email_passes_the_whole_suite(sandbox):
     assert_keyed_passes(sandbox, "dbos", EXAMPLE)
+
+
+@pytest.fixture
+def user_db(pg_server: PostgresHandle) -> Iterator[str]:
+    """A user's database on the test session's Postgres, named by `--dsn`."""
+    dsn = pg_server.create_database("dbos_user_test")
+    yield dsn
+    pg_server.drop_database("dbos_user_test")
+
+
+def test_on_a_dsn_database_dboss_schema_goes_in_a_session_database_that_is_dropped(sandbox, user_db):
+    """DBOS creates its system tables in schema `dbos` by name, whatever the search path: on a `--dsn`
+    database the session moves to a database of its own (`test_killpoint_s_<hex>` on the same server), where
+    the adapter reads DBOS's records (the run passes), and which is dropped at the end: the user's database
+    keeps no `dbos` schema and no session schema, and the server no session database."""
+    with psycopg.connect(user_db, autocommit=True) as conn:
+        conn.execute("CREATE TABLE invoices (id int)")  # the user's own table, which must stay untouched
+    proc = cli(sandbox, "replay", "--scenario", "crash-points", "--schedule", "email:effect.applied:kill",
+               "--adapter", "dbos", "--worker-cmd", worker_cmd(EXAMPLE, keyed=True), "--dsn", user_db,
+               "--allow-any-dsn")
+    assert proc.returncode == 0, describe(proc)
+    (run_dir,) = run_dirs(sandbox)
+    events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    finals = [e["final"] for e in events if e["type"] == "run.evidence"]
+    assert len(finals) >= 3 and all(f["state"]["status"] == "SUCCESS" for f in finals), finals
+    with psycopg.connect(user_db, autocommit=True) as conn:
+        schemas = {r[0] for r in conn.execute("SELECT nspname FROM pg_namespace").fetchall()}
+        databases = [r[0] for r in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE 'test_killpoint_s_%'")]
+        assert conn.execute("SELECT to_regclass('public.invoices') IS NOT NULL").fetchone() == (True,)
+    assert "dbos" not in schemas and not any(s.startswith("killpoint_s_") for s in schemas), schemas
+    assert databases == [], databases
+    assert "left behind" not in proc.stdout + proc.stderr, describe(proc)
+    assert not sandbox.survivors(), sandbox.survivors()

@@ -61,3 +61,21 @@ def test_a_mixed_schedule_shrinks_to_the_two_faults_that_matter() -> None:
         return needed <= {(f.step, f.point, f.action) for f in s}
 
     assert str(shrink(big, still_fails)) == "email:effect.received:error,record:step.start:kill"
+
+
+def test_crash_points_random_search_draws_up_to_one_fault_per_step_not_three() -> None:
+    """issue 17: the random part of every scenario is bounded by the agent's fault budget, not a constant 3."""
+    from types import SimpleNamespace
+
+    from killpoint.scenarios.crash_points import CrashPoints
+
+    class OnThesePoints(CrashPoints):
+        def step_points(self, ctx):  # type: ignore[no-untyped-def, override]
+            return STEP_POINTS
+
+    ctx = SimpleNamespace(seed=11, actions=())
+    scenario = OnThesePoints()
+    plan = scenario.random_plan(ctx, 60)  # type: ignore[arg-type]
+    sizes = {len(s) for _, s in plan}
+    assert max(sizes) == fault_budget(STEP_POINTS) == 5 and min(sizes) == 1
+    assert all(str(scenario.schedule_from_seed(ctx, seed)) == str(s) for seed, s in plan)  # type: ignore[arg-type]

@@ -35,10 +35,12 @@ def test_a_failure_shrinks_to_one_fault_at_the_earliest_point() -> None:
     def touches_email(s: Schedule) -> bool:
         return any(f.step == "email" for f in s)
 
-    found = find(schedules(POINTS), touches_email, settings=settings(database=None, max_examples=500))
+    # derandomized: the same examples every run, so the shrunk result does not depend on a lucky draw
+    found = find(schedules(POINTS), touches_email,
+                 settings=settings(database=None, max_examples=500, derandomize=True))
     assert str(found) == "email:step.start:kill"  # fewest faults, earliest point of the step, kill first
     found = find(schedules(POINTS), lambda s: any(f.point == "effect.applied" and f.action == "term" for f in s),
-                 settings=settings(database=None, max_examples=500))
+                 settings=settings(database=None, max_examples=500, derandomize=True))
     assert str(found) == "charge:effect.applied:term"  # the earliest step that has the point
 
 

@@ -9,6 +9,7 @@ test did; code that needs several at once (a module-scoped fixture running subpr
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,6 +101,21 @@ class Sandbox:
         starts background jobs with SIGINT ignored, and Python keeps an ignored SIGINT ignored)."""
         return subprocess.Popen(self.argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 cwd=self.cwd, env=self.env(), stdin=subprocess.DEVNULL, preexec_fn=_default_sigint)
+
+    def events(self) -> Iterator[dict]:
+        """Every event journalled so far in the histories under `out` (a line still being written, or torn
+        by a kill, is passed over)."""
+        for history in self.out.glob("*/history.jsonl"):
+            for line in history.read_text().splitlines():
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    continue
+
+    def faulted_run_began(self) -> bool:
+        """True once a worker of a faulted (non-baseline) run has started: its `inc.start` is journalled."""
+        return any(e.get("type") == "inc.start" and not str(e.get("run_id", "")).startswith("baseline")
+                   for e in self.events())
 
     def survivors(self) -> list[str]:
         """Live processes the sandbox's harness started (directly or not), as 'pid name cmdline'."""

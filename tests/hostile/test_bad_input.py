@@ -4,6 +4,7 @@ traceback, no process, no cluster, no temp dir and no run directory left behind.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,6 +80,14 @@ ROWS: dict[str, Row] = {
     "dsn-broken-url": Row((*REPLAY, "--dsn", "postgresql://[::1/x_test"), "dsn-invalid", ("cannot parse the DSN",)),
     "pgdatabase-not-test": Row((*REPLAY, "--dsn", "postgresql://testuser@127.0.0.1:1"), "dsn-not-test",
                                ("'prod2'",), {"PGDATABASE": "prod2"}),
+    # a schedule no run can hold (each fault restarts the worker within the run's time budget)
+    "schedule-of-5000-faults": Row(("replay", "--scenario", "crash-points", "--schedule",
+                                    ",".join(f"plan:step.start:kill@{n}" for n in range(1, 5001))), "bad-option",
+                                   ("a schedule of 5000 faults is more than the 64",)),
+    # a cluster root too long for the unix sockets of the servers under it
+    "pg-root-too-long-for-a-socket": Row((*REPLAY, "--postgres", "local"), "socket-path-too-long",
+                                         ("KILLPOINT_PG_ROOT=", "107 bytes"),
+                                         {"KILLPOINT_PG_ROOT": "/tmp/killpoint-" + "x" * 60}),
 }
 
 
@@ -98,6 +107,7 @@ def test_bad_input_is_one_line_and_exit_2(sandbox: Sandbox, name: str) -> None:
     assert sandbox.survivors() == []
     assert sandbox.leftover_dirs() == []
     assert not sandbox.out.exists() or not any(sandbox.out.iterdir()), list(sandbox.out.iterdir())
+    assert [v for v in row.env.values() if v.startswith("/tmp/") and Path(v).exists()] == []  # a root it named
 
 
 def _takes_out(row: Row) -> bool:
@@ -125,3 +135,20 @@ def test_report_on_a_torn_and_corrupt_history_says_what_it_skipped(sandbox: Sand
     assert any("verdicts.json is not valid JSON" in n for n in notes), proc.stdout
     html = (run_dir / "report.html").read_text()
     assert "run-1#1" in html  # the rest is drawn
+
+
+def test_a_schedule_at_the_fault_bound_passes_on_the_reference_agent(sandbox: Sandbox) -> None:
+    """The bound is honest: `MAX_FAULTS` faults that all fire (one kill per incarnation, at the same step)
+    run to a pass on the correct agent, no false failure; one more is refused (the row above)."""
+    from killpoint.cli.validate import MAX_FAULTS
+
+    schedule = ",".join(f"email:step.start:kill@{n}" for n in range(1, MAX_FAULTS + 1))
+    proc = sandbox.run("replay", "--scenario", "crash-points", "--schedule", schedule, "--out", str(sandbox.out))
+    assert proc.returncode == 0, (proc.stdout[-2000:], proc.stderr[-2000:])
+    assert "not fired" not in proc.stdout and "PASS" in proc.stdout, proc.stdout[-2000:]
+    (run_dir,) = list(sandbox.out.iterdir())
+    starts = [e for e in map(json.loads, (run_dir / "history.jsonl").read_text().splitlines())
+              if e.get("type") == "inc.start" and not str(e.get("run_id", "")).startswith("baseline")]
+    assert len(starts) == MAX_FAULTS + 1  # every fault fired: one incarnation each, and the one that finished
+    assert sandbox.survivors() == []
+    assert sandbox.leftover_dirs() == []

@@ -6,7 +6,6 @@ a DSN that reaches a non-test database through libpq's environment is refused be
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import threading
@@ -38,19 +37,6 @@ def _describe(proc: subprocess.CompletedProcess[str]) -> str:
 
 def _args(sandbox: Sandbox, dsn: str) -> tuple[str, ...]:
     return ("--dsn", dsn, "--quiet", "--out", str(sandbox.out))
-
-
-def _begun(sandbox: Sandbox) -> bool:
-    """True once a worker of a faulted run has started (an `inc.start` in a history under the sandbox's out)."""
-    for history in sandbox.out.glob("*/history.jsonl"):
-        for line in history.read_text().splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if event.get("type") == "inc.start" and not str(event.get("run_id", "")).startswith("baseline"):
-                return True
-    return False
 
 
 def _clean(sandbox: Sandbox) -> None:
@@ -87,7 +73,7 @@ def test_an_interrupted_run_leaves_the_users_database_byte_identical(sandbox: Sa
     before = snapshot(user_db)
     proc = sandbox.start("run", "--scenario", "fleet", *_args(sandbox, user_db))
     try:
-        wait_for(lambda: _begun(sandbox) or proc.poll() is not None, timeout=120, what="a faulted run to begin")
+        wait_for(lambda: sandbox.faulted_run_began() or proc.poll() is not None, timeout=120, what="a faulted run to begin")
         proc.send_signal(sig)
         proc.communicate(timeout=120)
     finally:
@@ -103,7 +89,7 @@ def test_a_sigkilled_sessions_schema_is_reaped_by_the_next_run(sandbox: Sandbox,
     before = snapshot(user_db)
     proc = sandbox.start("run", "--scenario", "fleet", *_args(sandbox, user_db))
     try:
-        wait_for(lambda: _begun(sandbox) or proc.poll() is not None, timeout=120, what="a faulted run to begin")
+        wait_for(lambda: sandbox.faulted_run_began() or proc.poll() is not None, timeout=120, what="a faulted run to begin")
         assert proc.poll() is None, "the run ended before it could be killed"
         proc.kill()
         proc.communicate(timeout=60)

@@ -1,15 +1,19 @@
 """The CI templates a user copies (ci/): YAML that parses, the keys each CI system requires, a killpoint
 command line that killpoint's own parser accepts (the user's step module, a shard of the schedules, JUnit),
 caches for pip and the initdb template, run directories kept on failure with an expiry, the shards' JUnit
-merged, and the docker provider's job kept. (No CI schema is vendored here, and none can be fetched
-offline, so the checks are structural.)"""
+merged, and the docker provider's job kept; and each template valid under its CI system's published schema
+(GitHub's workflow schema, GitLab's CI schema, as check-jsonschema vendors them), checked offline."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from killpoint.cli.main import parser
@@ -87,3 +91,36 @@ def test_gitlab_template() -> None:
     for name, body in ci.items():
         if isinstance(body, dict) and "script" in body:
             assert isinstance(body["script"], list) and all(isinstance(x, str) for x in body["script"]), name
+
+
+SCHEMAS = {"github-actions.yml": "vendor.github-workflows", "gitlab-ci.yml": "vendor.gitlab-ci"}
+OFFLINE = {"HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""}
+"""A proxy nobody listens on: a schema fetched from the network would fail the check rather than pass it."""
+
+
+def validate(path: Path, schema: str) -> subprocess.CompletedProcess:
+    """check-jsonschema on `path` against its vendored `schema`, with the network out of reach."""
+    return subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, str(path)],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **OFFLINE})
+
+
+@pytest.mark.parametrize("name", list(SCHEMAS))
+def test_the_template_is_valid_under_the_ci_systems_published_schema(name: str) -> None:
+    pytest.importorskip("check_jsonschema", reason="check-jsonschema is not installed (pip install check-jsonschema)")
+    out = validate(CI / name, SCHEMAS[name])
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(("name", "line", "broken", "complaint"), [
+    ("github-actions.yml", "    runs-on: ubuntu-latest", "    runs_on: ubuntu-latest", "'runs-on' is a required property"),
+    ("gitlab-ci.yml", "    when: always", "    when: sometimes", "'sometimes' is not one of"),
+])
+def test_the_schema_check_catches_a_broken_template(name: str, line: str, broken: str, complaint: str,
+                                                    tmp_path: Path) -> None:
+    """The same check on a copy with one line broken fails, naming what is wrong."""
+    pytest.importorskip("check_jsonschema", reason="check-jsonschema is not installed (pip install check-jsonschema)")
+    text = (CI / name).read_text()
+    assert line in text
+    (tmp_path / name).write_text(text.replace(line, broken, 1))
+    out = validate(tmp_path / name, SCHEMAS[name])
+    assert out.returncode == 1 and complaint in out.stdout + out.stderr, out.stdout + out.stderr

@@ -12,21 +12,10 @@ fault on its step. Two correct agents that used to get false `bounded_rework` fa
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pytest
 
-from killpoint.env.postgres import PostgresHandle
 from tests.helpers.sandbox import Sandbox
-
-
-@pytest.fixture
-def dsn_args(pg_server: PostgresHandle, request: pytest.FixtureRequest) -> Iterator[list[str]]:
-    """`--dsn` of a fresh database on the test session's Postgres (no server start per subprocess)."""
-    name = "attr_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:40]
-    dsn = pg_server.create_database(name)
-    yield ["--dsn", dsn, "--allow-any-dsn"]
-    pg_server.drop_database(name)
 
 
 @pytest.mark.parametrize(("scenario", "schedule", "steps"), [

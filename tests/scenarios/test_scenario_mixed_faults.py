@@ -5,24 +5,11 @@ reference agent. The plan itself is tested purely in tests/faults/test_mixed.py.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
-import pytest
-
-from killpoint.env.postgres import PostgresHandle
 from tests.gallery.mutants import BY_NAME
 from tests.helpers.sandbox import Sandbox
 
 UNJOINED = BY_NAME["unjoined_thread"]
-
-
-@pytest.fixture
-def dsn_args(pg_server: PostgresHandle, request: pytest.FixtureRequest) -> Iterator[list[str]]:
-    """`--dsn` of a fresh database on the test session's Postgres (no server start per subprocess)."""
-    name = "mixed_" + re.sub(r"[^a-z0-9]+", "_", request.node.name.lower())[:40]
-    dsn = pg_server.create_database(name)
-    yield ["--dsn", dsn, "--allow-any-dsn"]
-    pg_server.drop_database(name)
 
 
 def test_a_plain_run_of_mixed_faults_finds_an_unjoined_effect_thread(sandbox: Sandbox, dsn_args: list[str]) -> None:

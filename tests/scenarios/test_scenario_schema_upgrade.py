@@ -1,6 +1,7 @@
 """schema-upgrade: on the reference agent every run paused under v2 (invoice_agent_v2) and resumed under
 v3 is migrated and ends as a run done wholly at v3; a v3 whose v2 -> v3 migration drops the approvals
-fails; a user's step module without --previous-steps is skipped with the reason, never passed."""
+fails; a user's step module without --previous-steps is skipped with the reason, never passed; previous
+code at the same version is run, and passes when its checkpoints resume."""
 
 from __future__ import annotations
 
@@ -53,5 +54,28 @@ def test_without_previous_code_it_is_skipped_with_the_reason(session: Session) -
     reason = scenario.skip_reason(Context(session=session))
     assert reason is not None and "--previous-steps" in reason, reason
     assert scenario.skip_reason(Context(session=session, previous_steps=PREVIOUS)) is None
-    same = scenario.skip_reason(Context(session=session, previous_steps="killpoint.reference_agent.invoice_agent"))
-    assert same is not None and "not older" in same, same
+    # the same STATE_VERSION is run, not skipped: its checkpoints must resume as they are (a state shape
+    # changed without a bump is found there: tests/scenarios/test_scenario_schema_upgrade_git.py)
+    assert scenario.skip_reason(Context(session=session, previous_steps="killpoint.reference_agent.invoice_agent")) is None
+
+
+def test_previous_code_at_the_same_version_that_resumes_passes(session: Session) -> None:
+    scenario = SchemaUpgrade()
+    trial = scenario.trial(Context(session=session, previous_steps="killpoint.reference_agent.invoice_agent"),
+                           Schedule.parse("charge:effect.applied:kill"))
+    assert trial.outcome == "pass", why([trial])
+    resumed = next(v for v in trial.verdicts if v.checker == "resumes_old_checkpoints")
+    assert resumed.outcome == "pass" and "version-3 code resumed the version-3 checkpoint" in resumed.reason
+
+
+def test_a_module_naming_its_previous_version_runs_without_the_flag(session: Session) -> None:
+    """`PREVIOUS_STEPS` in the step module stands for --previous-steps: a plain `killpoint run --steps` of
+    the missing_migration mutant pauses under its v1 code and catches the lost approval."""
+    scenario = SchemaUpgrade()
+    scenario.steps = "tests.gallery.mutants.missing_migration"
+    ctx = Context(session=session)
+    assert scenario.skip_reason(ctx) is None
+    previous, _current, _label = scenario.previous(ctx)
+    assert previous.module == "tests.gallery.mutants.invoice_agent_v1"
+    trial = scenario.trial(ctx, Schedule.parse("validate:step.start:term"))
+    assert trial.outcome == "fail" and "context_fidelity" in failing(trial), why([trial])

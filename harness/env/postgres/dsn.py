@@ -8,16 +8,26 @@ database whose name does not contain ``test`` unless told ``--allow-any-dsn``.
 3. Schemas of dead sessions are reaped, and this session gets a schema of its own
    (``session_schema``): ``dsn`` reaches only that schema, so nothing of the user's is seen or changed.
    ``close()`` drops that schema (CASCADE); the user's database itself is never dropped.
+4. ``isolate(schemas)``: for a framework that creates schemas by name whatever the search path (DBOS's
+   ``dbos``), the session moves to a database of its own on the same server (``test_killpoint_s_<hex>``),
+   which ``close()`` drops. If the user may not create databases, the session stays in its schema and
+   ``close()`` says, in one line, which of ``schemas`` the session's workers left in the user's database
+   and how to remove them.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from killpoint.env.postgres import session_schema
-from killpoint.env.postgres.handle import PostgresHandle
+from killpoint.env.postgres.handle import PostgresHandle, with_database
 from killpoint.errors import EnvironmentProblem, UsageError
+
+if TYPE_CHECKING:
+    import psycopg
 
 
 def database_name(dsn: str) -> str:
@@ -61,7 +71,11 @@ class DsnServer(PostgresHandle):
     def __init__(self, dsn: str, schema: str | None = None) -> None:
         self._raw = dsn
         self.schema = schema
+        self.database: str | None = None
+        """The session's own database, once ``isolate`` made one."""
         self._dsn = dsn if schema is None else session_schema.scoped(dsn, schema)
+        self._watched: list[str] = []  # schemas a framework may leave in the user's database (not isolated)
+        self._say: Callable[[str], None] | None = None
 
     @classmethod
     def open(cls, dsn: str, allow_any_dsn: bool = False) -> DsnServer:
@@ -74,6 +88,7 @@ class DsnServer(PostgresHandle):
                 reached = conn.execute("SELECT current_database()").fetchone()
                 check_safe(dsn, allow_any_dsn, reached=str(reached[0]) if reached else "")
                 session_schema.reap(conn)
+                session_schema.reap_databases(conn)
                 try:
                     schema = session_schema.create(conn)
                 except psycopg.errors.InsufficientPrivilege:
@@ -108,15 +123,56 @@ class DsnServer(PostgresHandle):
         final = super()._final_name(name)
         return final if "test" in final else super()._final_name(f"test_{name}")
 
+    def isolate(self, schemas: tuple[str, ...], say: Callable[[str], None] | None = None) -> bool:
+        """Move the session to a database of its own (see the module docstring, point 4); False if the user
+        may not create one (then ``close`` reports which of ``schemas`` were left behind, through ``say``)."""
+        if self.database is not None:
+            return True
+        import psycopg  # noqa: PLC0415
+
+        with psycopg.connect(self._raw, connect_timeout=5, autocommit=True) as conn:
+            try:
+                name = session_schema.create_database(conn)
+            except psycopg.errors.InsufficientPrivilege:
+                there = {r[0] for r in conn.execute("SELECT nspname FROM pg_namespace WHERE nspname = ANY(%s)",
+                                                    (list(schemas),)).fetchall()}
+                self._watched, self._say = [s for s in schemas if s not in there], say
+                return False
+            if self.schema is not None:
+                session_schema.drop(conn, self.schema)
+                self.schema = None
+        self.database = name
+        self._dsn = with_database(self._raw, name)
+        return True
+
     def close(self) -> None:
-        """Drop the session's schema (and all in it); the user's database is never dropped. Idempotent."""
+        """Drop the session's schema (and all in it), or its own database; the user's database is never
+        dropped. Idempotent."""
         schema, self.schema = self.schema, None
-        if schema is None:
+        database, self.database = self.database, None
+        if schema is None and database is None:
             return
         import psycopg  # noqa: PLC0415
 
         try:
             with psycopg.connect(self._raw, connect_timeout=5, autocommit=True) as conn:
-                session_schema.drop(conn, schema)
+                if database is not None:
+                    session_schema.drop_database(conn, database)
+                if schema is not None:
+                    session_schema.drop(conn, schema)
+                self._report_leftovers(conn)
         except psycopg.Error:
             pass  # the server is gone: a later run reaps the schema once this process has ended
+
+    def _report_leftovers(self, conn: psycopg.Connection) -> None:
+        """One line naming the schemas the session's framework made in the user's database (not isolated)."""
+        watched, self._watched = self._watched, []
+        if not watched or self._say is None:
+            return
+        rows = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname = ANY(%s)", (watched,)).fetchall()
+        left = [r[0] for r in rows]
+        if left:
+            drop = "; ".join(f'DROP SCHEMA "{name}" CASCADE' for name in left)
+            self._say(f"left behind: schema {', '.join(left)} in database {database_name(self._raw)!r}, made by "
+                      f"the workers (killpoint may not create a database of its own for them: no CREATEDB); "
+                      f"remove with: {drop}")

@@ -6,6 +6,11 @@ its unix socket in the folder, and poll ``postmaster.pid`` until it says ``ready
 between choosing and binding, try another (``PORT_ATTEMPTS`` in all). As root the server runs as the
 ``postgres`` user. ``crash()`` stops it without a checkpoint; ``restart()`` starts it on the same data and
 port (crash recovery replays the WAL, so committed rows survive). ``close()`` stops it and removes the folder.
+``died()`` says whether the postmaster died of something else than these (killed from outside: ``vitals``).
+
+The unix socket goes in the cluster folder, whose path the reaper keeps short enough for one
+(``reaper.clusters_root``); should it still be too long, the server listens on TCP only (everything killpoint
+does connects by TCP), never failing to start for a socket path.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ SETTINGS = {
     "log_min_messages": "warning",
 }
 PORT_IN_USE = ("Address already in use", "could not create any TCP/IP sockets")
+SOCKET_PATH_MAX = 107
+"""The longest unix socket path Linux takes (sun_path is 108 bytes with its NUL), as Postgres checks it."""
 
 
 class PortTaken(Exception):
@@ -71,6 +78,7 @@ class LocalServer(PostgresHandle):
         self.proc: subprocess.Popen[bytes] | None = None
         self.timings: dict[str, float] = {}
         self._dsn: str | None = None
+        self._down_on_purpose = True  # until the first start: only a started server can die
 
     # -- construction -------------------------------------------------------------------------------
     @classmethod
@@ -147,7 +155,8 @@ class LocalServer(PostgresHandle):
     def _spawn(self, port: int) -> None:
         """Start ``postgres`` on ``port`` and wait for ``ready``; ``PortTaken`` if the bind failed."""
         assert self.dir is not None
-        cmd = [self.bins.exe("postgres"), "-D", str(self.data), "-p", str(port), "-k", str(self.dir)]
+        sockets = str(self.dir) if len(os.fsencode(self.dir / f".s.PGSQL.{port}")) <= SOCKET_PATH_MAX else ""
+        cmd = [self.bins.exe("postgres"), "-D", str(self.data), "-p", str(port), "-k", sockets]
         for key, value in SETTINGS.items():
             cmd += ["-c", f"{key}={value}"]
         offset = self.log.stat().st_size if self.log.exists() else 0
@@ -183,6 +192,7 @@ class LocalServer(PostgresHandle):
             except OSError:
                 return None
             if len(lines) >= 8 and lines[0].strip() == str(proc.pid) and lines[7].strip() == "ready":
+                self._down_on_purpose = False
                 return True
             return None
 
@@ -207,6 +217,7 @@ class LocalServer(PostgresHandle):
             return None
 
     def _stop_process(self) -> None:
+        self._down_on_purpose = True
         pm = self._postmaster()
         if pm is not None:
             stop_postmaster(pm, self.data)
@@ -217,6 +228,19 @@ class LocalServer(PostgresHandle):
     def running(self) -> bool:
         return self._postmaster() is not None
 
+    def died(self) -> str | None:
+        """What ended the postmaster, if it ended while it should be running (not ``crash``ed, stopped or
+        closed by this object): e.g. "the local Postgres (postmaster pid 12) was killed by SIGKILL"; else None."""
+        proc = self.proc
+        if proc is None or self._down_on_purpose:
+            return None
+        code = proc.poll()
+        if code is None or self._down_on_purpose:
+            return None
+        how = f"was killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals() \
+            else f"exited with code {code}"
+        return f"the {self.kind} Postgres (postmaster pid {proc.pid}) {how}: the database went away"
+
     def crash(self, hard: bool = False) -> None:
         """Stop at once with no checkpoint: SIGQUIT to the postmaster (immediate shutdown), or with
         ``hard=True`` SIGKILL to the postmaster and every backend together (and its shared memory freed,
@@ -226,6 +250,7 @@ class LocalServer(PostgresHandle):
             raise EnvironmentProblem(
                 "not-running", f"the {self.kind} server is not running", "restart() it first"
             )
+        self._down_on_purpose = True
         if hard:
             kill_tree(pm, signal.SIGKILL)
             remove_shm(self.data)

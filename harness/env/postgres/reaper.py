@@ -45,6 +45,9 @@ CONTAINER_FILE = "container"
 CONTAINER_ID_RE = re.compile(r"^[0-9a-f]{64}$")
 CLAIM_PREFIX = "reaping-"
 STALE_REAPING_SECONDS = 60.0
+ROOT_MAX = 51
+"""The longest root whose servers' unix sockets fit a socket path (107 bytes): a folder name
+(``/embedded-<pid>-<ctime>-<rand>``) and ``/.s.PGSQL.<port>`` take up to 56 bytes under it."""
 LABEL = "killpoint"
 LABEL_VALUE = "postgres"
 SESSION_LABEL = "killpoint.session"
@@ -56,18 +59,38 @@ def root_mode() -> int:
     return 0o711 if os.geteuid() == 0 else 0o700
 
 
+def root_path() -> Path:
+    """Where ``clusters_root()`` is (not made or checked here): ``$KILLPOINT_PG_ROOT``, else
+    ``<tmp>/killpoint-pg-<uid>``, else, when that is too long for the sockets in it, ``/tmp/killpoint-pg-<uid>``."""
+    env = os.environ.get("KILLPOINT_PG_ROOT")
+    if env:
+        return Path(env)
+    root = Path(tempfile.gettempdir()) / f"killpoint-pg-{os.geteuid()}"
+    if len(os.fsencode(root)) > ROOT_MAX:  # a long TMPDIR: the sockets go where their paths fit
+        root = Path("/tmp") / f"killpoint-pg-{os.geteuid()}"
+    return root
+
+
 def clusters_root() -> Path:
     """``$KILLPOINT_PG_ROOT`` or ``<tmp>/killpoint-pg-<uid>``: created private (``root_mode()``), or checked
-    to be a real directory of this user that nobody else may write (then its mode is set); else refused."""
+    to be a real directory of this user that nobody else may write (then its mode is set); else refused.
+    Where ``<tmp>`` (``TMPDIR``) is too long for the unix sockets of the servers and of the kill-point barrier
+    (``ROOT_MAX``), the root is ``/tmp/killpoint-pg-<uid>``; a ``KILLPOINT_PG_ROOT`` that long is refused by
+    ``new_cluster_dir`` (reaping it needs no socket)."""
     env = os.environ.get("KILLPOINT_PG_ROOT")
-    root = Path(env) if env else Path(tempfile.gettempdir()) / f"killpoint-pg-{os.geteuid()}"
+    root = root_path()
     mode = root_mode()
-    if env:
-        root.parent.mkdir(parents=True, exist_ok=True)
     try:
+        if env:
+            root.parent.mkdir(parents=True, exist_ok=True)
         os.mkdir(root, mode)
     except FileExistsError:
         pass
+    except OSError as exc:
+        where = "KILLPOINT_PG_ROOT" if env else "TMPDIR"
+        raise EnvironmentProblem(
+            "cluster-root-unusable", f"cannot make the Postgres cluster folder {root} ({exc.strerror})",
+            f"set {where} to a short folder this user can write (or KILLPOINT_PG_ROOT), then run again") from None
     st = os.lstat(root)
     problem = None
     if not stat.S_ISDIR(st.st_mode):
@@ -112,7 +135,14 @@ def container_labels(folder: Path) -> dict[str, str]:
 
 
 def new_cluster_dir(kind: str) -> Path:
-    """A fresh folder owned by this process (name carries pid + create time), mode ``root_mode()``."""
+    """A fresh folder owned by this process (name carries pid + create time), mode ``root_mode()``; refused in
+    one line under a root too long for the unix sockets made in it (``ROOT_MAX``)."""
+    root = root_path()
+    if len(os.fsencode(root)) > ROOT_MAX:  # refused before the root is made: nothing is left behind
+        raise EnvironmentProblem(
+            "socket-path-too-long", f"KILLPOINT_PG_ROOT={root} is {len(os.fsencode(root))} bytes long: the unix "
+            "sockets of the servers and of the kill-point barrier under it would not fit the 107 bytes a socket "
+            "path may have", f"set KILLPOINT_PG_ROOT to a folder of at most {ROOT_MAX} bytes (or unset it)")
     path = Path(tempfile.mkdtemp(prefix=f"{kind}-{session_id()}-", dir=clusters_root()))
     path.chmod(root_mode())
     return path

@@ -10,12 +10,15 @@ let alone swept, claimed or deleted, and two sessions on one database never meet
 1. ``create(conn)`` makes the schema and comments it with its owner: ``killpoint session <pid>-<ctime>
    on <host>`` (the process that made it, as the cluster folders are named).
 2. ``scoped(dsn, schema)`` is the DSN every process of the session uses (URL or ``key=value``; options
-   already in the DSN are kept).
+   already in the DSN are kept, a ``search_path`` of the user's comes after the session schema).
 3. ``drop(conn, schema)`` removes the schema and everything in it (CASCADE) at the session's end, normally
    or on Ctrl-C/SIGTERM (the provider's ``close``).
 4. ``reap(conn)`` drops the schemas of sessions that died without step 3 (a SIGKILL): only a schema whose
    name is ours *and* whose comment names a process of this host that is no longer alive. A schema with
    any other comment, or of another host, or of a live session, is never touched.
+5. A session whose framework creates schemas by name, outside any search path (DBOS's ``dbos``), gets a
+   database of its own instead (``create_database``, ``test_killpoint_s_<hex>``, commented as in step 1,
+   dropped WITH (FORCE) at the end; ``reap_databases`` drops those of dead sessions by the same rule).
 """
 
 from __future__ import annotations
@@ -24,15 +27,17 @@ import contextlib
 import re
 import secrets
 import socket
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
 
+from killpoint.env.postgres import conninfo
 from killpoint.env.postgres.reaper import session_alive, session_id
 
 PREFIX = "killpoint_s_"
 NAME_RE = re.compile(r"^killpoint_s_[0-9a-f]{12}$")
+DB_PREFIX = "test_" + PREFIX
+DB_NAME_RE = re.compile(r"^test_killpoint_s_[0-9a-f]{12}$")
 COMMENT_RE = re.compile(r"^killpoint session (?P<pid>\d+)-(?P<ctime>\d+) on (?P<host>\S+)$")
 DROP_LOCK_TIMEOUT = "10s"
 
@@ -56,18 +61,9 @@ def create(conn: psycopg.Connection) -> str:
 
 
 def scoped(dsn: str, schema: str) -> str:
-    """``dsn`` with ``search_path`` set to ``schema`` alone (any ``options`` it carried are kept)."""
-    flag = f"-csearch_path={schema}"
-    if "://" not in dsn:
-        from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: PLC0415
-
-        options = str(conninfo_to_dict(dsn).get("options") or "")
-        return make_conninfo(dsn, options=f"{options} {flag}".strip())
-    parts = urlsplit(dsn)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    options = " ".join(v for k, v in query if k == "options")
-    query = [(k, v) for k, v in query if k != "options"] + [("options", f"{options} {flag}".strip())]
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), parts.fragment))
+    """``dsn`` with ``search_path`` set to ``schema`` first: any ``options`` it carried are kept, and a
+    ``search_path`` of the user's follows the session schema (``conninfo.merge``)."""
+    return conninfo.with_settings(dsn, {"search_path": schema})
 
 
 def drop(conn: psycopg.Connection, schema: str) -> None:
@@ -78,9 +74,10 @@ def drop(conn: psycopg.Connection, schema: str) -> None:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
-def is_dead_session(name: str, comment: str | None) -> bool:
-    """True if ``name``/``comment`` prove a schema killpoint made for a session of this host that has died."""
-    if not NAME_RE.match(name) or comment is None:
+def is_dead_session(name: str, comment: str | None, pattern: re.Pattern[str] = NAME_RE) -> bool:
+    """True if ``name``/``comment`` prove a schema (a database, with ``DB_NAME_RE``) killpoint made for a
+    session of this host that has died."""
+    if not pattern.match(name) or comment is None:
         return False
     m = COMMENT_RE.match(comment)
     if m is None or m.group("host") != socket.gethostname():
@@ -98,5 +95,33 @@ def reap(conn: psycopg.Connection) -> list[str]:
     for name, comment in rows:
         if is_dead_session(name, comment):
             drop(conn, name)
+            reaped.append(name)
+    return reaped
+
+
+def create_database(conn: psycopg.Connection) -> str:
+    """Create a fresh session database on ``conn``'s server, owned as ``create`` owns a schema; its name."""
+    name = DB_PREFIX + secrets.token_hex(6)
+    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    conn.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(sql.Identifier(name), sql.Literal(owner_comment())))
+    return name
+
+
+def drop_database(conn: psycopg.Connection, name: str) -> None:
+    """Drop the session database ``name`` (its sessions are ended), if it is still there."""
+    with contextlib.suppress(psycopg.Error):
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def reap_databases(conn: psycopg.Connection) -> list[str]:
+    """Drop the session databases of dead sessions (see ``is_dead_session``); return their names."""
+    rows = conn.execute(
+        "SELECT datname, shobj_description(oid, 'pg_database') FROM pg_database WHERE datname LIKE %s",
+        (DB_PREFIX.replace("_", r"\_") + "%",),
+    ).fetchall()
+    reaped = []
+    for name, comment in rows:
+        if is_dead_session(name, comment, DB_NAME_RE):
+            drop_database(conn, name)
             reaped.append(name)
     return reaped

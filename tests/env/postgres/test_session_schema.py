@@ -9,6 +9,7 @@ import sys
 import psutil
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from killpoint.env.postgres import session_schema
 from killpoint.env.postgres.dsn import DsnServer
@@ -16,15 +17,17 @@ from killpoint.env.postgres.reaper import session_id
 
 
 @pytest.mark.parametrize(("dsn", "want"), [
-    ("postgresql://u@h:5/x_test", "options=-csearch_path%3Dkillpoint_s_0123456789ab"),
+    ("postgresql://u@h:5/x_test", "-c search_path=killpoint_s_0123456789ab"),
     ("postgresql://u@h:5/x_test?sslmode=disable&options=-cwork_mem%3D4MB",
-     "options=-cwork_mem%3D4MB+-csearch_path%3Dkillpoint_s_0123456789ab"),
-    ("host=h dbname=x_test", "options=-csearch_path=killpoint_s_0123456789ab"),
-    ("host=h dbname=x_test options=-cwork_mem=4MB", "options='-cwork_mem=4MB -csearch_path=killpoint_s_0123456789ab'"),
+     "-c work_mem=4MB -c search_path=killpoint_s_0123456789ab"),
+    ("host=h dbname=x_test", "-c search_path=killpoint_s_0123456789ab"),
+    ("host=h dbname=x_test options=-cwork_mem=4MB", "-c work_mem=4MB -c search_path=killpoint_s_0123456789ab"),
+    ("postgresql://u@h:5/x_test?options=-c%20search_path%3Dfoo",  # the user's path follows the session's
+     "-c search_path=killpoint_s_0123456789ab,foo"),
 ])
 def test_scoped_dsn_sets_the_search_path_and_keeps_other_options(dsn: str, want: str) -> None:
     scoped = session_schema.scoped(dsn, "killpoint_s_0123456789ab")
-    assert want in scoped, scoped
+    assert conninfo_to_dict(scoped)["options"] == want, scoped  # as libpq reads it (%20, never `+`)
     assert ("sslmode=disable" in scoped) == ("sslmode=disable" in dsn)
 
 

@@ -9,7 +9,10 @@ from typing import Any
 from killpoint.reference_agent import invoice_agent
 from killpoint.reference_agent.invoice_agent import START, STATE_VERSION, STEPS, initial_state
 
-__all__ = ["MIGRATIONS", "START", "STATE_VERSION", "STEPS", "initial_state"]
+__all__ = ["MIGRATIONS", "PREVIOUS_STEPS", "START", "STATE_VERSION", "STEPS", "initial_state"]
+
+PREVIOUS_STEPS = "tests.gallery.mutants.invoice_agent_v1"
+"""The code at STATE_VERSION 1 that a plain `killpoint run --steps` pauses a run under (schema-upgrade)."""
 
 
 def _v1_to_v2(state: dict[str, Any]) -> dict[str, Any]:

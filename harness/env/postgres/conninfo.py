@@ -1,0 +1,127 @@
+"""Session settings in a DSN: killpoint's ``-c`` settings merged into the ``options`` the user gave.
+
+libpq takes a session's settings from the DSN's ``options`` parameter, else from ``PGOPTIONS``, never
+both; and its ``application_name`` from the DSN, else from ``PGAPPNAME``. So as soon as a DSN carries
+``options=`` (every ``--dsn`` session's does: its ``search_path``) or ``application_name=``, what killpoint
+puts in the environment of a worker is ignored. Instead the settings go into the DSN itself:
+
+1. ``with_settings(dsn, settings)`` sets each ``-c name=value`` of ``settings`` in the DSN's options,
+   replacing a setting of the same name and keeping every other option the user gave (``-c
+   statement_timeout=...``, ``-c search_path=...``, any other flag), in the URL and the ``key=value`` form.
+2. ``search_path`` is the one setting joined rather than replaced (``join`` names it): killpoint's schema
+   comes first (unqualified names are created and found there), the user's path after it.
+3. ``for_worker(dsn, inc)`` is the DSN a worker incarnation gets: if the DSN carries ``options``, the
+   incarnation's ``killpoint.inc`` is merged into them (else ``PGOPTIONS`` carries it); if it carries
+   ``application_name``, that becomes the incarnation's id (else ``PGAPPNAME`` does it). A DSN with neither
+   is returned unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+
+JOINED = frozenset({"search_path"})
+
+
+def escape(value: str) -> str:
+    """``value`` as one token of a libpq options string (backslash and whitespace escaped)."""
+    return value.replace("\\", "\\\\").replace(" ", "\\ ").replace("\t", "\\\t")
+
+
+def tokens(options: str) -> list[str]:
+    """``options`` split on unescaped whitespace; escapes are kept in the tokens (they are written back)."""
+    out: list[str] = []
+    cur: list[str] = []
+    chars = iter(options)
+    for ch in chars:
+        if ch == "\\":
+            cur.append(ch + next(chars, ""))
+        elif ch.isspace():
+            if cur:
+                out.append("".join(cur))
+                cur = []
+        else:
+            cur.append(ch)
+    if cur:
+        out.append("".join(cur))
+    return out
+
+
+def parse(options: str) -> list[tuple[str | None, str]]:
+    """``options`` as ``(name, raw value)`` for each setting (``-c a=b``, ``-ca=b``, ``--a=b``) and ``(None,
+    token)`` for any other token, in order."""
+    out: list[tuple[str | None, str]] = []
+    toks = tokens(options)
+    i = 0
+    while i < len(toks):
+        tok = toks[i]
+        body = None
+        if tok == "-c" and i + 1 < len(toks):
+            body, i = toks[i + 1], i + 1
+        elif tok.startswith("-c") and len(tok) > 2:
+            body = tok[2:]
+        elif tok.startswith("--") and "=" in tok:
+            body = tok[2:]
+        if body is not None and "=" in body:
+            name, value = body.split("=", 1)
+            out.append((name.strip().lower().replace("-", "_"), value))
+        else:
+            out.append((None, tok))
+        i += 1
+    return out
+
+
+def merge(options: str, settings: Mapping[str, str]) -> str:
+    """``options`` with each of ``settings`` (name -> plain value) set: the user's value of a ``JOINED``
+    setting follows killpoint's, any other of the same name is replaced; all else is kept in order."""
+    items = parse(options)
+    out: list[str] = []
+    mine = {k.lower(): escape(v) for k, v in settings.items()}
+    for name, raw in items:
+        if name is None:
+            out.append(raw)
+        elif name in mine:
+            if name in JOINED and raw:
+                mine[name] = f"{mine[name]},{raw}"
+        else:
+            out.append(f"-c {name}={raw}")
+    out.extend(f"-c {name}={value}" for name, value in mine.items())
+    return " ".join(out)
+
+
+def _get(dsn: str, key: str) -> str | None:
+    if "://" not in dsn:
+        from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415
+
+        value = conninfo_to_dict(dsn).get(key)
+        return None if value is None else str(value)
+    values = [v for k, v in parse_qsl(urlsplit(dsn).query, keep_blank_values=True) if k == key]
+    return " ".join(values) if values else None
+
+
+def _set(dsn: str, **params: str) -> str:
+    if "://" not in dsn:
+        from psycopg.conninfo import make_conninfo  # noqa: PLC0415
+
+        return make_conninfo(dsn, **params)
+    parts = urlsplit(dsn)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in params]
+    query += list(params.items())
+    # %20, not `+`: libpq decodes only %XX escapes in a URL
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query, quote_via=quote), parts.fragment))
+
+
+def with_settings(dsn: str, settings: Mapping[str, str]) -> str:
+    """``dsn`` (URL or ``key=value``) whose ``options`` set ``settings`` (see ``merge``)."""
+    return _set(dsn, options=merge(_get(dsn, "options") or "", settings))
+
+
+def for_worker(dsn: str, inc: str) -> str:
+    """The DSN a worker incarnation ``inc`` gets (see the module docstring, point 3)."""
+    params: dict[str, str] = {}
+    if _get(dsn, "options") is not None:
+        params["options"] = merge(_get(dsn, "options") or "", {"killpoint.inc": inc})
+    if _get(dsn, "application_name") is not None:
+        params["application_name"] = inc
+    return _set(dsn, **params) if params else dsn
