@@ -52,13 +52,15 @@ SHAPE = "state shape changed without a STATE_VERSION bump"
 
 def resumes_old_checkpoints(ev: Evidence, base: Evidence | None = None) -> Verdict:
     """The current code resumed the previous code's checkpoint without dying of an exception. The first
-    incarnation is the previous code's (its one drive); a crash of any later one is the current code's.
+    incarnation is the previous code's (its one drive) when the trial ran the previous code
+    (`options["previous_steps"]`); a crash of any other is the current code's (a checkpoint kept by an
+    earlier run, `stored-checkpoints`, is resumed by the current code from the first incarnation on).
     At the same STATE_VERSION that is a state shape changed without a version bump."""
     name = "resumes_old_checkpoints"
     current, old = ev.options.get("state_version"), ev.options.get("seeded_version")
     if not ev.incarnations:
         return unknown(name, "no incarnation ran")
-    first = ev.incarnations[0].get("inc")
+    first = ev.incarnations[0].get("inc") if ev.options.get("previous_steps") else None
     crashed = {inc: c for inc, c in ev.crashes.items() if inc != first}
     if not crashed:
         return passed(name, f"version-{current} code resumed the version-{old} checkpoint without a crash")

@@ -28,6 +28,8 @@ from killpoint.errors import KillpointError
 from killpoint.errors import UsageError as KillpointUsage
 from killpoint.faults.schedule import Schedule
 from killpoint.faults.shard import parse as parse_shard
+from killpoint.run.checkpoint_store import CheckpointStore
+from killpoint.run.checkpoint_store import record as record_checkpoints
 from killpoint.run.history import History
 from killpoint.run.options import RunOptions
 from killpoint.run.scenario import Context, Scenario, ScenarioResult, find, registry
@@ -44,7 +46,8 @@ SHOWN_PER_SCENARIO = 3
 def add_search_options(p: argparse.ArgumentParser) -> None:
     """The options of the commands that search many schedules (run, explore)."""
     p.add_argument("--no-store", action="store_true",
-                   help="neither replay nor remember failing schedules (.killpoint/failures)")
+                   help="neither replay nor remember failing schedules (.killpoint/failures), nor keep or "
+                        "resume checkpoints (.killpoint/checkpoints)")
     p.add_argument("--shard", type=parse_shard, default=None, metavar="K/N",
                    help="run only shard K of N of the schedules (split a run across CI jobs)")
 
@@ -215,7 +218,7 @@ def _context(args: argparse.Namespace, s: Session) -> Context:
     return Context(session=s, seed=getattr(args, "seed", 0) or 0, budget=getattr(args, "budget", 60.0),
                    say=_say(args), previous_steps=getattr(args, "previous_steps", None),
                    named=tuple([named] if isinstance(named, str) else named), actions=actions_option(args),
-                   shard=getattr(args, "shard", None), on_trial=_progress(args))
+                   shard=getattr(args, "shard", None), on_trial=_progress(args), checkpoints=checkpoint_store(args))
 
 
 def _progress(args: argparse.Namespace) -> TrialProgress | None:
@@ -304,6 +307,28 @@ def failure_store(args: argparse.Namespace) -> FailureStore | None:
     return None if getattr(args, "no_store", False) else FailureStore()
 
 
+def checkpoint_store(args: argparse.Namespace) -> CheckpointStore | None:
+    """The checkpoint store (`run.checkpoint_store`), or None with --no-store."""
+    return None if getattr(args, "no_store", False) else CheckpointStore()
+
+
+def keep_checkpoints(args: argparse.Namespace, s: Session) -> None:
+    """After a run: keep the current code's mid-run checkpoints for the next runs (`stored-checkpoints`)."""
+    try:
+        written = record_checkpoints(checkpoint_store(args), s)
+    except KillpointError as exc:  # keeping them never costs the run its verdicts...
+        if isinstance(exc, vitals.EnvironmentGone) or vitals.check(s.env) is not None:
+            raise  # ...but a dead Postgres or fork server is said as such
+        _say(args)(f"could not keep checkpoints of {s.agent.module}: {exc.message}")
+        return
+    except OSError as exc:
+        _say(args)(f"could not keep checkpoints of {s.agent.module} in .killpoint/checkpoints: {exc}")
+        return
+    if written:
+        _say(args)(f"kept {len(written)} checkpoint(s) of {s.agent.module} (v{s.agent.state_version}, digest "
+                   f"{s.agent.digest}) in {written[0].parent}, resumed by stored-checkpoints when the code changes")
+
+
 def base_seed(args: argparse.Namespace) -> None:
     """Fix `args.seed` to the run's base seed (`--seed`, else a random one) and say it (`run.seeds`)."""
     from killpoint.run.seeds import choose, seed_line
@@ -351,6 +376,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 ctx.say(f"{scenario.name}: error: {exc.message}")
                 results.append(ScenarioResult(scenario.name, "error", [], time.monotonic() - started,
                                               reason=f"{exc.code}: {exc.message} ({exc.fix})"))
+        keep_checkpoints(args, s)
         return finish(args, s, results, meta)
 
 

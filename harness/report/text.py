@@ -114,6 +114,8 @@ def junit_xml(results: list[ScenarioResult], steps: str, meta: dict | None = Non
                    if v is not None)
         if r.outcome == "expected":
             out.append('      <property name="killpoint.negative_control" value="expected finding produced"/>')
+        if r.cut:  # what the time budget left out of the random part (never the exhaustive part)
+            out.append(f'      <property name="killpoint.budget_cut" value={quoteattr(r.cut)}/>')
         out.append("    </properties>")
         if r.outcome == "skipped":
             out.append(f'    <testcase classname={quoteattr(r.name)} name="{escape(r.name)}">'

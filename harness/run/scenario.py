@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 from killpoint.checkers import CRASH_CHECKERS, CheckerRef
 from killpoint.env.stepmodule import DEFAULT_STEPS, AgentSpec, load
@@ -23,6 +23,9 @@ from killpoint.faults.shard import Shard
 from killpoint.faults.shrink import shrink
 from killpoint.run.options import RunOptions
 from killpoint.run.trial import Session, Setup, Trial, step_points
+
+if TYPE_CHECKING:
+    from killpoint.run.checkpoint_store import CheckpointStore
 
 T = TypeVar("T")
 
@@ -54,6 +57,8 @@ class Context:
     """`--shard K/N`: only the schedules of this shard run (`faults.shard`); None: all of them."""
     on_trial: Callable[[str, int, int, str], None] | None = None
     """Called after each trial of a plan as (scenario, done, total, outcome): the progress display."""
+    checkpoints: CheckpointStore | None = None
+    """The checkpoints kept by earlier runs (`run.checkpoint_store`), for `stored-checkpoints`; None: off."""
 
     def asked(self, name: str) -> bool:
         """True when the user named scenario `name` (not merely ran the whole suite)."""

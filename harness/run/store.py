@@ -83,7 +83,8 @@ def replay(store: FailureStore | None, scenario: Scenario, ctx: Context) -> list
     """Flow step 2: the trials of the scenario's stored failing schedules, run first."""
     if store is None or scenario.expected_finding:
         return []
-    schedules = store.schedules(scenario.agent(ctx), scenario.name)
+    # under --shard K/N a stored schedule is one more trial of the plan: one shard replays it, not all
+    schedules = scenario.in_shard(ctx, store.schedules(scenario.agent(ctx), scenario.name), lambda s: (s, None))
     trials = []
     for i, schedule in enumerate(schedules, 1):
         trial = scenario.trial(ctx, schedule)

@@ -63,7 +63,8 @@ def assert_keyed_passes(box: Sandbox, adapter: str, example: str) -> dict[str, s
     assert "UNKNOWN" not in proc.stdout, describe(proc)
     for name in ("crash-points", "db-crash", "flaky-services", "zombie-worker", "deploy-drain"):
         assert outcomes.get(name) == "PASS", (name, outcomes)
-    for name in ("fleet", "stalled-sweep", "schema-upgrade", "rollback-refusal", "non-idempotent-downstream"):
+    for name in ("fleet", "stalled-sweep", "schema-upgrade", "stored-checkpoints", "rollback-refusal",
+                 "non-idempotent-downstream"):
         assert outcomes.get(name) == "SKIP", (name, outcomes)
     assert not box.survivors(), box.survivors()
     return outcomes

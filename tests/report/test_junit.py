@@ -4,6 +4,7 @@ and step-module digest as properties, and a negative control's expected finding 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 
 from killpoint import __version__
 from killpoint.checkers.evidence import Evidence
@@ -80,3 +81,14 @@ def test_an_unknown_trial_is_not_a_plain_pass() -> None:
                             [trial("crash-points-1", "email:step.start:kill", [Verdict("exactly_once", "unknown", "?")])], 1.0)
     case = ET.fromstring(junit_xml([result], "my.steps")).find("testsuite/testcase")
     assert case.find("error") is not None
+
+
+def test_a_budget_cut_is_a_suite_property() -> None:
+    cut = "random: 3 of 8 schedules, the budget of 60 s ran out"
+    result = ScenarioResult("crash-points", "pass",
+                            [trial("crash-points-1", "email:step.start:kill", [Verdict("exactly_once", "pass", "ok")])],
+                            1.0, cut=cut)
+    suite = ET.fromstring(junit_xml([result], "my.steps")).find("testsuite")
+    assert {p.get("name"): p.get("value") for p in suite.find("properties")}["killpoint.budget_cut"] == cut
+    uncut = ET.fromstring(junit_xml([replace(result, cut="")], "my.steps")).find("testsuite")
+    assert "killpoint.budget_cut" not in {p.get("name") for p in uncut.find("properties")}

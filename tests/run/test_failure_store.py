@@ -79,3 +79,20 @@ def test_another_digest_or_an_unreadable_file_starts_afresh(tmp_path: Path) -> N
     assert store.schedules(other, "judged") == []
     store.path(agent).write_text("{not json")
     assert store.schedules(agent, "judged") == []
+
+
+def test_under_shards_each_stored_failure_is_replayed_by_exactly_one_shard(tmp_path: Path) -> None:
+    from killpoint.faults.shard import parse as parse_shard
+
+    store = FailureStore(tmp_path / "failures")
+    bad = {f"{step}:{point}:kill" for step in ("plan", "email")  # the tiny agent's steps
+           for point in ("step.start", "checkpoint.writing", "checkpoint.committed")}
+    first = Judged(bad)
+    remember(store, first, ctx([]), [first.trial(ctx([]), Schedule.parse(s)) for s in sorted(bad)])
+    ran: list[str] = []
+    for k in (1, 2):
+        sc = Judged(bad)
+        replay(store, sc, Context(session=None, say=[].append, shard=parse_shard(f"{k}/2")))  # type: ignore[arg-type]
+        ran.extend(sc.ran)
+        assert 0 < len(sc.ran) < len(bad)  # split between the shards, not replayed by both
+    assert sorted(ran) == sorted(bad)  # together: each stored failure once
