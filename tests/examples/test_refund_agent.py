@@ -65,31 +65,37 @@ class Venv:
         return self.run(sandbox, [str(self.python), "-m", "killpoint.cli.main", *args, "--out", str(sandbox.out)],
                         timeout=timeout)
 
+    @classmethod
+    def install(cls, example: Path, package: str, base: Path) -> Venv:
+        """A fresh venv under `base` seeing this interpreter's packages (killpoint among them, from this
+        checkout), with the example project installed from a copy (so no build/ or egg-info lands in the
+        checkout); `package` must then import from the venv and killpoint from the checkout."""
+        project = base / example.name
+        shutil.copytree(example, project,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist", ".pytest_cache"))
+        root = base / "venv"
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(root)], check=True,
+                       capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+        v = cls(root, project)
+        env = {k: val for k, val in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        pip = subprocess.run([str(v.python), "-m", "pip", "install", "--no-deps", "--no-input", "--quiet",
+                              str(project)], capture_output=True, text=True, timeout=600, env=env,
+                             stdin=subprocess.DEVNULL)
+        assert pip.returncode == 0, describe(pip)
+        where = subprocess.run([str(v.python), "-c", f"import {package}, killpoint; print({package}.__file__); "
+                                "print(killpoint.__file__)"], capture_output=True, text=True, timeout=60, env=env,
+                               cwd=base, stdin=subprocess.DEVNULL)
+        assert where.returncode == 0, describe(where)
+        mine, kp = where.stdout.split()
+        assert Path(mine).is_relative_to(root), f"{package} imported from {mine}, not from the venv"
+        assert Path(kp).is_relative_to(REPO), f"killpoint imported from {kp}, not from this checkout"
+        return v
+
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    """A fresh venv seeing this interpreter's packages, with `acme-refunds` installed from a copy of the
-    example (so no build/ or egg-info lands in the checkout)."""
-    base = tmp_path_factory.mktemp("example-venv")
-    project = base / "refund_agent"
-    shutil.copytree(EXAMPLE, project,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist", ".pytest_cache"))
-    root = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(root)], check=True,
-                   capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
-    v = Venv(root, project)
-    env = {k: val for k, val in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    pip = subprocess.run([str(v.python), "-m", "pip", "install", "--no-deps", "--no-input", "--quiet", str(project)],
-                         capture_output=True, text=True, timeout=600, env=env, stdin=subprocess.DEVNULL)
-    assert pip.returncode == 0, describe(pip)
-    where = subprocess.run([str(v.python), "-c", "import acme_refunds, killpoint; print(acme_refunds.__file__); "
-                            "print(killpoint.__file__)"], capture_output=True, text=True, timeout=60, env=env,
-                           cwd=base, stdin=subprocess.DEVNULL)
-    assert where.returncode == 0, describe(where)
-    acme, kp = where.stdout.split()
-    assert Path(acme).is_relative_to(root), f"acme_refunds imported from {acme}, not from the venv"
-    assert Path(kp).is_relative_to(REPO), f"killpoint imported from {kp}, not from this checkout"
-    return v
+    """A fresh venv with `acme-refunds` installed (`Venv.install`)."""
+    return Venv.install(EXAMPLE, "acme_refunds", tmp_path_factory.mktemp("example-venv"))
 
 
 def assert_clean(sandbox: Sandbox) -> None:

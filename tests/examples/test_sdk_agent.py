@@ -18,12 +18,8 @@ Each sandbox's census must be empty afterwards: no process, no temp dir, no Post
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -42,24 +38,8 @@ EXTRA_CHARGE = re.compile(r"extra x\d+: stripe key=\S+ \{\"amount\": \"12500\"")
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    """A fresh venv seeing this interpreter's packages, with `acme-billing` installed from a copy of the
-    example (so no build/ or egg-info lands in the checkout)."""
-    base = tmp_path_factory.mktemp("sdk-example-venv")
-    project = base / "sdk_agent"
-    shutil.copytree(EXAMPLE, project,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist", ".pytest_cache"))
-    root = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(root)], check=True,
-                   capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
-    v = Venv(root, project)
-    env = {k: val for k, val in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    pip = subprocess.run([str(v.python), "-m", "pip", "install", "--no-deps", "--no-input", "--quiet", str(project)],
-                         capture_output=True, text=True, timeout=600, env=env, stdin=subprocess.DEVNULL)
-    assert pip.returncode == 0, describe(pip)
-    where = subprocess.run([str(v.python), "-c", "import acme_billing; print(acme_billing.__file__)"],
-                           capture_output=True, text=True, timeout=60, env=env, cwd=base, stdin=subprocess.DEVNULL)
-    assert where.returncode == 0 and where.stdout.strip().startswith(str(root)), describe(where)
-    return v
+    """A fresh venv with `acme-billing` installed (`Venv.install`)."""
+    return Venv.install(EXAMPLE, "acme_billing", tmp_path_factory.mktemp("sdk-example-venv"))
 
 
 def test_a_charge_without_a_key_is_charged_twice_and_the_replay_line_reproduces_it(venv: Venv,
