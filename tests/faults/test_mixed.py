@@ -13,16 +13,9 @@ from killpoint.faults.mixed import (
 )
 from killpoint.faults.schedule import Schedule
 from killpoint.faults.shrink import shrink
+from tests.faults.test_schedule import REFERENCE_POINTS
 
-STEP_POINTS = {
-    "plan": ["step.start", "model.request", "checkpoint.writing", "checkpoint.committed"],
-    "validate": ["step.start", "model.request", "checkpoint.writing", "checkpoint.committed"],
-    "charge": ["step.start", "effect.received", "effect.applied", "effect.responded", "checkpoint.writing",
-               "checkpoint.committed"],
-    "email": ["step.start", "effect.received", "effect.applied", "effect.responded", "checkpoint.writing",
-              "checkpoint.committed"],
-    "record": ["step.start", "checkpoint.writing", "checkpoint.committed"],
-}
+STEP_POINTS = REFERENCE_POINTS  # the reference agent's kill points, written out once (test_schedule.py)
 
 
 def test_the_budget_is_one_fault_per_step() -> None:

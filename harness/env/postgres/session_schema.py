@@ -27,6 +27,7 @@ import contextlib
 import re
 import secrets
 import socket
+from collections.abc import Callable
 
 import psycopg
 from psycopg import sql
@@ -87,14 +88,18 @@ def is_dead_session(name: str, comment: str | None, pattern: re.Pattern[str] = N
 
 def reap(conn: psycopg.Connection) -> list[str]:
     """Drop the schemas of dead sessions (see ``is_dead_session``); return their names."""
-    rows = conn.execute(
-        "SELECT nspname, obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname LIKE %s",
-        (PREFIX.replace("_", r"\_") + "%",),
-    ).fetchall()
+    return _reap(conn, "SELECT nspname, obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname LIKE %s",
+                 PREFIX, NAME_RE, drop)
+
+
+def _reap(conn: psycopg.Connection, query: str, prefix: str, pattern: re.Pattern[str],
+          dropper: Callable[[psycopg.Connection, str], None]) -> list[str]:
+    """Drop with `dropper` each object `query` lists (name, comment) under `prefix` whose session is dead."""
+    rows = conn.execute(query, (prefix.replace("_", r"\_") + "%",)).fetchall()
     reaped = []
     for name, comment in rows:
-        if is_dead_session(name, comment):
-            drop(conn, name)
+        if is_dead_session(name, comment, pattern):
+            dropper(conn, name)
             reaped.append(name)
     return reaped
 
@@ -115,13 +120,5 @@ def drop_database(conn: psycopg.Connection, name: str) -> None:
 
 def reap_databases(conn: psycopg.Connection) -> list[str]:
     """Drop the session databases of dead sessions (see ``is_dead_session``); return their names."""
-    rows = conn.execute(
-        "SELECT datname, shobj_description(oid, 'pg_database') FROM pg_database WHERE datname LIKE %s",
-        (DB_PREFIX.replace("_", r"\_") + "%",),
-    ).fetchall()
-    reaped = []
-    for name, comment in rows:
-        if is_dead_session(name, comment, DB_NAME_RE):
-            drop_database(conn, name)
-            reaped.append(name)
-    return reaped
+    return _reap(conn, "SELECT datname, shobj_description(oid, 'pg_database') FROM pg_database WHERE datname LIKE %s",
+                 DB_PREFIX, DB_NAME_RE, drop_database)
