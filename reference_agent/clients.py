@@ -17,14 +17,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import httpx2
 
 from .checkpoint import Message
 from .pricing import CACHE_READ_FACTOR, CACHE_WRITE_FACTOR, DEFAULT_MODEL, PRICES  # noqa: F401 - re-exported
 from .pricing import cost_usd as _priced
+
+if TYPE_CHECKING:  # the SDK is imported where a client is built (context.py): ~1.2 s a reader of STEPS need not pay
+    import anthropic
 
 
 def cost_usd(model: str, usage: Any) -> float:

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-import anthropic
 import httpx2
 import psycopg
 
@@ -114,6 +113,8 @@ def warm() -> None:
     :class:`Resources`). Idempotent; meant for a process that forks workers and never uses the clients."""
     import encodings.idna  # noqa: F401, PLC0415 - imported by the first getaddrinfo of a str host
 
+    import anthropic  # noqa: PLC0415 - see Resources
+
     def answer(request: httpx2.Request) -> httpx2.Response:
         return httpx2.Response(200, json={
             "id": "msg_warm", "type": "message", "role": "assistant", "model": DEFAULT_MODEL,
@@ -141,6 +142,9 @@ class Resources:
 
     def __init__(self, conn: psycopg.Connection, env: Mapping[str, str] | None = None,
                  retry: RetryPolicy | None = None, model_retries: int = 3) -> None:
+        import anthropic  # noqa: PLC0415 - here, not at the top: a reader of the agent's STEPS (the harness)
+        # need not pay ~1.2 s for the SDK; a fork server has it imported already (`warm`)
+
         env = os.environ if env is None else env
         self.conn = conn
         self.urls = {name: env.get(var, "") for name, var in

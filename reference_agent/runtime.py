@@ -61,11 +61,13 @@ class Drain:
 @dataclass(frozen=True)
 class RunOptions:
     """``owner``: lease owner id. ``lease_seconds``: lease length. ``step_delay``: seconds each step spends in
-    flight before it runs (for drain tests). ``window_budget``: compaction budget in JSON characters."""
+    flight before it runs (for drain tests); ``slow_steps``: the steps it applies to (every step when empty).
+    ``window_budget``: compaction budget in JSON characters."""
 
     owner: str
     lease_seconds: float = 30.0
     step_delay: float = 0.0
+    slow_steps: tuple[str, ...] = ()
     window_budget: int = 16_000
 
 
@@ -123,7 +125,7 @@ def _step(store: CheckpointStore, cp: Checkpoint, module: StepModule, resources:
     step = cp.cursor
     point = _reporter(cp.run_id, step, cp.seq)
     point("step.start")
-    if options.step_delay > 0:
+    if options.step_delay > 0 and (not options.slow_steps or step in options.slow_steps):
         time.sleep(options.step_delay)  # a SIGTERM here runs its handler, then the sleep goes on (PEP 475)
     ctx = resources.context(cp.run_id, step, cp.seq, point)
     try:

@@ -13,7 +13,7 @@ Environment (contracts.md section 2): ``DATABASE_URL``; ``MAILER_URL``, ``LEDGER
 ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``; ``KILLPOINT_STEPS`` (step module, default
 ``killpoint.reference_agent.invoice_agent``); ``KILLPOINT_PARAMS`` (JSON for ``initial_state`` of a new run);
 ``KILLPOINT_WORKER_ID`` (lease owner, default ``<hostname>:<pid>``); ``KILLPOINT_LEASE_SECONDS`` (30);
-``KILLPOINT_DRAIN_SECONDS`` (90); ``KILLPOINT_STEP_DELAY`` (0); ``KILLPOINT_WINDOW_BUDGET`` (16000 JSON
+``KILLPOINT_DRAIN_SECONDS`` (90); ``KILLPOINT_STEP_DELAY`` (0); ``KILLPOINT_SLOW_STEPS`` (the steps the delay applies to, comma-separated; all); ``KILLPOINT_WINDOW_BUDGET`` (16000 JSON
 characters); ``KILLPOINT_MODEL`` (model name); ``KILLPOINT_POLL_SECONDS`` (queue poll interval with
 ``--follow``, 0.2); ``KILLPOINT_SOCKET`` / ``KILLPOINT_INCARNATION`` (kill points, see ``killpoints``).
 
@@ -94,6 +94,7 @@ class WorkerConfig:
     lease_seconds: float
     drain_seconds: float
     step_delay: float
+    slow_steps: tuple[str, ...]
     window_budget: int
     poll_seconds: float
 
@@ -124,12 +125,13 @@ class WorkerConfig:
             lease_seconds=number("KILLPOINT_LEASE_SECONDS", 30.0),
             drain_seconds=number("KILLPOINT_DRAIN_SECONDS", 90.0),
             step_delay=number("KILLPOINT_STEP_DELAY", 0.0),
+            slow_steps=tuple(s for s in env.get("KILLPOINT_SLOW_STEPS", "").split(",") if s),
             window_budget=int(number("KILLPOINT_WINDOW_BUDGET", 16_000)),
             poll_seconds=number("KILLPOINT_POLL_SECONDS", 0.2))
 
     def run_options(self) -> RunOptions:
         return RunOptions(owner=self.owner, lease_seconds=self.lease_seconds, step_delay=self.step_delay,
-                          window_budget=self.window_budget)
+                          slow_steps=self.slow_steps, window_budget=self.window_budget)
 
 
 class _Shutdown:

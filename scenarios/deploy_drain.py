@@ -1,11 +1,12 @@
 """deploy-drain: SIGTERM mid-step, as a rolling deploy sends it, with grace periods longer and shorter
 than the step.
 
-- Grace longer than the step (the session's `--grace`, default 5 s; steps of 0.3 s, the worker's drain
+- Grace longer than the step (the session's `--grace`, default 5 s; the step a SIGTERM lands in takes 0.3 s,
+  the others no time (`slow_steps`: a drain needs only its own step in flight); the worker's drain
   deadline at 0.8 x grace): the worker finishes the step in flight, checkpoints it as `paused` and exits
   0 before the grace period ends, taking no new step; a new worker resumes. One trial per step (SIGTERM at
   its start) and one with a service request in flight.
-- Grace shorter than the step (steps of 1 s, drain deadline 0.4 s): with a grace of 0.8 s the worker
+- Grace shorter than the step (that step takes 1 s, the drain deadline is 0.4 s): with a grace of 0.8 s the worker
   gives up at its own drain deadline (exit 6) before the SIGKILL would come; with a grace of 0.1 s the
   SIGKILL comes first. Either way the step in flight is lost, and the resume must still be correct.
 
@@ -66,15 +67,18 @@ class DeployDrain(Scenario):
     actions = ("term",)
 
     def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None,
-              grace: float | None = None) -> Trial:
+              grace: float | None = None, run_id: str | None = None) -> Trial:
         """One run under `schedule` with the variant of `grace` (default: the session's `--grace`)."""
         v = Variant.for_grace(ctx.session.options.grace if grace is None else grace)
+        # Only the steps a SIGTERM lands in are slow: a drain needs its step in flight, the others need not wait.
+        slow = tuple(dict.fromkeys(f.step for f in schedule if f.action == "term"))
         options = replace(self.options(ctx.session.options), grace=v.grace, step_delay=v.step_delay,
-                          drain_seconds=v.drain_seconds)
+                          drain_seconds=v.drain_seconds, slow_steps=slow)
         extra = {"drain_expect": "checkpoint" if v.expect == "checkpoint" else "exit", "expect": v.expect,
                  "step_delay": v.step_delay, "drain_seconds": v.drain_seconds}
         return ctx.session.trial(schedule, explicit=ctx.explicit, prefix=self.name, seed=seed, options=options, checkers=v.checkers(),
-                                 setup=lambda _conn, _run_id: extra, agent=self.agent(ctx))
+                                 setup=lambda _conn, _run_id: extra, agent=self.agent(ctx),
+                                 run_id=run_id)
 
     def run(self, ctx: Context) -> list[Trial]:
         points = self.step_points(ctx)
@@ -85,8 +89,10 @@ class DeployDrain(Scenario):
         plan += [(Schedule((Fault(effect_steps[0], first_point(points, effect_steps[0]), "term"),)), SHORT_GRACES[0]),
                  (Schedule((Fault(effect_steps[-1], first_point(points, effect_steps[-1]), "term"),)), SHORT_GRACES[1])]
         plan = self.in_shard(ctx, plan, lambda item: (item[0] if item[1] is None else f"{item[0]} grace {item[1]:g}", None))
-        return run_each(ctx, self.name, plan, lambda item: self.trial(ctx, item[0], grace=item[1]),
-                        lambda item, t: f"{item[0]} grace {t.evidence.options['grace']}s ({_ending(t)})")
+        # Concurrently under -j: a trial spends its seconds in the steps' deliberate delays, not on a core.
+        return run_each(ctx, self.name, plan, lambda item, run_id: self.trial(ctx, item[0], grace=item[1], run_id=run_id),
+                        lambda item, t: f"{item[0]} grace {t.evidence.options['grace']}s ({_ending(t)})",
+                        concurrent=True)
 
     def exhaustive(self, ctx: Context) -> list[Trial]:
         return self.run(ctx)

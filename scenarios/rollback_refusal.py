@@ -106,7 +106,7 @@ class RollbackRefusal(Scenario):
 
     def run(self, ctx: Context) -> list[Trial]:
         seeds = self.in_shard(ctx, range(len(KINDS)), lambda seed: (KINDS[seed], seed))
-        return run_each(ctx, self.name, seeds, lambda seed: self.trial(ctx, Schedule(), seed),
+        return run_each(ctx, self.name, seeds, lambda seed, _id: self.trial(ctx, Schedule(), seed),
                         lambda seed, t: f"{KINDS[seed]} checkpoint: exit "
                                         f"{[i.get('exit_code') for i in t.evidence.incarnations]}")
 

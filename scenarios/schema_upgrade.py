@@ -135,7 +135,7 @@ class SchemaUpgrade(Scenario):
         faults = [Fault(st, "step.start", "term") for st in steps]
         faults += [Fault(st, "effect.applied", "kill") for st in steps if "effect.applied" in points[st]]
         faults = self.in_shard(ctx, faults, lambda fault: (Schedule((fault,)), None))
-        return run_each(ctx, self.name, faults, lambda fault: self.trial(ctx, Schedule((fault,))),
+        return run_each(ctx, self.name, faults, lambda fault, _id: self.trial(ctx, Schedule((fault,))),
                         lambda fault, t: f"{fault}: v{t.evidence.options.get('seeded_version')} paused at "
                                          f"{t.evidence.options.get('paused_at')}")
 

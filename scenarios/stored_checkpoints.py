@@ -95,7 +95,7 @@ class StoredCheckpoints(Scenario):
     def run(self, ctx: Context) -> list[Trial]:
         """Resume each kept checkpoint, in file-name order."""
         kept = self.in_shard(ctx, self.kept(ctx), lambda k: (k.name, k.seed))
-        return run_each(ctx, self.name, kept, lambda k: self.trial(ctx, Schedule(), k.seed),
+        return run_each(ctx, self.name, kept, lambda k, _id: self.trial(ctx, Schedule(), k.seed),
                         lambda k, _t: f"{k.name} (v{k.state_version}, {k.status} at {k.cursor}, seed {k.seed})")
 
     def exhaustive(self, ctx: Context) -> list[Trial]:

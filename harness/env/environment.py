@@ -78,6 +78,11 @@ class Environment:
         tmp = new_cluster_dir("env")
         stack.callback(shutil.rmtree, tmp, ignore_errors=True)
         self.socket_path = tmp / "kp.sock"
+        # The fork servers import the agent (about a second) while Postgres and the fakes start; `ready`
+        # below waits for them.
+        forks = None if self._worker_cmd or self._spawn == "exec" else ForkLauncher(self._preload, wait=False)
+        if forks is not None:
+            stack.callback(forks.close)  # if the start fails before the launcher's own close is registered
         self.pg = stack.enter_context(provide(kind=self._postgres, dsn=self._dsn, allow_any_dsn=self._allow_any_dsn,
                                               on_choice=self._say))
         isolate = getattr(self.pg, "isolate", None)  # a --dsn server: DBOS's `dbos` schema goes in a database of its own
@@ -99,16 +104,15 @@ class Environment:
         self.barrier = BarrierServer(self.socket_path, self._worker_point, self._worker_note)
         stack.callback(self.barrier.close)
         launcher: Launcher
-        if self._worker_cmd:
-            launcher = ExecLauncher.from_shell(self._worker_cmd)
-        elif self._spawn == "exec":
-            launcher = ExecLauncher()
+        if forks is not None:
+            forks.ready()
+            launcher = forks
         else:
-            launcher = ForkLauncher(self._preload)
+            launcher = ExecLauncher.from_shell(self._worker_cmd) if self._worker_cmd else ExecLauncher()
         launcher.on_start = self._on_start
         launcher.on_exit = self._on_exit
         self.launcher = launcher
-        stack.callback(launcher.close)
+        stack.callback(launcher.close)  # first at the end: the workers go before the services and Postgres
 
     @property
     def black_box(self) -> bool:

@@ -463,6 +463,9 @@ class _ForkServer:
 
     def close(self) -> None:
         self._closing = True
+        if self._reader is None and self._proc.poll() is None:  # closed before it was ready: still importing
+            with contextlib.suppress(OSError):
+                os.killpg(self._proc.pid, signal.SIGKILL)  # it forked nothing yet; its group is itself
         with contextlib.suppress(OSError):
             if self._proc.stdin:
                 self._proc.stdin.close()
@@ -490,22 +493,35 @@ class ForkLauncher(Launcher):
     `server_pid` is the first server's pid, `server_pids` all of them.
     """
 
-    def __init__(self, modules: list[str], env: dict[str, str] | None = None) -> None:
+    def __init__(self, modules: list[str], env: dict[str, str] | None = None, wait: bool = True) -> None:
+        """Start the servers and, with `wait`, wait until they are `ready`; without, the caller calls
+        `ready()` (or `close()`) later and does other work while the servers import the agent."""
         base = dict(os.environ if env is None else env)
         self._by_pid: dict[int, Incarnation] = {}
         self._early: dict[int, list[dict]] = {}
         self._lock = threading.Lock()  # guards _by_pid and _early
         self._servers: list[_ForkServer] = []
+        self._seeds = IncarnationSeeds(len(HASH_SEEDS))
+        self.server_pids: list[int] = []
+        self.server_pid = 0
         try:
             for seed in HASH_SEEDS:
                 self._servers.append(_ForkServer(modules, {**base, "PYTHONHASHSEED": str(seed)}, self._route))
+        except BaseException:
+            self.close()
+            raise
+        if wait:
+            self.ready()
+
+    def ready(self) -> None:
+        """Wait until every server has imported the agent (EnvironmentProblem if one could not); closed
+        on any failure."""
+        try:
             for server in self._servers:
                 server.ready()
         except BaseException:
-            for server in self._servers:
-                server.close()
+            self.close()
             raise
-        self._seeds = IncarnationSeeds(len(self._servers))
         self.server_pids = [server.pid for server in self._servers]
         self.server_pid = self.server_pids[0]
 

@@ -67,6 +67,7 @@ def incarnation_env(env: Environment, inc: str, run_id: str | None, options: Run
         "KILLPOINT_LEASE_SECONDS": str(options.lease_seconds),
         "KILLPOINT_DRAIN_SECONDS": str(options.drain_seconds),
         "KILLPOINT_STEP_DELAY": str(options.step_delay),
+        "KILLPOINT_SLOW_STEPS": ",".join(options.slow_steps),
         "PGAPPNAME": inc,
         "PGOPTIONS": pg_options(out.get("PGOPTIONS"), inc),
         "NO_PROXY": "127.0.0.1,localhost",

@@ -11,7 +11,8 @@ class RunOptions:
 
     `grace` is the termination grace period after SIGTERM (Kubernetes' terminationGracePeriodSeconds);
     `max_incarnations` and `time_budget` bound the run (hitting one is a liveness failure);
-    `lease_seconds`, `drain_seconds` and `step_delay` are passed to the worker.
+    `lease_seconds`, `drain_seconds`, `step_delay` and `slow_steps` (the steps `step_delay` applies to;
+    every step when empty) are passed to the worker.
     `exit_codes` is the exit-code convention the checkers may hold the worker to: "killpoint" (the
     reference runtime's, docs/contracts.md section 2: 0 drained, 4/5 fenced, 6 drain deadline...) or
     "none" (a black-box worker's exit codes mean nothing: drain and fencing are judged from its effects
@@ -24,6 +25,7 @@ class RunOptions:
     lease_seconds: float = 30.0
     drain_seconds: float = 4.0
     step_delay: float = 0.0
+    slow_steps: tuple[str, ...] = ()
     params: dict = field(default_factory=dict)
     extra_env: dict[str, str] = field(default_factory=dict)
     exit_codes: str = "killpoint"
