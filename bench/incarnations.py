@@ -9,7 +9,9 @@ times `n` incarnations of the reference worker from the spawn request to
 - `step.start`: its first kill point (connected, schema checked, lease taken, checkpoint loaded),
 
 and prints the medians with exec as the baseline (ratio 1.00). It then times one crash-free run of the
-reference agent through the whole harness (fork launcher), and the environment start before it.
+reference agent through the whole harness (fork launcher), and the environment start before it; then
+`n` crash-free runs with kill points on and `n` with them off (`KILLPOINT_SOCKET` empty), in turn: the
+instrumentation's overhead without an interpreter's start in either.
 A benchmark, not a test: it asserts nothing and its figures depend on the machine and its load.
 """
 
@@ -30,6 +32,7 @@ from killpoint.env.environment import Environment
 from killpoint.env.launcher import ExecLauncher, ForkLauncher, Launcher
 from killpoint.env.postgres import provide
 from killpoint.env.stepmodule import DEFAULT_STEPS, load
+from killpoint.faults.schedule import Schedule
 from killpoint.reference_agent.schema import ensure_schema
 from killpoint.run.history import History
 from killpoint.run.options import RunOptions
@@ -80,6 +83,19 @@ def time_launcher(name: str, launcher: Launcher, clock: Clock, dsn: str, n: int)
     return out
 
 
+def overhead(session: Session, n: int) -> tuple[list[float], list[float]]:
+    """Seconds of `n` crash-free runs with kill points on (every point a round trip to the harness) and `n`
+    with them off (`KILLPOINT_SOCKET` empty: each point is a no-op), in turn, forked, on one session."""
+    on: list[float] = []
+    off: list[float] = []
+    for _ in range(n):
+        for label, extra, out in (("on", {}, on), ("off", {"KILLPOINT_SOCKET": ""}, off)):
+            t = time.perf_counter()
+            session.drive(session.next_run_id(f"overhead-{label}"), Schedule(), RunOptions(extra_env=extra))
+            out.append(time.perf_counter() - t)
+    return on, off
+
+
 def line(label: str, values: list[float], base: float) -> str:
     med = statistics.median(values)
     return (f"  {label:<5} median {med * 1000:8.1f} ms  min {min(values) * 1000:8.1f} ms  "
@@ -126,10 +142,14 @@ def main(argv: list[str] | None = None) -> int:
             t = time.perf_counter()
             base = session.baseline()
             took = time.perf_counter() - t
+            on, off = overhead(session, args.n)
         history.close()
         print(f"crash-free run (fork launcher, {len(base.incarnations)} incarnation, "
               f"{sum(1 for e in base.events if e['type'] == 'point')} kill points passed): {took:.2f} s "
               f"(environment start before it: {started:.2f} s)")
+        print(f"kill points on / off (crash-free runs, fork launcher, median of {args.n} each, in turn): "
+              f"{statistics.median(on) / statistics.median(off):.2f} ({statistics.median(on) * 1000:.1f} / "
+              f"{statistics.median(off) * 1000:.1f} ms)")
     return 0
 
 

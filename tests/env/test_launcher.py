@@ -148,3 +148,27 @@ def test_launcher_plumbing(launcher: Launcher, pg_dsn: str, tmp_path: Path) -> N
     finally:
         held.release.set()
         held.server.close()
+
+
+def test_fork_servers_closed_before_they_are_ready_leave_nothing() -> None:
+    """The environment starts the fork servers first and waits for them last (`wait=False`, then
+    `ready()`); a start that fails in between closes them while they are still importing the agent: they
+    are killed, not waited for, and nothing is left."""
+    launcher = ForkLauncher([DEFAULT_STEPS], wait=False)
+    procs = [psutil.Process(server._proc.pid) for server in launcher._servers]
+    assert len(procs) == 2 and launcher.server_pids == []  # started, not yet ready
+    launcher.close()
+    for proc in procs:
+        assert not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE, proc
+    assert [server._proc.returncode for server in launcher._servers] == [-signal.SIGKILL] * 2
+
+
+def test_fork_servers_started_without_waiting_are_ready_when_asked() -> None:
+    launcher = ForkLauncher([DEFAULT_STEPS], wait=False)
+    try:
+        launcher.ready()
+        assert len(launcher.server_pids) == 2 and all(psutil.pid_exists(pid) for pid in launcher.server_pids)
+    finally:
+        launcher.close()
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+                   for pid in launcher.server_pids)
