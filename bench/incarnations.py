@@ -68,12 +68,20 @@ class Clock:
             return self.first[(inc, what)]
 
 
+SERVICE_URLS = {var: f"http://127.0.0.1:9/{name}" for var, name in
+                (("MAILER_URL", "mailer"), ("LEDGER_URL", "ledger"), ("WEBHOOK_URL", "webhook"),
+                 ("ANTHROPIC_BASE_URL", "model"))}
+"""Plain-http service URLs, as the harness gives every incarnation (its fakes): the worker builds its clients
+for them (and takes the fork server's ready-made ones) without loading a CA bundle. Never called: the
+worker is killed at its first kill point, before any request."""
+
+
 def time_launcher(name: str, launcher: Launcher, clock: Clock, dsn: str, n: int) -> dict[str, list[float]]:
     out: dict[str, list[float]] = {"worker.start": [], "step.start": []}
     for i in range(n):
         inc_id = f"{name}-{i}#1"
         env = {**os.environ, "DATABASE_URL": dsn, "KILLPOINT_SOCKET": str(clock.server.path),
-               "KILLPOINT_INCARNATION": inc_id, "KILLPOINT_WORKER_ID": inc_id}
+               "KILLPOINT_INCARNATION": inc_id, "KILLPOINT_WORKER_ID": inc_id, **SERVICE_URLS}
         t0 = time.perf_counter()
         inc = launcher.spawn(inc_id, f"{name}-{i}", "worker", [f"{name}-{i}"], env, None)
         for what in out:

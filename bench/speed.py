@@ -8,9 +8,9 @@
    (psutil, every 20 ms): its peak.
 2. The median kill-to-resumed cycle, from the `-j 1` sweep's history.jsonl: from a `kill` fault event (the
    signal is sent as it is recorded) to the next incarnation's `step.start` of the same run.
-3. Fork server vs exec per incarnation: `bench/incarnations.py --n 5` (spawn -> step.start medians).
+3. Fork server vs exec per incarnation: `bench/incarnations.py --n 10` (spawn -> step.start medians).
 4. Instrumentation overhead: crash-free runs with kill points on vs off, from the same
-   `bench/incarnations.py` run: forked workers with and without `KILLPOINT_SOCKET`, five of each in turn,
+   `bench/incarnations.py` run: forked workers with and without `KILLPOINT_SOCKET`, ten of each in turn,
    the ratio of the medians (no interpreter start in either, which used to drown the difference).
 5. CLI start: `killpoint scenarios`, `killpoint --help` and a usage error (median of 5 each).
 6. `killpoint run` wall time (the whole suite; `--skip-run` leaves it out).
@@ -122,9 +122,9 @@ def kill_to_resumed(history: Path) -> list[float]:
 
 
 def incarnations(cwd: str, postgres: str) -> tuple[float | None, str | None]:
-    """From `bench/incarnations.py --n 5`: how many times faster a fork-server incarnation reaches
+    """From `bench/incarnations.py --n 10`: how many times faster a fork-server incarnation reaches
     step.start than an exec'd one, and the kill points on / off figure ("1.03 (45.7 / 44.2 ms)")."""
-    proc = subprocess.run([sys.executable, "bench/incarnations.py", "--n", "5", "--postgres", postgres],
+    proc = subprocess.run([sys.executable, "bench/incarnations.py", "--n", "10", "--postgres", postgres],
                           capture_output=True, text=True, cwd=cwd, timeout=900)
     section = proc.stdout.split("spawn -> step.start", 1)[-1]
     m = re.search(r"fork .*\(\s*([\d.]+)x faster\)", section)
