@@ -80,16 +80,18 @@ def race_sweepers(dsn: str, sweep: Sweep, count: int, stale_seconds: float) -> l
 
 def race_takers(events: list[dict], race: int, run_id: str, queue_workers: set[str]) -> list[str]:
     """The queue workers that worked on `run_id` under the job the race queued: from the race (event
-    number `race`) until the run was queued again after a later fault, or the end."""
+    number `race`) until the first fault on the run after it, which ends the worker that had taken that
+    job (the run is queued again for the next), or the end. A sweep is no boundary: a periodic sweep that
+    runs between a worker's claim of the job (which consumes it) and its taking of the lease finds the run
+    stalled with no job and queues it again, while that worker goes on to resume it."""
     takers: list[str] = []
     for e in events:
-        if e["i"] <= race:
+        if e["i"] <= race or e.get("run_id") != run_id:
             continue
-        if e["type"] == "sweep" and run_id in e.get("queued", []):
-            break
-        if e.get("run_id") == run_id and e["type"] in ("point", "note") and e.get("inc") in queue_workers \
-                and e["inc"] not in takers:
+        if e["type"] in ("point", "note", "fault") and e.get("inc") in queue_workers and e["inc"] not in takers:
             takers.append(e["inc"])
+        if e["type"] == "fault":
+            break
     return takers
 
 
