@@ -11,7 +11,8 @@ Spans of one incarnation: `inc.start` -> `worker.start` (fork and the child's ow
 (the model call through the SDK and the step's own work), and `kill` fault -> `inc.end` (signal, reap,
 report). Spans of a trial: `inc.end` -> next `inc.start` (lease expiry, status, spawn), `kill` -> resumed
 `step.start`, last `inc.end` -> `run.end`, `run.end` -> `run.evidence`, `run.evidence` -> `verdict`, and
-`run.begin` -> `verdict` (the whole trial).
+`run.begin` -> `verdict` (the whole trial). And the CPU time (user + system) of each forked incarnation's
+leader, from its `inc.end` (`cpu`): killed ones and those that ended on their own apart.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from pathlib import Path
 SPANS = ("spawn: run.begin -> inc.start", "inc.start -> worker.start", "worker.start -> step.start",
          "model.request -> checkpoint.writing", "kill -> inc.end", "inc.end -> next inc.start",
          "kill -> resumed step.start", "inc.end -> run.end", "run.end -> run.evidence",
-         "run.evidence -> verdict", "trial: run.begin -> verdict")
+         "run.evidence -> verdict", "trial: run.begin -> verdict", "CPU of a killed incarnation",
+         "CPU of an incarnation that ran to its end")
 
 
 def spans(history: Path) -> dict[str, list[float]]:
@@ -72,6 +74,8 @@ def _trial(events: list[dict], out: dict[str, list[float]]) -> None:
                 add(SPANS[6], e, _first(events, i, kind("point", inc=nxt["inc"], point="step.start")))
         elif e["type"] == "inc.end":
             add(SPANS[5], e, _first(events, i, kind("inc.start")))
+            if e.get("cpu") is not None:
+                out[SPANS[11] if e.get("signal") else SPANS[12]].append(e["cpu"])
     ends = [e for e in events if e["type"] == "inc.end"]
     end = _first(events, 0, kind("run.end"))
     if ends:

@@ -7,7 +7,8 @@ milliseconds. Run as `python -m killpoint.env.forkserver MODULE [MODULE...]`; it
     {"op": "spawn", "inc": "w3", "argv": ["RUN_ID"], "env": {...}, "log": "/path/w3.log"}
 
 and answers `{"op": "spawned", "inc": "w3", "pid": N}`. It reports every child's state change:
-`{"op": "stopped"|"continued", "pid": N}` and `{"op": "exited", "pid": N, "exit_code": C, "signal": S}`.
+`{"op": "stopped"|"continued", "pid": N}` and `{"op": "exited", "pid": N, "exit_code": C, "signal": S, "cpu": SECONDS}` (the child's own user + system CPU
+time, from `wait4`).
 A child runs `killpoint.reference_agent.worker.main(argv)` with exactly `env` as its environment and exits
 with its return value. A child whose `env` puts folders on PYTHONPATH that the server's import path lacks
 (an earlier version of the agent, `killpoint.env.previous`) imports from them first, as a fresh interpreter
@@ -228,7 +229,7 @@ def _reap(children: set[int]) -> None:
     only reaped: nobody asked about them)."""
     while True:
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG | os.WUNTRACED | os.WCONTINUED)
+            pid, status, usage = os.wait4(-1, os.WNOHANG | os.WUNTRACED | os.WCONTINUED)
         except ChildProcessError:
             return
         if pid == 0:
@@ -242,7 +243,8 @@ def _reap(children: set[int]) -> None:
         else:
             children.discard(pid)
             code, sig = decode_status(status)
-            _say({"op": "exited", "pid": pid, "exit_code": code, "signal": sig})
+            _say({"op": "exited", "pid": pid, "exit_code": code, "signal": sig,
+                  "cpu": round(usage.ru_utime + usage.ru_stime, 6)})
 
 
 if __name__ == "__main__":

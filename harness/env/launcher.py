@@ -66,7 +66,8 @@ class Incarnation:
     `pgid` is its process group (0: it has none of its own, signals go to `pid` only), `tag` the value of
     `TAG_VAR` in its environment, `since` a time (epoch seconds) before it was started, `leader_ctime`
     the leader's create time (None if it was gone before it could be read), `ended_at` when its end was
-    reported, and `adopter` (fork server only) lists the orphans the fork server adopted: those created
+    reported, `cpu` the leader's own user + system CPU seconds (forked incarnations: the fork server reads
+    them when it reaps the leader; else None), and `adopter` (fork server only) lists the orphans the fork server adopted: those created
     while this incarnation lived are counted as its own.
     """
 
@@ -86,6 +87,7 @@ class Incarnation:
     since: float = 0.0
     leader_ctime: float | None = None
     ended_at: float | None = None
+    cpu: float | None = None
     adopter: Callable[[], list[psutil.Process]] | None = field(default=None, repr=False, compare=False)
 
     def alive(self) -> bool:
@@ -542,6 +544,7 @@ class ForkLauncher(Launcher):
             incarnation.stopped.clear()
             incarnation.continued.set()
         elif op == "exited":
+            incarnation.cpu = msg.get("cpu")
             self._finish(incarnation, msg.get("exit_code"), msg.get("signal"))
 
     def spawn(self, inc: str, run_id: str, role: str, argv: list[str], env: dict[str, str],

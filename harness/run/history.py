@@ -21,7 +21,7 @@ Event = dict[str, Any]
 EVENT_KINDS: dict[str, str] = {
     "run.begin": "a run starts under a schedule (`schedule`, `steps`)",
     "inc.start": "an incarnation has a pid (`inc`, `role`, `pid`)",
-    "inc.end": "an incarnation ended (`exit_code` or `signal`)",
+    "inc.end": "an incarnation ended (`exit_code` or `signal`; `cpu`: its leader's CPU seconds, when forked)",
     "point": "a kill point reached (`step`, `point`, `nth`, `source`: worker, sql-barrier or a service)",
     "fault": "a fault fired (`action` at `step:point`, occurrence `nth`)",
     "fault.missed": "a fault that could not be injected (`fault`, `reason`)",
