@@ -7,7 +7,9 @@ Usage::
 
 ``main(argv) -> int`` is also what the harness's fork server calls in a forked child after setting the
 environment: nothing is connected at import, signal handlers are installed inside ``main``, and ``main``
-returns the exit code instead of exiting.
+returns the exit code instead of exiting. ``main(argv, conn=CONN)`` uses ``CONN`` (autocommit, opened ahead
+by the fork server's standby and named for this incarnation) instead of connecting, and closes it at the
+end as its own.
 
 Environment (contracts.md section 2): ``DATABASE_URL``; ``MAILER_URL``, ``LEDGER_URL``, ``WEBHOOK_URL``;
 ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``; ``KILLPOINT_STEPS`` (step module, default
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import functools
 import json
 import logging
 import os
@@ -169,17 +172,25 @@ class _Shutdown:
         os._exit(EXIT_DRAIN_DEADLINE)
 
 
+@functools.cache
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser, built once per process (a fork server builds it before it forks: ~1 ms
+    that no incarnation pays)."""
+    p = argparse.ArgumentParser(prog="python -m killpoint.reference_agent.worker",
+                                description="Run or resume a durable agent run.")
+    p.add_argument("run_id", nargs="?", help="the run to run or resume")
+    p.add_argument("--queue", action="store_true", help="take resume jobs from the jobs table")
+    p.add_argument("--follow", action="store_true", help="with --queue: wait for jobs until SIGTERM")
+    return p
+
+
 def _parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m killpoint.reference_agent.worker",
-                                     description="Run or resume a durable agent run.")
-    parser.add_argument("run_id", nargs="?", help="the run to run or resume")
-    parser.add_argument("--queue", action="store_true", help="take resume jobs from the jobs table")
-    parser.add_argument("--follow", action="store_true", help="with --queue: wait for jobs until SIGTERM")
-    args = parser.parse_args(argv)
+    parser_ = parser()
+    args = parser_.parse_args(argv)
     if bool(args.run_id) == args.queue:
-        parser.error("give either RUN_ID or --queue")
+        parser_.error("give either RUN_ID or --queue")
     if args.follow and not args.queue:
-        parser.error("--follow needs --queue")
+        parser_.error("--follow needs --queue")
     return args
 
 
@@ -236,10 +247,16 @@ WHERE n.nspname = current_schema() AND c.relname = ANY(%s) AND c.relkind IN ('r'
 """
 
 
+def tables_present(conn: psycopg.Connection) -> bool:
+    """Whether every table of the runtime is in `current_schema()` (one catalogue read; a session that made
+    it once answers it again from its warm caches)."""
+    return conn.execute(_PRESENT, (list(TABLES),)).fetchone()[0] == len(TABLES)
+
+
 def _ensure_tables(conn: psycopg.Connection) -> None:
     """`ensure_schema`, skipped when every table is already where it would create them: one read instead
     of a transaction, a lock and five statements, on every incarnation's start."""
-    if conn.execute(_PRESENT, (list(TABLES),)).fetchone()[0] != len(TABLES):
+    if not tables_present(conn):
         ensure_schema(conn)
 
 
@@ -247,8 +264,9 @@ STACK_SIGNAL = signal.SIGUSR1
 """The signal on which the worker dumps every thread's stack to stderr (``faulthandler``)."""
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit code (see :data:`EXIT_CODES`)."""
+def main(argv: list[str] | None = None, conn: psycopg.Connection | None = None) -> int:
+    """Entry point; returns the exit code (see :data:`EXIT_CODES`). `conn`: a connection opened ahead for
+    this incarnation (see the module docstring), used instead of a new one and closed at the end."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s worker[%(process)d] %(levelname)s %(message)s")
     for noisy in ("httpx", "httpx2", "anthropic"):  # one INFO line per request drowns the run's own log
@@ -258,9 +276,13 @@ def main(argv: list[str] | None = None) -> int:
         config = WorkerConfig.from_env(os.environ)
         module = load_step_module(config.steps)
     except SystemExit as exc:  # argparse has printed the usage
+        if conn is not None:
+            conn.close()
         return EXIT_USAGE if exc.code else EXIT_OK
     except (UsageError, BadStepModule) as exc:
         print(f"worker: {exc}", file=sys.stderr)
+        if conn is not None:
+            conn.close()
         return EXIT_USAGE
     drain = Drain()
     shutdown = _Shutdown(drain, config.drain_seconds)
@@ -271,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     killpoints.note("worker.start", run_id=args.run_id, queue=args.queue, owner=config.owner,
                     stack_signal=STACK_SIGNAL.name)
     try:
-        with psycopg.connect(config.database_url, autocommit=True) as conn:
+        with conn or psycopg.connect(config.database_url, autocommit=True) as conn:
             _ensure_tables(conn)
             resources = Resources(conn)
             try:

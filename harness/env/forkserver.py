@@ -6,7 +6,8 @@ milliseconds. Run as `python -m killpoint.env.forkserver MODULE [MODULE...]`; it
 
     {"op": "spawn", "inc": "w3", "argv": ["RUN_ID"], "env": {...}, "log": "/path/w3.log"}
 
-and answers `{"op": "spawned", "inc": "w3", "pid": N}`. It reports every child's state change:
+and answers `{"op": "spawned", "inc": "w3", "pid": N}`, then (unless started with `--no-standby`)
+`{"op": "standby", "pid": M}`: the child it forked ahead for the next spawn (see `_Server`). It reports every child's state change:
 `{"op": "stopped"|"continued", "pid": N}` and `{"op": "exited", "pid": N, "exit_code": C, "signal": S, "cpu": SECONDS}` (the child's own user + system CPU
 time, from `wait4`).
 A child runs `killpoint.reference_agent.worker.main(argv)` with exactly `env` as its environment and exits
@@ -34,9 +35,12 @@ import select
 import signal
 import sys
 import traceback
+from dataclasses import dataclass
+from typing import Any
 
 import psutil
 
+from killpoint.env.postgres import conninfo
 from killpoint.env.procutil import become_subreaper, decode_status, die_with_parent, wait_gone
 
 
@@ -44,55 +48,152 @@ def _child(argv: list[str], env: dict[str, str], log: str | None, fds: list[int]
     """In the forked child: become the worker. Never returns."""
     code = 1
     try:
-        with contextlib.suppress(OSError):
-            os.setpgid(0, 0)  # the parent does the same; whichever runs first makes the group
-        die_with_parent()
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.set_wakeup_fd(-1)
-        for fd in fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        if log:
-            out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-            os.dup2(out, 1)
-            os.dup2(out, 2)
-        sys.stdin = open(0, closefd=False)  # noqa: SIM115
-        sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
-        os.environ.clear()
-        os.environ.update(env)
-        _prepend_paths(env.get("PYTHONPATH", ""))
-        from killpoint.reference_agent import worker
-
-        code = int(worker.main(argv) or 0)
+        _detach(fds)
+        code = _become(argv, env, log)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
         traceback.print_exc()
         code = 1
     finally:
+        _exit(code)
+
+
+def _detach(fds: list[int]) -> None:
+    """A new child's own set-up, before it knows which incarnation it is: its own process group, death
+    with the server, default signal handlers, none of the server's descriptors, stdin from /dev/null."""
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)  # the parent does the same; whichever runs first makes the group
+    die_with_parent()
+    for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.set_wakeup_fd(-1)
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    devnull = os.open(os.devnull, os.O_RDONLY)  # fd 0 itself when 0 was one of `fds`
+    if devnull != 0:
+        os.dup2(devnull, 0)
+        os.close(devnull)
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115
+
+
+def _become(argv: list[str], env: dict[str, str], log: str | None, conn: Any = None) -> int:
+    """Take the incarnation's log, environment and import path, and run the worker (on `conn`, a session
+    opened ahead, if it is still usable); its exit code."""
+    if log:
+        out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        if out > 2:
+            os.close(out)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    os.environ.clear()
+    os.environ.update(env)
+    if _prepend_paths(env.get("PYTHONPATH", "")) and conn is not None:
+        conn.close()  # the worker's modules come from elsewhere now: its session is its own to open
+        conn = None
+    if conn is not None:
+        conn = _named(conn, env)
+    from killpoint.reference_agent import worker
+
+    return int(worker.main(argv, conn=conn) or 0)
+
+
+def _exit(code: int) -> None:
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
+
+
+STANDBY_NAME = "killpoint-standby"
+"""The name (`application_name`, `killpoint.inc`) of a standby's session until an incarnation takes it."""
+
+
+def _standby(env: dict[str, str], rfd: int, fds: list[int]) -> None:
+    """In a forked standby: open the session of the next incarnation ahead, then wait on `rfd` for the
+    spawn command that makes this process that incarnation, and become it. Never returns; exits 0 on EOF
+    (the server dropped it) without a command."""
+    code = 1
+    try:
+        _detach(fds)
+        out = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        if out > 2:
+            os.close(out)
+        os.environ.clear()
+        os.environ.update(conninfo.standby_env(env, STANDBY_NAME))
+        conn = _open_ahead(os.environ.get("DATABASE_URL", ""))
+        data = b""
+        while chunk := os.read(rfd, 65536):
+            data += chunk
+        os.close(rfd)
+        if not data:
+            code = 0
+            return
+        cmd = json.loads(data)
+        code = _become(cmd["argv"], cmd["env"], cmd.get("log"), conn)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        _exit(code)
+
+
+def _open_ahead(dsn: str) -> Any:
+    """A session for the next incarnation, its catalogue caches warmed by the worker's own table check;
+    None if none can be opened now (the worker then connects itself, and meets the same error)."""
+    if not dsn:
+        return None
+    try:
+        import psycopg  # noqa: PLC0415 - imported by the worker module already
+
+        from killpoint.reference_agent import worker  # noqa: PLC0415
+
+        conn = psycopg.connect(dsn, autocommit=True)
+    except Exception:  # noqa: BLE001 - a standby only saves time
+        return None
+    with contextlib.suppress(Exception):
+        worker.tables_present(conn)
+    return conn
+
+
+def _named(conn: Any, env: dict[str, str]) -> Any:
+    """`conn` named for the incarnation of `env` (`conninfo.identity`), or None (closed) if the session
+    is no longer usable: the server restarted since (a db-crash) or went away."""
+    names = conninfo.identity(env)
+    try:
+        if conn.closed or conn.info.transaction_status != 0:  # 0: idle
+            raise OSError("not idle")
+        # One round trip either way: it also finds a session that a restart of the server ended.
+        conn.execute("SELECT " + (", ".join("set_config(%s, %s, false)" for _ in names) or "1"),
+                     [v for pair in names.items() for v in pair])
+        return conn
+    except Exception:  # noqa: BLE001 - the worker connects itself instead
         with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
+            conn.close()
+        return None
 
 
-def _prepend_paths(pythonpath: str) -> None:
+def _prepend_paths(pythonpath: str) -> bool:
     """Put the folders of `pythonpath` that `sys.path` lacks first on it, and forget the modules imported
-    before of the top-level packages they hold (so those are imported from there)."""
+    before of the top-level packages they hold (so those are imported from there). True if it did."""
     known = {os.path.abspath(p or os.curdir) for p in sys.path}
     new = [os.path.abspath(p) for p in pythonpath.split(os.pathsep)
            if p and os.path.isdir(p) and os.path.abspath(p) not in known]
     if not new:
-        return
+        return False
     sys.path[:0] = new
     tops = {name.removesuffix(".py") for folder in new for name in os.listdir(folder)}
     for name in [n for n in sys.modules if n.split(".")[0] in tops]:
         del sys.modules[name]
     importlib.invalidate_caches()
+    return True
 
 
 def _say(msg: dict) -> None:
@@ -100,7 +201,92 @@ def _say(msg: dict) -> None:
     sys.__stdout__.flush()
 
 
-def serve(modules: list[str]) -> int:
+@dataclass
+class _Standby:
+    """A child forked ahead (`_standby`) for the next spawn whose environment has `key` (`_key`)."""
+
+    pid: int
+    wfd: int
+    key: tuple
+
+
+def _key(env: dict[str, str]) -> tuple:
+    """What a standby's session and imports depend on in an incarnation's environment: the connection
+    settings (`DATABASE_URL`, libpq's `PG*` variables) with the incarnation's name taken out, and the
+    import path. Two spawns with the same key can use the same standby."""
+    neutral = conninfo.standby_env(env, STANDBY_NAME)
+    return tuple(sorted((k, v) for k, v in neutral.items()
+                        if k in ("DATABASE_URL", "PYTHONPATH") or k.startswith("PG")))
+
+
+class _Server:
+    """The server's state: its incarnations (`children`, each a group in `groups`) and its standby."""
+
+    def __init__(self, standby: bool, fds: list[int]) -> None:
+        self.use_standby = standby
+        self.fds = fds  # the server's own descriptors, closed in every child
+        self.children: set[int] = set()
+        self.groups: set[int] = set()
+        self.standby: _Standby | None = None
+
+    def spawn(self, cmd: dict, line: bytes) -> None:
+        """Start the incarnation of `cmd`: hand it to the standby if its key matches, else fork it, and say
+        `spawned`; then fork the standby of the next spawn and say `standby` (after `spawned`: the fork
+        of a ~100 MB process takes milliseconds that the new incarnation need not wait for)."""
+        key = _key(cmd["env"]) if self.use_standby else ()
+        pid = self._hand_over(key, line)
+        if pid is None:
+            pid = os.fork()
+            if pid == 0:
+                _child(cmd["argv"], cmd["env"], cmd.get("log"), self.fds)
+            with contextlib.suppress(OSError):
+                os.setpgid(pid, pid)
+        self.children.add(pid)
+        self.groups.add(pid)
+        _say({"op": "spawned", "inc": cmd["inc"], "pid": pid})
+        if self.use_standby:
+            self._fork_standby(cmd["env"], key)
+            _say({"op": "standby", "pid": self.standby.pid if self.standby else None})
+
+    def _hand_over(self, key: tuple, line: bytes) -> int | None:
+        """The standby's pid once it has the command `line`, or None (no standby, another key, or it died:
+        then it is dropped)."""
+        standby, self.standby = self.standby, None
+        if standby is None:
+            return None
+        try:
+            if standby.key != key:
+                raise BrokenPipeError
+            os.set_blocking(standby.wfd, True)
+            os.write(standby.wfd, line)  # a few KB: the pipe holds it whole
+            return standby.pid
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.killpg(standby.pid, signal.SIGKILL)  # reaped by `_reap` like an orphan: nobody asks
+            return None
+        finally:
+            os.close(standby.wfd)
+
+    def _fork_standby(self, env: dict[str, str], key: tuple) -> None:
+        rfd, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            _standby(env, rfd, [*self.fds, wfd])
+        os.close(rfd)
+        with contextlib.suppress(OSError):
+            os.setpgid(pid, pid)
+        self.groups.add(pid)
+        self.standby = _Standby(pid, wfd, key)
+
+    def ended(self, pid: int) -> None:
+        """`pid` (no incarnation) was reaped: if it was the standby, there is none now."""
+        if self.standby is not None and self.standby.pid == pid:
+            with contextlib.suppress(OSError):
+                os.close(self.standby.wfd)
+            self.standby = None
+
+
+def serve(modules: list[str], standby: bool = True) -> int:
     # SIGTERM, not SIGKILL, when the harness dies: the server then kills the groups it made (a worker's own
     # parent-death signal does not reach the processes the worker started) before it exits.
     die_with_parent(signal.SIGTERM)
@@ -109,7 +295,7 @@ def serve(modules: list[str]) -> int:
     become_subreaper()
     for name in modules:
         importlib.import_module(name)
-    importlib.import_module("killpoint.reference_agent.worker")
+    importlib.import_module("killpoint.reference_agent.worker").parser()
     _warm()
     rfd, wfd = os.pipe()
     os.set_blocking(rfd, False)
@@ -117,15 +303,14 @@ def serve(modules: list[str]) -> int:
     signal.set_wakeup_fd(wfd)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the harness decides when we stop
-    children: set[int] = set()
-    groups: set[int] = set()
     stdin = sys.stdin.buffer
+    server = _Server(standby, [rfd, wfd, stdin.fileno()])
     buf = b""
     me = os.getpid()
     _say({"op": "ready", "pid": me})
     try:
         while not stopping:
-            _reap(children)
+            _reap(server)
             try:
                 ready, _, _ = select.select([stdin, rfd], [], [])
             except InterruptedError:
@@ -142,19 +327,12 @@ def serve(modules: list[str]) -> int:
                     line, buf = buf.split(b"\n", 1)
                     cmd = json.loads(line)
                     if cmd.get("op") == "spawn":
-                        pid = os.fork()
-                        if pid == 0:
-                            _child(cmd["argv"], cmd["env"], cmd.get("log"), [rfd, wfd, stdin.fileno()])
-                        with contextlib.suppress(OSError):
-                            os.setpgid(pid, pid)
-                        children.add(pid)
-                        groups.add(pid)
-                        _say({"op": "spawned", "inc": cmd["inc"], "pid": pid})
+                        server.spawn(cmd, line)
         return 0
     finally:
         if os.getpid() == me:  # never in a child that a signal caught between fork and _child
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            _kill_everything(groups)
+            _kill_everything(server.groups)
 
 
 def _kill_everything(groups: set[int]) -> None:
@@ -224,9 +402,10 @@ def _warm() -> None:
     gc.freeze()
 
 
-def _reap(children: set[int]) -> None:
-    """Collect every state change of our children; report those of incarnations (adopted orphans are
-    only reaped: nobody asked about them)."""
+def _reap(server: _Server) -> None:
+    """Collect every state change of our children; report those of incarnations (adopted orphans and
+    standbys are only reaped: nobody asked about them)."""
+    children = server.children
     while True:
         try:
             pid, status, usage = os.wait4(-1, os.WNOHANG | os.WUNTRACED | os.WCONTINUED)
@@ -235,6 +414,8 @@ def _reap(children: set[int]) -> None:
         if pid == 0:
             return
         if pid not in children:
+            if not (os.WIFSTOPPED(status) or os.WIFCONTINUED(status)):
+                server.ended(pid)
             continue
         if os.WIFSTOPPED(status):
             _say({"op": "stopped", "pid": pid})
@@ -248,4 +429,5 @@ def _reap(children: set[int]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(serve(sys.argv[1:]))
+    args = sys.argv[1:]
+    sys.exit(serve([a for a in args if a != "--no-standby"], standby="--no-standby" not in args))

@@ -361,9 +361,11 @@ class IncarnationSeeds:
 class _ForkServer:
     """One fork server process (harness/env/forkserver.py) and the thread that reads what it says."""
 
-    def __init__(self, modules: list[str], env: dict[str, str], on_message: Callable[[dict], None]) -> None:
+    def __init__(self, modules: list[str], env: dict[str, str], on_message: Callable[[dict], None],
+                 standby: bool = True) -> None:
+        self._standby_on = standby
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "killpoint.env.forkserver", *modules],
+            [sys.executable, "-m", "killpoint.env.forkserver", *modules, *([] if standby else ["--no-standby"])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=env, process_group=0, preexec_fn=die_with_parent,
         )
@@ -371,6 +373,9 @@ class _ForkServer:
         self.spawned: queue.Queue[dict] = queue.Queue()
         self.spawn_lock = threading.Lock()  # one spawn request in flight at a time
         self.leaders: set[int] = set()  # every pid this server forked for us (under spawn_lock)
+        self.standby: int | None = None  # the child it keeps forked ahead for the next spawn
+        self._standby_said = threading.Condition()  # `standby` follows each `spawned`: until it came, ...
+        self._standby_due = 0  # ... a child of the server that is no leader may be the new standby
         self.pid = 0
         self._reader: threading.Thread | None = None
         self._live: set[int] = set()  # forked and not yet reported exited (by the reader thread)
@@ -399,6 +404,11 @@ class _ForkServer:
             if msg.get("op") == "spawned":
                 self._live.add(msg["pid"])
                 self.spawned.put(msg)
+            elif msg.get("op") == "standby":
+                with self._standby_said:
+                    self.standby = msg.get("pid")
+                    self._standby_due -= 1
+                    self._standby_said.notify_all()
             else:
                 if msg.get("op") == "exited":
                     self._live.discard(msg.get("pid"))
@@ -416,6 +426,9 @@ class _ForkServer:
             how = "closed its pipe"
         self.death = f"the fork server (pid {self.pid}) that forks the agent's workers {how}"
         self.spawned.put({"op": "gone"})
+        with self._standby_said:
+            self._standby_due = 0
+            self._standby_said.notify_all()
         for pid in sorted(self._live):
             with contextlib.suppress(psutil.Error):
                 wait_gone([psutil.Process(pid)], 5.0)
@@ -439,12 +452,16 @@ class _ForkServer:
                 raise vitals.gone("forkserver-gone", self.death or f"the fork server (pid {self.pid}) died",
                                   f"{vitals.FIX}, or use --spawn exec")
             self.leaders.add(msg["pid"])
+            if self._standby_on:
+                with self._standby_said:
+                    self._standby_due += 1
         return msg["pid"]
 
     def adopted(self) -> list[psutil.Process]:
         """Live processes this server adopted as a subreaper (see `ForkLauncher.adopted`)."""
-        with self.spawn_lock:  # no fork in flight: every child that is no leader was adopted
-            leaders = set(self.leaders)
+        with self.spawn_lock, self._standby_said:  # no fork in flight, the standby known: every other child was adopted
+            self._standby_said.wait_for(lambda: self._standby_due <= 0 or self.death is not None, timeout=10)
+            leaders = {*self.leaders, self.standby}
             pids = _children(self.pid) if self.pid else []
             kids: list[psutil.Process] = []
             try:
@@ -492,10 +509,15 @@ class ForkLauncher(Launcher):
        resumed incarnation never shares the hash seed of the one it replaces, as after a real restart
        (`random` is reseeded in every fork by Python itself).
     3. Every server's state changes of its children are routed to the incarnation of that pid.
+    4. With `standby` (the default), each server keeps one child forked ahead with its Postgres session
+       open (harness/env/forkserver.py, `_standby`): a spawn whose connection settings match is handed to
+       it and skips the fork, the process's set-up and the connection; the standby is no incarnation and
+       no orphan (`adopted` leaves it out) until a spawn names it.
     `server_pid` is the first server's pid, `server_pids` all of them.
     """
 
-    def __init__(self, modules: list[str], env: dict[str, str] | None = None, wait: bool = True) -> None:
+    def __init__(self, modules: list[str], env: dict[str, str] | None = None, wait: bool = True,
+                 standby: bool = True) -> None:
         """Start the servers and, with `wait`, wait until they are `ready`; without, the caller calls
         `ready()` (or `close()`) later and does other work while the servers import the agent."""
         base = dict(os.environ if env is None else env)
@@ -508,7 +530,8 @@ class ForkLauncher(Launcher):
         self.server_pid = 0
         try:
             for seed in HASH_SEEDS:
-                self._servers.append(_ForkServer(modules, {**base, "PYTHONHASHSEED": str(seed)}, self._route))
+                self._servers.append(_ForkServer(modules, {**base, "PYTHONHASHSEED": str(seed)}, self._route,
+                                                 standby))
         except BaseException:
             self.close()
             raise

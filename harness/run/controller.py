@@ -201,10 +201,10 @@ class RunController:
         with self.env.pooled() as conn:
             return self.env.adapter.status(conn, self.run_id)
 
-    def finished(self, first: Incarnation) -> bool:
-        """The run is over: its records say done, or a black-box worker exited 0 and its records do not say
-        otherwise (nothing recorded, or done). A white-box worker's exit 0 after a drain is not done."""
-        status = self.status()
+    def finished(self, first: Incarnation, status: str | None) -> bool:
+        """The run is over: its records say done (`status`, read once the incarnations ended), or a
+        black-box worker exited 0 and its records do not say otherwise (nothing recorded, or done). A
+        white-box worker's exit 0 after a drain is not done."""
         if status == "done":
             return True
         return self.env.black_box and first.exit_code == 0 and status is None
@@ -226,9 +226,10 @@ class RunController:
                     break
                 self.env.settle(self.run_id)  # a dead worker's held commit lands (or not) before anyone reads
                 refused = first.exit_code == REFUSED_EXIT and self.options.exit_codes == "killpoint"
-                if refused or self.finished(first):
+                status = None if refused else self.status()
+                if refused or self.finished(first, status):
                     break
-                if self.status() == "failed":  # the agent gave up on the run: a restart would only repeat it
+                if status == "failed":  # the agent gave up on the run: a restart would only repeat it
                     break
                 self.expire_lease()
         finally:

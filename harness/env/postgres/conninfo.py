@@ -14,6 +14,12 @@ puts in the environment of a worker is ignored. Instead the settings go into the
    incarnation's ``killpoint.inc`` is merged into them (else ``PGOPTIONS`` carries it); if it carries
    ``application_name``, that becomes the incarnation's id (else ``PGAPPNAME`` does it). A DSN with neither
    is returned unchanged.
+4. ``standby_env(env, name)`` is the environment of a session opened ahead for an incarnation not yet
+   named (the fork server's standby): every place point 3 (and ``PGAPPNAME``/``PGOPTIONS``) names the
+   incarnation names ``name`` instead, all else is the incarnation's. ``identity(env)`` is what the
+   incarnation's own environment would have set at connect time (``application_name``, ``killpoint.inc``),
+   for ``set_config`` on that session when it is handed over: then it reads as if the incarnation had
+   opened it (``current_setting``, ``pg_stat_activity.application_name``).
 """
 
 from __future__ import annotations
@@ -125,3 +131,49 @@ def for_worker(dsn: str, inc: str) -> str:
     if _get(dsn, "application_name") is not None:
         params["application_name"] = inc
     return _set(dsn, **params) if params else dsn
+
+
+INC_SETTING = "killpoint.inc"
+"""The session setting naming the writing incarnation (read by the audit trail, killpoint/env/audit.py)."""
+
+
+def standby_env(env: Mapping[str, str], name: str) -> dict[str, str]:
+    """``env`` (an incarnation's) with the incarnation's name replaced by ``name`` wherever libpq reads it
+    (see the module docstring, point 4)."""
+    out = dict(env)
+    if out.get("DATABASE_URL"):
+        out["DATABASE_URL"] = for_worker(out["DATABASE_URL"], name)
+    if "PGAPPNAME" in out:
+        out["PGAPPNAME"] = name
+    if out.get("PGOPTIONS") and any(n == INC_SETTING for n, _ in parse(out["PGOPTIONS"])):
+        out["PGOPTIONS"] = merge(out["PGOPTIONS"], {INC_SETTING: name})
+    return out
+
+
+def identity(env: Mapping[str, str]) -> dict[str, str]:
+    """The settings naming the incarnation that a session opened with ``env`` gets at connect time:
+    ``application_name`` (the DSN's, else ``PGAPPNAME``) and ``killpoint.inc`` (from the DSN's options,
+    else ``PGOPTIONS``: libpq reads the latter only when the DSN has none), each only if set."""
+    dsn = env.get("DATABASE_URL") or ""
+    out: dict[str, str] = {}
+    app = _get(dsn, "application_name") if dsn else None
+    if app is None:
+        app = env.get("PGAPPNAME")
+    if app is not None:
+        out["application_name"] = app
+    options = _get(dsn, "options") if dsn else None
+    if options is None:
+        options = env.get("PGOPTIONS")
+    for n, raw in parse(options or ""):
+        if n == INC_SETTING:
+            out[INC_SETTING] = unescape(raw)
+    return out
+
+
+def unescape(token: str) -> str:
+    """The plain value of one options token (the inverse of ``escape``)."""
+    out: list[str] = []
+    chars = iter(token)
+    for ch in chars:
+        out.append(next(chars, "") if ch == "\\" else ch)
+    return "".join(out)
