@@ -1,0 +1,152 @@
+"""The fork server's standby (harness/env/forkserver.py): a child forked ahead with the next incarnation's
+Postgres session open. A spawn whose connection settings match is handed to it: the incarnation's session
+then reads as its own (the audit trail names it), the standby is never counted as an orphan, a standby of
+other settings is dropped rather than used, one whose session a restart ended connects afresh, and nothing
+of it is left after `close()`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import psycopg
+import pytest
+
+from killpoint.env.launcher import ForkLauncher, Incarnation
+from killpoint.env.postgres import PostgresHandle, conninfo
+from killpoint.env.stepmodule import DEFAULT_STEPS
+from killpoint.faults.schedule import Schedule
+from killpoint.reference_agent.schema import ensure_schema
+from killpoint.run.evidence import pg_options
+from killpoint.run.trial import Session
+from tests.env.test_launcher import Held
+from tests.helpers.agents import wait_for
+from tests.helpers.harness import harness_session
+
+STANDBY = "killpoint-standby"
+
+
+@pytest.fixture(scope="module")
+def session(pg_server: PostgresHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+    """A harness session on a `--dsn` database: its DSN carries options (the session's search_path), the
+    case where the incarnation's name is in the DSN itself."""
+    with harness_session(pg_server, tmp_path_factory.mktemp("standby"), "test_standby") as s:
+        yield s
+
+
+def test_a_resumed_incarnation_runs_on_a_standby_and_the_audit_trail_names_it(session: Session) -> None:
+    session.baseline()
+    # Each server's standby is forked at its first spawn: after one trial, both servers have one.
+    assert session.trial(Schedule.parse("charge:effect.applied:kill")).outcome == "pass"
+    launcher = session.env.launcher
+    assert isinstance(launcher, ForkLauncher)
+    standbys: list[set[int | None]] = []
+    spawn = launcher.spawn
+
+    def spawn_and_note(*args: object, **kwargs: object) -> Incarnation:
+        standbys.append({server.standby for server in launcher._servers})  # those waiting before this spawn
+        return spawn(*args, **kwargs)  # type: ignore[arg-type]
+
+    launcher.spawn = spawn_and_note  # type: ignore[method-assign]
+    try:
+        trial = session.trial(Schedule.parse("charge:effect.applied:kill"))
+    finally:
+        del launcher.spawn
+    assert trial.outcome == "pass", trial.verdicts
+    incs = [e for e in trial.evidence.events if e["type"] == "inc.start" and e.get("run_id") == trial.run_id]
+    assert len(incs) == 2
+    assert all(e["pid"] in before for e, before in zip(incs, standbys, strict=True)), (incs, standbys)
+    with session.env.connect() as conn:
+        apps = conn.execute("SELECT app, seq FROM killpoint_audit WHERE run_id = %s ORDER BY id",
+                            (trial.run_id,)).fetchall()
+    names = [app for app, _ in apps]
+    assert names and set(names) == {e["inc"] for e in incs}, apps  # every write named by its own incarnation
+    assert names == sorted(names), apps  # the first incarnation's writes, then the resumed one's
+
+
+@pytest.fixture
+def dsn(pg_dsn: str) -> str:
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        ensure_schema(conn)
+    return pg_dsn
+
+
+def env_of(dsn: str, held: Held, inc: str, options: str | None = None) -> dict[str, str]:
+    """An incarnation's environment as the harness names it (DATABASE_URL, PGAPPNAME, PGOPTIONS)."""
+    return {**os.environ, "DATABASE_URL": conninfo.for_worker(dsn, inc), "PGAPPNAME": inc,
+            "PGOPTIONS": pg_options(options, inc), "KILLPOINT_SOCKET": str(held.server.path),
+            "KILLPOINT_INCARNATION": inc}
+
+
+def sessions(dsn: str) -> list[str]:
+    with psycopg.connect(dsn, autocommit=True, application_name="test-standby") as conn:
+        rows = conn.execute("SELECT application_name FROM pg_stat_activity WHERE datname = current_database()"
+                            " AND application_name <> 'test-standby' ORDER BY 1").fetchall()
+    return [r[0] for r in rows]
+
+
+def held_at_first_point(launcher: ForkLauncher, held: Held, dsn: str, run: str, tmp_path: Path,
+                        options: str | None = None) -> Incarnation:
+    held.reached.clear()
+    inc = launcher.spawn(f"{run}#1", run, "worker", [run], env_of(dsn, held, f"{run}#1", options),
+                         str(tmp_path / f"{run}.log"))
+    assert held.reached.wait(timeout=30), (tmp_path / f"{run}.log").read_text()
+    return inc
+
+
+def test_standbys_are_no_orphans_other_settings_drop_them_and_close_leaves_nothing(dsn: str, tmp_path: Path) -> None:
+    held = Held(tmp_path / "kp.sock")
+    launcher = ForkLauncher([DEFAULT_STEPS])
+    server = launcher._servers[0]  # the first incarnation of every run comes from the first server
+    try:
+        first = held_at_first_point(launcher, held, dsn, "r-1", tmp_path)
+        wait_for(lambda: server.standby is not None and STANDBY in sessions(dsn), 10, "the standby's session")
+        waiting = server.standby
+        assert waiting is not None and waiting != first.pid
+        assert psutil.Process(waiting).ppid() == server.pid
+        assert launcher.adopted() == []  # a standby is no orphan
+        assert sessions(dsn) == sorted(["r-1#1", STANDBY])
+
+        second = held_at_first_point(launcher, held, dsn, "r-2", tmp_path)  # same settings: the standby runs it
+        assert second.pid == waiting
+        wait_for(lambda: server.standby not in (None, waiting), 10, "the next standby")
+        assert sorted(sessions(dsn)) == sorted(["r-1#1", "r-2#1", STANDBY])
+
+        dropped = server.standby
+        assert dropped is not None
+        third = held_at_first_point(launcher, held, dsn, "r-3", tmp_path, options="-c statement_timeout=5000")
+        assert third.pid != dropped  # other connection settings: forked afresh, the standby dropped
+        wait_for(lambda: not psutil.pid_exists(dropped), 10, "the dropped standby to be reaped")
+        assert launcher.adopted() == []
+        kept = [first.pid, second.pid, third.pid, server.standby]
+    finally:
+        held.release.set()
+        launcher.close()
+        held.server.close()
+    assert not [pid for pid in kept if pid and psutil.pid_exists(pid)
+                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    wait_for(lambda: sessions(dsn) == [], 10, "every session of the workers and standbys to end")
+
+
+def test_a_standby_whose_session_ended_connects_afresh(dsn: str, tmp_path: Path) -> None:
+    """A db-crash restart ends every session, the standby's too: the incarnation it becomes opens its own."""
+    held = Held(tmp_path / "kp.sock")
+    launcher = ForkLauncher([DEFAULT_STEPS])
+    server = launcher._servers[0]
+    try:
+        held_at_first_point(launcher, held, dsn, "r-1", tmp_path)
+        wait_for(lambda: STANDBY in sessions(dsn), 10, "the standby's session")
+        waiting = server.standby
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                         (STANDBY,))
+        wait_for(lambda: STANDBY not in sessions(dsn), 10, "the standby's session to end")
+        second = held_at_first_point(launcher, held, dsn, "r-2", tmp_path)
+        assert second.pid == waiting and second.alive()
+        assert "r-2#1" in sessions(dsn)
+    finally:
+        held.release.set()
+        launcher.close()
+        held.server.close()
