@@ -8,7 +8,8 @@ times `n` incarnations of the reference worker from the spawn request to
 - `worker.start`: the worker's first note (its interpreter is up and the agent imported), and
 - `step.start`: its first kill point (connected, schema checked, lease taken, checkpoint loaded),
 
-and prints the medians with exec as the baseline (ratio 1.00). It then times one crash-free run of the
+and prints the medians with exec as the baseline (ratio 1.00); the fork launcher twice, with its standby
+(a child forked ahead with its session open, as the harness runs it) and without. It then times one crash-free run of the
 reference agent through the whole harness (fork launcher), and the environment start before it; then
 `n` crash-free runs with kill points on and `n` with them off (`KILLPOINT_SOCKET` empty), in turn: the
 instrumentation's overhead without an interpreter's start in either.
@@ -106,9 +107,9 @@ def overhead(session: Session, n: int) -> tuple[list[float], list[float]]:
 
 def line(label: str, values: list[float], base: float) -> str:
     med = statistics.median(values)
-    return (f"  {label:<5} median {med * 1000:8.1f} ms  min {min(values) * 1000:8.1f} ms  "
+    return (f"  {label:<18} median {med * 1000:8.1f} ms  min {min(values) * 1000:8.1f} ms  "
             f"ratio {med / base:5.3f} vs exec ({base / med:6.1f}x faster)" if label != "exec" else
-            f"  {label:<5} median {med * 1000:8.1f} ms  min {min(values) * 1000:8.1f} ms  ratio 1.000 (baseline)")
+            f"  {label:<18} median {med * 1000:8.1f} ms  min {min(values) * 1000:8.1f} ms  ratio 1.000 (baseline)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,12 +124,15 @@ def main(argv: list[str] | None = None) -> int:
         t = time.perf_counter()
         fork = ForkLauncher([DEFAULT_STEPS])
         fork_ready = time.perf_counter() - t
+        bare = ForkLauncher([DEFAULT_STEPS], standby=False)
         execl = ExecLauncher()
         try:
             results = {"exec": time_launcher("exec", execl, clock, dsn, args.n),
-                       "fork": time_launcher("fork", fork, clock, dsn, args.n)}
+                       "fork (standby)": time_launcher("fork", fork, clock, dsn, args.n),
+                       "fork (no standby)": time_launcher("bare", bare, clock, dsn, args.n)}
         finally:
             fork.close()
+            bare.close()
             execl.close()
             clock.server.close()
         print(f"incarnation start, {args.n} each (fork server itself ready in {fork_ready:.2f} s, once per session)")
@@ -136,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                               ("step.start", "connected, lease taken, at its first step")):
             base = statistics.median(results["exec"][what])
             print(f" spawn -> {what} ({meaning})")
-            for name in ("exec", "fork"):
+            for name in results:
                 print(line(name, results[name][what], base))
 
         run_dir = Path(tmp) / "run"

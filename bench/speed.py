@@ -127,7 +127,7 @@ def incarnations(cwd: str, postgres: str) -> tuple[float | None, str | None]:
     proc = subprocess.run([sys.executable, "bench/incarnations.py", "--n", "10", "--postgres", postgres],
                           capture_output=True, text=True, cwd=cwd, timeout=900)
     section = proc.stdout.split("spawn -> step.start", 1)[-1]
-    m = re.search(r"fork .*\(\s*([\d.]+)x faster\)", section)
+    m = re.search(r"fork \(standby\) .*\(\s*([\d.]+)x faster\)", section)
     o = re.search(r"kill points on / off .*: (.+)$", proc.stdout, re.MULTILINE)
     return (float(m.group(1)) if m else None), (o.group(1) if o else None)
 
