@@ -201,6 +201,11 @@ def _say(msg: dict) -> None:
     sys.__stdout__.flush()
 
 
+PIPE_BUF_SAFE = 65536
+"""A spawn command this long or longer is not written to a standby: the pipe (64 KiB on Linux) might not
+hold it, and a standby still connecting would then block the server."""
+
+
 @dataclass
 class _Standby:
     """A child forked ahead (`_standby`) for the next spawn whose environment has `key` (`_key`)."""
@@ -255,8 +260,8 @@ class _Server:
         if standby is None:
             return None
         try:
-            if standby.key != key:
-                raise BrokenPipeError
+            if standby.key != key or len(line) >= PIPE_BUF_SAFE:
+                raise BrokenPipeError  # another session's settings, or more than the pipe holds at once
             os.set_blocking(standby.wfd, True)
             os.write(standby.wfd, line)  # a few KB: the pipe holds it whole
             return standby.pid
@@ -268,8 +273,18 @@ class _Server:
             os.close(standby.wfd)
 
     def _fork_standby(self, env: dict[str, str], key: tuple) -> None:
-        rfd, wfd = os.pipe()
-        pid = os.fork()
+        """Fork the standby of the next spawn; none if the system refuses a process now (the next spawn
+        then forks, and meets the refusal itself)."""
+        try:
+            rfd, wfd = os.pipe()
+        except OSError:
+            return
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(rfd)
+            os.close(wfd)
+            return
         if pid == 0:
             _standby(env, rfd, [*self.fds, wfd])
         os.close(rfd)

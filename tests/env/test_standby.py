@@ -150,3 +150,26 @@ def test_a_standby_whose_session_ended_connects_afresh(dsn: str, tmp_path: Path)
         held.release.set()
         launcher.close()
         held.server.close()
+
+
+def test_a_spawn_longer_than_the_pipe_holds_is_forked_afresh(dsn: str, tmp_path: Path) -> None:
+    """A standby still connecting reads nothing yet: a command the pipe cannot hold at once would block
+    the server, so it goes to a new fork instead (and the standby is dropped)."""
+    held = Held(tmp_path / "kp.sock")
+    launcher = ForkLauncher([DEFAULT_STEPS])
+    server = launcher._servers[0]
+    try:
+        held_at_first_point(launcher, held, dsn, "r-1", tmp_path)
+        wait_for(lambda: server.standby is not None, 10, "the standby")
+        waiting = server.standby
+        held.reached.clear()
+        big = {**env_of(dsn, held, "r-2#1"), "KP_TEST_BIG": "x" * 70_000}
+        second = launcher.spawn("r-2#1", "r-2", "worker", ["r-2"], big, str(tmp_path / "r-2.log"))
+        assert held.reached.wait(timeout=30), (tmp_path / "r-2.log").read_text()
+        assert second.pid != waiting
+        assert waiting is not None
+        wait_for(lambda: not psutil.pid_exists(waiting), 10, "the dropped standby to be reaped")
+    finally:
+        held.release.set()
+        launcher.close()
+        held.server.close()
