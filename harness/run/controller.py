@@ -58,7 +58,7 @@ class RunController:
         self._registered = threading.Condition(self._lock)
         self._current: Incarnation | None = None
         self._nemesis = Nemesis(self)
-        self._earlier = sum(1 for e in history.events("inc.start") if e.get("run_id") == run_id)
+        self._earlier = len(history.of_run(run_id, "inc.start"))
         """Incarnations of this run id started by earlier controllers (a run paused under one agent and
         resumed under another): numbering goes on after them, so an incarnation id names one process."""
         self._deadline = time.monotonic() + options.time_budget

@@ -167,7 +167,7 @@ def record(env: Environment, history: History, run_id: str, incarnations: list[I
                           ("model.request", svc.model_requests(run_id))):
         for r in records:
             history.append(kind, of=of, record=r, run_id=run_id)
-    return from_history(history.events(), run_id)
+    return from_history(history.of_run(run_id), run_id)
 
 
 def from_history(events: list[Event], run_id: str) -> Evidence:

@@ -57,10 +57,16 @@ TRACE_FIELDS = ("type", "inc", "step", "point", "action", "nth", "note", "exit_c
 
 
 class History:
-    """Append-only event journal. `append` returns the stored event."""
+    """Append-only event journal. `append` returns the stored event.
+
+    Reads that a trial makes on the hot path cost what they return, not the session's length: `of_run`
+    (one run's events, kept per run id as they are appended) and `since` (the events after an index).
+    A session of thousands of trials would otherwise rescan everything before it on every trial.
+    """
 
     def __init__(self, path: Path | None = None) -> None:
         self._events: list[Event] = []
+        self._by_run: dict[str, list[Event]] = {}
         self._lock = threading.Lock()
         self._t0 = time.monotonic()
         self._file: TextIO | None = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
@@ -74,6 +80,9 @@ class History:
             line = json.dumps(event, sort_keys=True, default=str)
             event = json.loads(line)
             self._events.append(event)
+            run_id = event.get("run_id")
+            if run_id is not None:
+                self._by_run.setdefault(str(run_id), []).append(event)
             if self._file is not None:
                 self._file.write(line + "\n")
                 self._file.flush()
@@ -82,6 +91,20 @@ class History:
     def events(self, type_: str | None = None) -> list[Event]:
         with self._lock:
             return [e for e in self._events if type_ is None or e["type"] == type_]
+
+    def of_run(self, run_id: str, type_: str | None = None) -> list[Event]:
+        """The events of `run_id` (of kind `type_` if given), in journal order."""
+        with self._lock:
+            return [e for e in self._by_run.get(run_id, ()) if type_ is None or e["type"] == type_]
+
+    def since(self, index: int) -> list[Event]:
+        """The events appended at or after position `index` (an earlier `len(history)`)."""
+        with self._lock:
+            return self._events[index:]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._events)
 
     def __iter__(self) -> Iterator[Event]:
         return iter(self.events())

@@ -182,7 +182,7 @@ class Nemesis:
         barrier held), the lock waits from the server; the stall bound only ends a wait that no event
         would end (a successor that skips locked rows, or polls for them, never waits on them)."""
         history = self.target.history
-        seen = len(history.events())
+        seen = len(history)
         stall = STALL_SECONDS + self.target.options.step_delay
         moved: float | None = None  # when the successor last showed progress; None: it has not started yet
         with self.target.connect() as conn:
@@ -192,10 +192,10 @@ class Nemesis:
                 row = conn.execute(BLOCKED_BY_SQL, (successor.inc, zombie.inc)).fetchone()
                 if row is not None:
                     return "successor waits on a lock the zombie holds"
-                events = history.events()
-                if any(e.get("inc") == successor.inc for e in events[seen:]):
+                new = history.since(seen)
+                if any(e.get("inc") == successor.inc for e in new):
                     moved = time.monotonic()
-                seen = len(events)
+                seen += len(new)
                 if moved is None and conn.execute(LIVE_SQL, (successor.inc,)).fetchone() is not None:
                     moved = time.monotonic()
                 if (moved is not None and time.monotonic() - moved >= stall

@@ -28,6 +28,25 @@ def test_append_numbers_times_and_writes_each_event(tmp_path: Path) -> None:
     assert History.load(path) == [a, b]
 
 
+def test_one_runs_events_and_the_events_since_an_index_are_what_a_full_read_filters_to() -> None:
+    """`of_run` and `since` (read on every trial, and every 20 ms while a frozen worker's successor runs)
+    answer what filtering the whole journal answers, from the run's own list and a slice."""
+    h = History()
+    for n in range(30):
+        h.append("point", run_id=f"r-{n % 3}", inc=f"r-{n % 3}#1", point="step.start")
+        if n % 5 == 0:
+            h.append("note", note="no run")
+            h.append("inc.start", run_id=f"r-{n % 3}", inc=f"r-{n % 3}#2", pid=n)
+    everything = h.events()
+    for run in ("r-0", "r-1", "r-2", "r-9"):
+        assert h.of_run(run) == [e for e in everything if e.get("run_id") == run]
+        assert h.of_run(run, "inc.start") == [e for e in everything if e.get("run_id") == run and e["type"] == "inc.start"]
+    assert len(h) == len(everything)
+    mark = len(h)
+    later = [h.append("point", run_id="r-1", inc="r-1#3", point="step.start") for _ in range(3)]
+    assert h.since(mark) == later and h.since(len(h)) == []
+
+
 def test_in_memory_history_needs_no_file() -> None:
     h = History()
     h.append("note", note="x")
