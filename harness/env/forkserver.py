@@ -35,6 +35,7 @@ import select
 import signal
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,10 +47,20 @@ from killpoint.env.procutil import become_subreaper, decode_status, die_with_par
 
 def _child(argv: list[str], env: dict[str, str], log: str | None, fds: list[int]) -> None:
     """In the forked child: become the worker. Never returns."""
+
+    def body() -> int:
+        _detach(fds)
+        return _become(argv, env, log)
+
+    _exit_with(body)
+
+
+def _exit_with(body: Callable[[], int]) -> None:
+    """In a forked child: run `body` and exit with its code (a `SystemExit`'s, or 1 with the traceback on
+    stderr for any other exception), flushing the standard streams first. Never returns."""
     code = 1
     try:
-        _detach(fds)
-        code = _become(argv, env, log)
+        code = body()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -116,8 +127,8 @@ def _standby(env: dict[str, str], rfd: int, fds: list[int]) -> None:
     """In a forked standby: open the session of the next incarnation ahead, then wait on `rfd` for the
     spawn command that makes this process that incarnation, and become it. Never returns; exits 0 on EOF
     (the server dropped it) without a command."""
-    code = 1
-    try:
+
+    def body() -> int:
         _detach(fds)
         out = os.open(os.devnull, os.O_WRONLY)
         os.dup2(out, 1)
@@ -132,17 +143,11 @@ def _standby(env: dict[str, str], rfd: int, fds: list[int]) -> None:
             data += chunk
         os.close(rfd)
         if not data:
-            code = 0
-            return
+            return 0
         cmd = json.loads(data)
-        code = _become(cmd["argv"], cmd["env"], cmd.get("log"), conn)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    except BaseException:
-        traceback.print_exc()
-        code = 1
-    finally:
-        _exit(code)
+        return _become(cmd["argv"], cmd["env"], cmd.get("log"), conn)
+
+    _exit_with(body)
 
 
 def _open_ahead(dsn: str) -> Any:
