@@ -10,8 +10,9 @@ and answers `{"op": "spawned", "inc": "w3", "pid": N}`, then (unless started wit
 `{"op": "standby", "pid": M}`: the child it forked ahead for the next spawn (see `_Server`). It reports every child's state change:
 `{"op": "stopped"|"continued", "pid": N}` and `{"op": "exited", "pid": N, "exit_code": C, "signal": S, "cpu": SECONDS}` (the child's own user + system CPU
 time, from `wait4`).
-A child runs `killpoint.reference_agent.worker.main(argv)` with exactly `env` as its environment and exits
-with its return value. A child whose `env` puts folders on PYTHONPATH that the server's import path lacks
+A child runs `killpoint.reference_agent.worker.main(argv)` with exactly `env` as its environment (and, when
+it was the standby, the Postgres session it opened ahead, named for the incarnation) and exits with its
+return value. A child whose `env` puts folders on PYTHONPATH that the server's import path lacks
 (an earlier version of the agent, `killpoint.env.previous`) imports from them first, as a fresh interpreter
 would: they go first on its `sys.path`, and what the server imported of the packages they hold is dropped
 (`_prepend_paths`). Each child is the leader of its own process group (set by both sides of the fork, so
@@ -265,17 +266,18 @@ class _Server:
         if standby is None:
             return None
         try:
-            if standby.key != key or len(line) >= PIPE_BUF_SAFE:
-                raise BrokenPipeError  # another session's settings, or more than the pipe holds at once
-            os.set_blocking(standby.wfd, True)
-            os.write(standby.wfd, line)  # a few KB: the pipe holds it whole
-            return standby.pid
+            # Not for another session's settings, nor for more than the pipe holds at once.
+            if standby.key == key and len(line) < PIPE_BUF_SAFE:
+                os.set_blocking(standby.wfd, True)
+                os.write(standby.wfd, line)
+                return standby.pid
         except OSError:
-            with contextlib.suppress(OSError):
-                os.killpg(standby.pid, signal.SIGKILL)  # reaped by `_reap` like an orphan: nobody asks
-            return None
+            pass  # it died: dropped like one of other settings
         finally:
             os.close(standby.wfd)
+        with contextlib.suppress(OSError):
+            os.killpg(standby.pid, signal.SIGKILL)  # reaped by `_reap` like an orphan: nobody asks
+        return None
 
     def _fork_standby(self, env: dict[str, str], key: tuple) -> None:
         """Fork the standby of the next spawn; none if the system refuses a process now (the next spawn
