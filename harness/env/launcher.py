@@ -41,6 +41,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import psutil
 
@@ -92,6 +93,11 @@ class Incarnation:
 
     def alive(self) -> bool:
         return not self.exited
+
+    def end_fields(self) -> dict[str, Any]:
+        """What its `inc.end` event records: its id, how it ended, and its CPU when known."""
+        return {"inc": self.inc, "exit_code": self.exit_code, "signal": self.signal,
+                **({"cpu": self.cpu} if self.cpu is not None else {})}
 
     def send(self, sig: int, group: bool | None = None) -> bool:
         """Signal the incarnation if its leader still runs; False if it was already gone.

@@ -108,8 +108,7 @@ class RunController:
 
     def on_exit(self, inc: Incarnation) -> None:
         self.env.barrier.settle(inc.pid)  # its last notes (run.done...) go in the journal before its end
-        self.history.append("inc.end", run_id=self.run_id, inc=inc.inc, exit_code=inc.exit_code, signal=inc.signal,
-                            **({"cpu": inc.cpu} if inc.cpu is not None else {}))
+        self.history.append("inc.end", run_id=self.run_id, **inc.end_fields())
 
     def _owner(self) -> Incarnation | None:
         """The incarnation a service request of this run most likely comes from."""

@@ -303,8 +303,7 @@ class Fleet:
             self._wake.set()
 
     def on_exit(self, inc: Incarnation) -> None:
-        self.history.append("inc.end", run_id=inc.run_id, inc=inc.inc, exit_code=inc.exit_code, signal=inc.signal,
-                            **({"cpu": inc.cpu} if inc.cpu is not None else {}))
+        self.history.append("inc.end", run_id=inc.run_id, **inc.end_fields())
         self._wake.set()
 
     # ---- the database side -----------------------------------------------------------------------
