@@ -8,16 +8,20 @@ exploration (thousands of random schedules) pays more per trial the longer it ha
 run's own list (`History.of_run`), it costs what it returns. For each session length this fills an
 in-memory History with trials of the given size (the event kinds and fields of a real trial, a
 `run.evidence` and its records last), then times one evidence read of the last trial both ways, in this
-one process, and prints the medians and their ratio (the full scan as the baseline).
+one process, and prints the medians and their ratio (the full scan as the baseline), and the memory the
+session's events hold (the growth of this process's RSS while they were appended).
 A benchmark, not a test: it asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
+
+import psutil
 
 from killpoint.run.evidence import from_history
 from killpoint.run.history import History
@@ -59,13 +63,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", default="100,1000,10000", help="session lengths, in trials (comma-separated)")
     args = p.parse_args(argv)
     print(f"one trial's evidence read back, {args.events_per_trial} events per trial (median of 7)")
-    print(f"{'trials':>8} {'events':>9}  {'whole journal':>14}  {'the run only':>13}  ratio")
+    print(f"{'trials':>8} {'events':>9}  {'whole journal':>14}  {'the run only':>13}  ratio  {'held':>8}")
+    proc = psutil.Process()
     for trials in (int(t) for t in args.trials.split(",")):
+        history = None  # the previous session's events go before this one's are counted
+        gc.collect()
+        before = proc.memory_info().rss
         history = History()
         last = fill(history, trials, args.events_per_trial)
+        held = max(0, proc.memory_info().rss - before)
         full = timed(lambda: from_history(history.events(), last))  # noqa: B023 - used at once
         own = timed(lambda: from_history(history.of_run(last), last))  # noqa: B023
-        print(f"{trials:>8} {len(history):>9}  {full * 1000:>11.2f} ms  {own * 1000:>10.3f} ms  {full / own:6.1f}x")
+        print(f"{trials:>8} {len(history):>9}  {full * 1000:>11.2f} ms  {own * 1000:>10.3f} ms  {full / own:6.1f}x"
+              f"  {held / 2**20:5.0f} MB")
         history.close()
     return 0
 

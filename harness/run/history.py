@@ -10,6 +10,7 @@ a checker judging the in-memory history and `killpoint judge` reading the file s
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -56,12 +57,28 @@ TRACE_FIELDS = ("type", "inc", "step", "point", "action", "nth", "note", "exit_c
 """Fields that make up the event trace: what happened, without times, pids or ports."""
 
 
+SHARED_STRING_MAX = 64
+"""Strings up to this length in an event (its keys, and values such as run ids, incarnation ids, steps and
+points) are interned: a session repeats them in thousands of events, which then share one copy."""
+
+
+def _shared(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """One JSON object of an event, its keys and short string values interned (`SHARED_STRING_MAX`)."""
+    intern = sys.intern
+    return {intern(k): (intern(v) if type(v) is str and len(v) <= SHARED_STRING_MAX else v) for k, v in pairs}
+
+
+def _parse(line: str) -> Any:
+    return json.loads(line, object_pairs_hook=_shared)
+
+
 class History:
     """Append-only event journal. `append` returns the stored event.
 
     Reads that a trial makes on the hot path cost what they return, not the session's length: `of_run`
     (one run's events, kept per run id as they are appended) and `since` (the events after an index).
-    A session of thousands of trials would otherwise rescan everything before it on every trial.
+    A session of thousands of trials would otherwise rescan everything before it on every trial. The
+    events are held in memory for the session, their repeated short strings shared (`_shared`).
     """
 
     def __init__(self, path: Path | None = None) -> None:
@@ -78,7 +95,7 @@ class History:
             event: Event = {"i": len(self._events), "t": round(time.monotonic() - self._t0, 6), "type": type_}
             event.update(fields)
             line = json.dumps(event, sort_keys=True, default=str)
-            event = json.loads(line)
+            event = _parse(line)  # what a reader of the file gets, its repeated strings shared
             self._events.append(event)
             run_id = event.get("run_id")
             if run_id is not None:
@@ -131,7 +148,7 @@ class History:
                 if not line.strip():
                     continue
                 try:
-                    event = json.loads(line)
+                    event = _parse(line)
                 except json.JSONDecodeError:
                     bad += 1
                     continue

@@ -47,6 +47,23 @@ def test_one_runs_events_and_the_events_since_an_index_are_what_a_full_read_filt
     assert h.since(mark) == later and h.since(len(h)) == []
 
 
+def test_repeated_short_strings_are_held_once_and_long_ones_as_they_are(tmp_path: Path) -> None:
+    """A session holds its events in memory: the keys and short values thousands of them repeat (run ids,
+    incarnation ids, steps, points) are one shared copy each, in memory and when read back from the file."""
+    path = tmp_path / "history.jsonl"
+    h = History(path)
+    long = "x" * 200
+    a = h.append("point", run_id="r-7", inc="r-7#1", step="charge", point="effect.applied", payload={"body": long})
+    b = h.append("point", run_id="r-7", inc="r-7#1", step="charge", point="effect.applied", payload={"body": long})
+    for key in ("run_id", "inc", "step", "point"):
+        assert a[key] is b[key], key
+    assert next(k for k in a if k == "step") is next(k for k in b if k == "step")
+    assert a["payload"]["body"] == b["payload"]["body"] == long
+    c, d = History.load(path)
+    assert (c, d) == (a, b) and c["run_id"] is d["run_id"] is a["run_id"]
+    h.close()
+
+
 def test_in_memory_history_needs_no_file() -> None:
     h = History()
     h.append("note", note="x")
