@@ -16,7 +16,8 @@ Contract:
   ``payload_digest``, ``payload``, ``id``, ``response``, ``attempt`` (order of the attempt that applied
   it), ``t``. "Retried but deduplicated" is two attempts and one effect; "done twice" is two effects.
 - Idempotency keys are scoped per (service, run_id).
-- Readers (``attempts``, ``effects``, ``model_requests``) get deep copies. Writers hand over ownership:
+- Readers (``attempts``, ``effects``, ``model_requests``) get deep copies. A reader of one run reads
+  that run's records only (kept per run as they come): its cost does not grow with the session's length. Writers hand over ownership:
   ``apply`` and ``add_model_request`` keep the objects they are given (freshly parsed bodies), and the
   record ``apply`` returns is the journal's own, for reading only -- no copies on the request path.
 """
@@ -37,8 +38,8 @@ OUTCOMES: tuple[str, ...] = (
 Record = dict[str, Any]
 
 
-def _for_run(records: list[Record], run_id: str | None) -> list[Record]:
-    return [copy.deepcopy(r) for r in records if run_id is None or r["run_id"] == run_id]
+KINDS = ("attempts", "effects", "model")
+"""The kinds of record, each kept in arrival order for the session and per run."""
 
 
 class Journal:
@@ -50,6 +51,7 @@ class Journal:
         self._attempts: list[Record] = []
         self._effects: list[Record] = []
         self._model: list[Record] = []
+        self._runs: dict[str, dict[str, list[Record]]] = {}  # run id -> kind -> its records, in order
         self._by_key: dict[tuple[str, str, str], Record] = {}
         self._by_id: dict[tuple[str, str, str], Record] = {}
         self._counts: dict[tuple[str, str], int] = {}
@@ -57,6 +59,21 @@ class Journal:
     def _tick(self) -> int:
         self._order += 1
         return self._order
+
+    def _keep(self, kind: str, record: Record) -> None:
+        """Append `record` to the session's list of `kind` and to its run's (under the lock)."""
+        {"attempts": self._attempts, "effects": self._effects, "model": self._model}[kind].append(record)
+        run = self._runs.setdefault(str(record.get("run_id")), {k: [] for k in KINDS})
+        run[kind].append(record)
+
+    def _read(self, kind: str, run_id: str | None) -> list[Record]:
+        """Copies of the records of `kind`: the run's, or (None) the session's."""
+        with self._lock:
+            if run_id is None:
+                records = {"attempts": self._attempts, "effects": self._effects, "model": self._model}[kind]
+            else:
+                records = self._runs.get(run_id, {}).get(kind, [])
+            return [copy.deepcopy(r) for r in records]
 
     def begin(self, service: str, run_id: str, key: str | None, payload_digest: str, path: str) -> Record:
         """Record an arriving attempt (outcome ``pending``) and return it, for :meth:`finish`."""
@@ -66,7 +83,7 @@ class Journal:
                 "payload_digest": payload_digest, "outcome": "pending", "status": None, "path": path,
                 "t": time.monotonic(),
             }
-            self._attempts.append(attempt)
+            self._keep("attempts", attempt)
             return attempt
 
     def finish(self, attempt: Record, outcome: str, status: int | None, **extra: Any) -> None:
@@ -110,7 +127,7 @@ class Journal:
                 "payload_digest": attempt["payload_digest"], "payload": payload,
                 "id": effect_id, "response": response, "attempt": attempt["order"], "t": time.monotonic(),
             }
-            self._effects.append(effect)
+            self._keep("effects", effect)
             self._by_id[(service, run_id, effect_id)] = effect
             if dedupe and key is not None:
                 self._by_key[(service, run_id, key)] = effect
@@ -125,24 +142,22 @@ class Journal:
     def effects_of(self, service: str, run_id: str) -> list[Record]:
         """Copies of the effects of one service in one run, in order."""
         with self._lock:
-            return [copy.deepcopy(r) for r in self._effects if r["service"] == service and r["run_id"] == run_id]
+            mine = self._runs.get(run_id, {}).get("effects", [])
+            return [copy.deepcopy(r) for r in mine if r["service"] == service]
 
     def add_model_request(self, record: Record) -> None:
         """Record one model request (its ``order`` is that of its attempt); the journal keeps ``record``."""
         with self._lock:
-            self._model.append(record)
+            self._keep("model", record)
 
     def attempts(self, run_id: str | None = None) -> list[Record]:
-        with self._lock:
-            return _for_run(self._attempts, run_id)
+        return self._read("attempts", run_id)
 
     def effects(self, run_id: str | None = None) -> list[Record]:
-        with self._lock:
-            return _for_run(self._effects, run_id)
+        return self._read("effects", run_id)
 
     def model_requests(self, run_id: str | None = None) -> list[Record]:
-        with self._lock:
-            return _for_run(self._model, run_id)
+        return self._read("model", run_id)
 
     def reset(self, run_id: str | None = None) -> None:
         """Forget one run's records (and its idempotency keys), or everything and the counter."""
@@ -152,6 +167,7 @@ class Journal:
                 self._attempts.clear()
                 self._effects.clear()
                 self._model.clear()
+                self._runs.clear()
                 self._by_key.clear()
                 self._by_id.clear()
                 self._counts.clear()
@@ -159,6 +175,7 @@ class Journal:
             self._attempts = [r for r in self._attempts if r["run_id"] != run_id]
             self._effects = [r for r in self._effects if r["run_id"] != run_id]
             self._model = [r for r in self._model if r["run_id"] != run_id]
+            self._runs.pop(run_id, None)
             self._by_key = {k: v for k, v in self._by_key.items() if k[1] != run_id}
             self._by_id = {k: v for k, v in self._by_id.items() if k[1] != run_id}
             self._counts = {k: v for k, v in self._counts.items() if k[1] != run_id}
