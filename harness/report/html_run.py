@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 from killpoint.faults.schedule import Schedule, ScheduleError
+from killpoint.report.text import NO_FAULT
 from killpoint.run.scenario import replay_command
 
 COLORS = {"point": "#7a9a9a", "fault": "#d22", "inc.start": "#2a2", "inc.end": "#555", "note": "#a80",
@@ -82,7 +83,7 @@ def failure_section(run_dir: Path, scenario: str, trial: dict, events: list[dict
     out.append("</ul>")
     if trial.get("seed") is not None:
         out.append(f"<p>seed: <code>{html.escape(str(trial['seed']))}</code></p>")
-    out.append(f"<p>schedule: <code>{html.escape(str(trial.get('schedule') or '(none: crash-free)'))}</code></p>")
+    out.append(f"<p>schedule: <code>{html.escape(str(trial.get('schedule') or NO_FAULT))}</code></p>")
     out.append(f"<p>replay: <code class=replay>{html.escape(replay_for(scenario, trial, meta))}</code></p>")
     mine = [e for e in events if e.get("run_id") == run_id]
     for kind in ("attempt", "effect"):

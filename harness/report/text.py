@@ -28,6 +28,10 @@ def scenario_line(r: ScenarioResult) -> str:
     return f"{MARK[r.outcome]:<8} {r.name:<26} {len(r.trials):>4} schedules {r.elapsed:7.1f}s{figures}{reason}{cut}"
 
 
+NO_FAULT = "(none: no fault injected)"
+"""An empty schedule's line: a crash-free run, or one that only resumed a checkpoint (stored-checkpoints)."""
+
+
 def trial_block(scenario: str, t: Trial, steps: str, title: str = "FAILED", base_seed: int | None = None) -> list[str]:
     """The failure in full: checkers that failed with their evidence, seed (`seed_line`), schedule, replay
     line. `base_seed`: the base seed of the run the trial belongs to (`run`, `explore`), if any."""
@@ -41,7 +45,7 @@ def trial_block(scenario: str, t: Trial, steps: str, title: str = "FAILED", base
     if t.unfired():
         lines.append(f"  not fired (the run never reached them): {', '.join(t.unfired())}")
     lines.append(f"  seed:     {seed_line(t, base_seed)}")
-    lines.append(f"  schedule: {t.schedule or '(none: crash-free)'}")
+    lines.append(f"  schedule: {t.schedule or NO_FAULT}")
     if t.shrunk_from is not None:
         n, m = len(t.shrunk_from), len(t.schedule)
         lines.append(f"  shrunk:   from {t.shrunk_from} ({n} faults) to {m} fault{'s' if m != 1 else ''}")

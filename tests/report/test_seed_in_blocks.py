@@ -49,6 +49,15 @@ def test_the_seed_line_says_the_seed_or_that_the_schedule_was_explicit() -> None
         in based
 
 
+def test_an_empty_schedule_says_no_fault_was_injected_not_that_the_run_was_crash_free() -> None:
+    """stored-checkpoints judges a resume of a kept checkpoint with no fault: its block must not call that
+    run crash-free (it started from an older version's checkpoint, named by its seed)."""
+    block = "\n".join(trial_block("stored-checkpoints", trial("stored-checkpoints-1", "", 3), "s"))
+    assert "  schedule: (none: no fault injected)\n" in block
+    assert "crash-free" not in block
+    assert "killpoint replay --scenario stored-checkpoints --seed 3" in block
+
+
 @pytest.mark.parametrize("command", ["run", "explore"])
 def test_every_cli_failure_block_and_junit_case_carries_the_base_seed(command: str, tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture) -> None:
