@@ -48,7 +48,12 @@ def test_github_actions_template() -> None:
     assert all("uses" in s or "run" in s for s in steps)
     uses = {s["uses"].split("@")[0]: s for s in steps if "uses" in s}
     assert uses["actions/setup-python"]["with"]["cache"] == "pip"
-    assert uses["actions/cache"]["with"]["path"] == ".killpoint-cache"
+    caches = {s["with"]["path"]: s["with"] for s in steps if s.get("uses", "").startswith("actions/cache@")}
+    assert set(caches) == {".killpoint-cache", ".killpoint/checkpoints"}
+    # the checkpoints a commit's run keeps are restored by the next commit's run of the same shard
+    kept = caches[".killpoint/checkpoints"]
+    assert "${{ github.sha }}" in kept["key"] and "${{ matrix.shard }}" in kept["key"]
+    assert kept["key"].startswith(kept["restore-keys"]) and "github.sha" not in kept["restore-keys"]
     runs = [s["run"] for s in steps if "run" in s]
     apt = next(r for r in runs if "apt-get install" in r)
     assert apt.index("apt-get update") < apt.index("apt-get install")
@@ -72,8 +77,9 @@ def test_gitlab_template() -> None:
     assert ci["stages"] == ["test", "report"] and job["stage"] == "test" and job["parallel"] >= 2
     variables = ci["variables"]
     assert variables["KILLPOINT_STEPS"] and variables["PIP_CACHE_DIR"] and variables["KILLPOINT_CACHE_DIR"]
-    cached = job["cache"]["paths"]
-    assert ".cache/pip" in cached and ".killpoint-cache" in cached
+    caches = {path: c["key"] for c in job["cache"] for path in c["paths"]}
+    assert {".cache/pip", ".killpoint-cache", ".killpoint/checkpoints"} <= set(caches)
+    assert "CI_NODE_INDEX" in caches[".killpoint/checkpoints"]  # each parallel job restores its own store
     script = job["script"]
     apt = next(r for r in script if "apt-get install" in r)
     assert apt.index("apt-get update") < apt.index("apt-get install")
