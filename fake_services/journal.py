@@ -17,9 +17,10 @@ Contract:
   it), ``t``. "Retried but deduplicated" is two attempts and one effect; "done twice" is two effects.
 - Idempotency keys are scoped per (service, run_id).
 - Readers (``attempts``, ``effects``, ``model_requests``) get deep copies. A reader of one run reads
-  that run's records only (kept per run as they come): its cost does not grow with the session's length. Writers hand over ownership:
-  ``apply`` and ``add_model_request`` keep the objects they are given (freshly parsed bodies), and the
-  record ``apply`` returns is the journal's own, for reading only -- no copies on the request path.
+  that run's records only (kept per run as they come): its cost does not grow with the session's length.
+  Writers hand over ownership: ``apply`` and ``add_model_request`` keep the objects they are given
+  (freshly parsed bodies), and the record ``apply`` returns is the journal's own, for reading only -- no
+  copies on the request path.
 """
 
 from __future__ import annotations
@@ -60,19 +61,20 @@ class Journal:
         self._order += 1
         return self._order
 
+    def _session(self, kind: str) -> list[Record]:
+        """The session's records of `kind` (under the lock: `reset` replaces the lists)."""
+        return {"attempts": self._attempts, "effects": self._effects, "model": self._model}[kind]
+
     def _keep(self, kind: str, record: Record) -> None:
         """Append `record` to the session's list of `kind` and to its run's (under the lock)."""
-        {"attempts": self._attempts, "effects": self._effects, "model": self._model}[kind].append(record)
+        self._session(kind).append(record)
         run = self._runs.setdefault(str(record.get("run_id")), {k: [] for k in KINDS})
         run[kind].append(record)
 
     def _read(self, kind: str, run_id: str | None) -> list[Record]:
         """Copies of the records of `kind`: the run's, or (None) the session's."""
         with self._lock:
-            if run_id is None:
-                records = {"attempts": self._attempts, "effects": self._effects, "model": self._model}[kind]
-            else:
-                records = self._runs.get(run_id, {}).get(kind, [])
+            records = self._session(kind) if run_id is None else self._runs.get(run_id, {}).get(kind, [])
             return [copy.deepcopy(r) for r in records]
 
     def begin(self, service: str, run_id: str, key: str | None, payload_digest: str, path: str) -> Record:

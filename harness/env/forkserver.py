@@ -94,11 +94,7 @@ def _become(argv: list[str], env: dict[str, str], log: str | None, conn: Any = N
     """Take the incarnation's log, environment and import path, and run the worker (on `conn`, a session
     opened ahead, if it is still usable); its exit code."""
     if log:
-        out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        if out > 2:
-            os.close(out)
+        _output_to(log)
     sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     os.environ.clear()
@@ -111,6 +107,15 @@ def _become(argv: list[str], env: dict[str, str], log: str | None, conn: Any = N
     from killpoint.reference_agent import worker
 
     return int(worker.main(argv, conn=conn) or 0)
+
+
+def _output_to(path: str) -> None:
+    """Point stdout and stderr (fds 1 and 2) at `path`, appended to."""
+    out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(out, 1)
+    os.dup2(out, 2)
+    if out > 2:
+        os.close(out)
 
 
 def _exit(code: int) -> None:
@@ -131,11 +136,7 @@ def _standby(env: dict[str, str], rfd: int, fds: list[int]) -> None:
 
     def body() -> int:
         _detach(fds)
-        out = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(out, 1)
-        os.dup2(out, 2)
-        if out > 2:
-            os.close(out)
+        _output_to(os.devnull)  # until it is an incarnation with a log
         os.environ.clear()
         os.environ.update(conninfo.standby_env(env, STANDBY_NAME))
         conn = _open_ahead(os.environ.get("DATABASE_URL", ""))
