@@ -25,6 +25,7 @@ from killpoint.env import peers
 from killpoint.env.environment import Environment
 from killpoint.env.launcher import Incarnation
 from killpoint.env.postgres.handle import PostgresHandle
+from killpoint.env.worker_env import incarnation_env
 from killpoint.fake_services.hooks import Decision
 from killpoint.faults.plan import FaultPlan
 from killpoint.faults.schedule import Fault, Schedule
@@ -85,7 +86,7 @@ class RunController:
     # ---- processes -------------------------------------------------------------------------------
     def worker_env(self, inc: str) -> dict[str, str]:
         """The environment of one incarnation (docs/contracts.md section 2)."""
-        return evidence_mod.incarnation_env(self.env, inc, self.run_id, self.options, self.steps_module)
+        return incarnation_env(self.env, inc, self.run_id, self.options, self.steps_module)
 
     def spawn(self, role: str) -> Incarnation:
         with self._lock:

@@ -40,6 +40,7 @@ from killpoint.env.environment import Environment
 from killpoint.env.launcher import Incarnation
 from killpoint.env.postgres.handle import PostgresHandle
 from killpoint.env.stepmodule import AgentSpec
+from killpoint.env.worker_env import incarnation_env
 from killpoint.fake_services.hooks import Decision
 from killpoint.faults.plan import FaultPlan
 from killpoint.faults.schedule import Fault, Schedule
@@ -185,7 +186,7 @@ class Fleet:
                 self._ports[key] = RunPort(self, key)
                 self.env.attach(self._ports[key])
         log = str(self.env.run_dir / f"{inc_id}.log")
-        env = evidence_mod.incarnation_env(self.env, inc_id, run_id, self.options, self.agent.module)
+        env = incarnation_env(self.env, inc_id, run_id, self.options, self.agent.module)
         inc = self.env.launcher.spawn(inc_id, key, role, argv, env, log)
         self.on_start(inc)  # a no-op when the launcher has already reported it
         return inc

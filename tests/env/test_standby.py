@@ -17,9 +17,9 @@ import pytest
 from killpoint.env.launcher import ForkLauncher, Incarnation
 from killpoint.env.postgres import PostgresHandle, conninfo
 from killpoint.env.stepmodule import DEFAULT_STEPS
+from killpoint.env.worker_env import pg_options
 from killpoint.faults.schedule import Schedule
 from killpoint.reference_agent.schema import ensure_schema
-from killpoint.run.evidence import pg_options
 from killpoint.run.trial import Session
 from tests.env.test_launcher import Held
 from tests.helpers.agents import wait_for
