@@ -139,8 +139,7 @@ def killpoint_session(pytestconfig: pytest.Config, killpoint_steps: str, _killpo
     """
     from killpoint.cli.args import default_jobs
     from killpoint.env.environment import Environment
-    from killpoint.env.stepmodule import load
-    from killpoint.reference_agent.schema import ensure_schema
+    from killpoint.env.stepmodule import ensure_schema, load
     from killpoint.run.history import History
     from killpoint.run.options import RunOptions
     from killpoint.run.trial import Session

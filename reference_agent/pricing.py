@@ -1,7 +1,10 @@
-"""The price table of the model calls, and the cost of one call: the one table the reference agent bills with
-and the harness judges recorded costs by (``cost_accounted``, harness/checkers/outcome.py).
+"""The reference agent's own price table, and the cost of one call: what it bills each model call with and
+records as ``cost_usd`` (its own accounting, as any real agent keeps its own).
 
-Imports nothing (no SDK), so the harness can price the model fake's records without loading the agent.
+The harness judges recorded costs by its own table (``killpoint.checkers.pricing``, used by
+``cost_accounted``), never by this one: an agent's table may be wrong, which is what that checker finds.
+``tests/checkers/test_pricing.py`` checks that the two agree on every model this agent and the model fake
+answer as. Imports nothing (no SDK).
 
 1. ``PRICES[model]`` is (USD per million input tokens, USD per million output tokens); a model not in the
    table is priced as :data:`DEFAULT_MODEL` by :func:`cost_usd`, and :func:`priced` says whether it is in it.

@@ -9,7 +9,7 @@ Usage::
 environment: nothing is connected at import, signal handlers are installed inside ``main``, and ``main``
 returns the exit code instead of exiting. ``main(argv, conn=CONN)`` uses ``CONN`` (autocommit, opened ahead
 by the fork server's standby and named for this incarnation) instead of connecting, and closes it at the
-end as its own.
+end as its own. The fork server also calls ``warm()`` (``context.warm``) once, before it forks any worker.
 
 Environment (contracts.md section 2): ``DATABASE_URL``; ``MAILER_URL``, ``LEDGER_URL``, ``WEBHOOK_URL``;
 ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``; ``KILLPOINT_STEPS`` (step module, default
@@ -50,7 +50,7 @@ import psycopg
 
 from . import killpoints
 from .checkpoint import FAILED, FINISHED
-from .context import Resources
+from .context import Resources, warm  # noqa: F401 - warm: for the fork server (see above)
 from .lease import LeaseBusy, LeaseLost
 from .queue import claim
 from .runtime import Drain, RunOptions, run_durable

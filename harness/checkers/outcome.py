@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from killpoint.checkers import pricing
 from killpoint.checkers.evidence import Evidence, mask, not_compared
 from killpoint.checkers.verdict import Verdict, failed, passed, unknown
-from killpoint.reference_agent import pricing
 
 
 def completes(ev: Evidence, base: Evidence | None) -> Verdict:
@@ -64,10 +64,10 @@ def cost_accounted(ev: Evidence, base: Evidence | None) -> Verdict:
     1. The witnesses: every model request the fake answered (`outcome` applied, with `usage`). The fake
        answers the same request with the same answer, so a replayed request is one answer, kept once: the
        requests are counted once per `request_digest`.
-    2. Each is priced by the documented table (`killpoint.reference_agent.pricing`, `cost_usd` of its model
-       and usage); the sum must equal the final checkpoint's `cost_usd` within the rounding of one
-       nano-dollar per call. A cost billed again on replay, or mispriced, fails, even when every run
-       (the crash-free one too) has the same wrong cost.
+    2. Each is priced by the judge's own documented table (`killpoint.checkers.pricing`, `cost_usd` of its
+       model and usage), never the agent's; the sum must equal the final checkpoint's `cost_usd` within the
+       rounding of one nano-dollar per call. A cost billed again on replay, or mispriced, fails, even when
+       every run (the crash-free one too) has the same wrong cost.
     3. Where the witnesses cannot price the run (no answer the fake recorded with its usage, a model missing
        from the table, or a final record without `cost_usd`: an agent that does not account cost this way),
        the cost is compared with the crash-free

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from killpoint.cli import validate
 from killpoint.env.postgres import KINDS
+from killpoint.env.stepmodule import DEFAULT_STEPS  # light: psycopg is imported on use only
 from killpoint.errors import UsageError
-from killpoint.reference_agent.step_module import DEFAULT_STEPS  # not env.stepmodule: it imports psycopg
 
 
 def add_postgres_options(p: argparse.ArgumentParser) -> None:

@@ -109,7 +109,7 @@ def session(args: argparse.Namespace, label: str, progress: Progress | None = No
     (Ctrl-C, SIGTERM), it writes and prints the findings of `progress` so far (`killpoint.cli.interrupted`)."""
     from killpoint.env.environment import Environment
     from killpoint.env.previous import Checkouts, PreviousCode, is_git
-    from killpoint.reference_agent.schema import ensure_schema
+    from killpoint.env.stepmodule import ensure_schema
 
     validate.check_paths(args)  # --out and --junit writable, before anything starts
     agent = load(args.steps)

@@ -409,8 +409,8 @@ def _warm() -> None:
     """Do once here what every child would otherwise do on its own: httpx2 imports its transport stack
     (httpcore2, anyio, trio: ~0.3 s) only when the first client is made, and the SDK builds its response
     types' schemas on its first call (~30 ms of CPU), which the worker does per process; the reference
-    agent's `context.warm` does both without a socket or a thread, and builds one worker's HTTP clients
-    ahead. Then every object made so far is frozen out of the garbage collector's reach: a child's
+    agent's `worker.warm` (its `context.warm`) does both without a socket or a thread, and builds one
+    worker's HTTP clients ahead. Then every object made so far is frozen out of the garbage collector's reach: a child's
     collections neither walk nor write to the pages it shares with this server (copy-on-write)."""
     try:
         import httpx2  # noqa: PLC0415 - the reference runtime's HTTP client
@@ -418,9 +418,9 @@ def _warm() -> None:
         return
     httpx2.Client().close()
     with contextlib.suppress(Exception):  # warming only saves time: a failure here costs the children time
-        from killpoint.reference_agent import context  # noqa: PLC0415
+        from killpoint.reference_agent import worker  # noqa: PLC0415
 
-        context.warm()
+        worker.warm()
     gc.collect()
     gc.freeze()
 

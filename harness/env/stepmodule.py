@@ -20,8 +20,13 @@ from typing import TYPE_CHECKING
 
 from killpoint.env import timelimit
 from killpoint.errors import UsageError
-from killpoint.reference_agent.checkpoint import DONE
-from killpoint.reference_agent.step_module import DEFAULT_STEPS, BadStepModule, StepModule, import_step_module
+from killpoint.reference_agent.step_module import (  # the harness's one gate to the agent (tests/meta/test_imports.py)
+    DEFAULT_STEPS,
+    DONE,
+    BadStepModule,
+    StepModule,
+    import_step_module,
+)
 
 TERMINAL = DONE
 STEP_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
@@ -30,7 +35,8 @@ single-quoted replay line hold these safely."""
 if TYPE_CHECKING:  # psycopg costs ~0.4 s to import: `killpoint --help` must not pay it
     import psycopg
 
-__all__ = ["DEFAULT_STEPS", "TERMINAL", "AgentSpec", "check", "import_env", "isolated", "load", "prepare"]
+__all__ = ["DEFAULT_STEPS", "TERMINAL", "AgentSpec", "check", "ensure_schema", "import_env", "isolated", "load",
+           "prepare"]
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,14 @@ def check(mod: ModuleType, module: str) -> AgentSpec:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def ensure_schema(conn: psycopg.Connection) -> None:
+    """Create the reference runtime's tables (contracts.md section 3) if they do not exist; safe from several
+    processes at once. What an `Environment` is given as its `schema`, so that every worker finds them."""
+    from killpoint.reference_agent.schema import ensure_schema as create  # psycopg: imported on use only
+
+    create(conn)
 
 
 def prepare(conn: psycopg.Connection, agent: AgentSpec) -> None:

@@ -11,7 +11,7 @@ POINTS: tuple[str, ...] = (
     "checkpoint.writing",
     "checkpoint.committed",
 )
-"""Named boundaries inside one step, in the order a step reaches them (DESIGN.md, "Kill points")."""
+"""Named boundaries inside one step, in the order a step reaches them (docs/contracts.md, section 1)."""
 
 ACTIONS: tuple[str, ...] = ("kill", "term", "stop", "db-crash", "drop", "error", "slow", "overload")
 

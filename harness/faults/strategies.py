@@ -1,21 +1,24 @@
 """Hypothesis strategies for fault schedules of a given agent, shrinking toward fewer and earlier faults.
 
-Hypothesis is imported when a strategy is built, never when this module is imported.
+Hypothesis is imported when a strategy is built, never when this module is imported. The agent's points
+are given (a `StepPoints` mapping, or a callable that measures them): this module runs nothing.
 
 1. The candidates are the (step, point, action) triples of the agent's crash-free run, in the order the
-   run reached them (`run.points.crash_free_points`, or a `StepPoints` mapping given by hand), each point
-   with every action that fits it (`faults.points.fits`).
+   run reached them (a `StepPoints` mapping: `killpoint.crash_free_points`, or written by hand), each
+   point with every action that fits it (`faults.points.fits`).
 2. A schedule is a list of 1..`max_faults` candidates drawn with `sampled_from`: Hypothesis shrinks a list
    toward fewer elements and `sampled_from` toward its first element, so a failing schedule shrinks to
    the fewest faults at the earliest points, with `kill` (listed first) before `term`.
 3. A candidate drawn again on a (step, point) already used takes the next occurrence (`@2`, `@3`...), which
    a resumed incarnation reaches again, so every drawn schedule is valid (`Schedule.parse(str(s)) == s`).
 
+`deferred_schedules(measure)` calls `measure()` for the points only when the first schedule is drawn.
+`killpoint.schedules_for(steps)` (harness/run/points.py) is that over the points the agent `steps` reaches.
 A complete test (this is the example `tests/faults/test_strategies.py` runs):
 
     import killpoint
     from hypothesis import HealthCheck, given, settings
-    from killpoint.faults.strategies import schedules_for
+    from killpoint import schedules_for
 
     @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(schedule=schedules_for("killpoint.reference_agent.invoice_agent", max_faults=2))
@@ -28,7 +31,7 @@ the agent's points (a crash-free run, cached under `.killpoint/cache/points` by 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from killpoint.faults.points import fits
@@ -67,12 +70,9 @@ def schedules(points: StepPoints, *, actions: Sequence[str] = ("kill", "term"), 
     return st.lists(st.sampled_from(pool), min_size=min_faults, max_size=max_faults).map(number)
 
 
-def schedules_for(steps: str, *, postgres: str = "auto", dsn: str | None = None,
-                  **kwargs: Any) -> SearchStrategy[Schedule]:  # noqa: ANN401
-    """`schedules` over the points the agent `steps` reaches in its crash-free run, measured the first time a
-    schedule is drawn (not at import or collection) and cached by the agent's digest."""
+def deferred_schedules(measure: Callable[[], StepPoints], **kwargs: Any) -> SearchStrategy[Schedule]:  # noqa: ANN401
+    """`schedules(measure(), **kwargs)`, with `measure` called the first time a schedule is drawn (not at
+    import or collection)."""
     from hypothesis import strategies as st
 
-    from killpoint.run.points import crash_free_points
-
-    return st.deferred(lambda: schedules(crash_free_points(steps, postgres=postgres, dsn=dsn), **kwargs))
+    return st.deferred(lambda: schedules(measure(), **kwargs))

@@ -22,8 +22,12 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from killpoint.faults.schedule import Schedule, StepPoints, exhaustive
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
 
 
 def cache_dir() -> Path:
@@ -58,11 +62,20 @@ def single_faults(points: StepPoints, actions: tuple[str, ...] = ("kill", "term"
     return exhaustive(points, actions)
 
 
+def schedules_for(steps: str, *, postgres: str = "auto", dsn: str | None = None,
+                  **kwargs: Any) -> SearchStrategy[Schedule]:  # noqa: ANN401
+    """Hypothesis schedules (`faults.strategies.schedules`, `kwargs` its options) over the points the agent
+    `steps` reaches in its crash-free run, measured the first time a schedule is drawn (not at import or
+    collection) and cached by the agent's digest."""
+    from killpoint.faults.strategies import deferred_schedules
+
+    return deferred_schedules(lambda: crash_free_points(steps, postgres=postgres, dsn=dsn), **kwargs)
+
+
 def _measure(steps: str, postgres: str, dsn: str | None) -> dict[str, list[str]]:
     """Run the crash-free baseline in a throwaway environment and return its step points."""
     from killpoint.env.environment import Environment
-    from killpoint.env.stepmodule import load
-    from killpoint.reference_agent.schema import ensure_schema
+    from killpoint.env.stepmodule import ensure_schema, load
     from killpoint.run.history import History
     from killpoint.run.options import RunOptions
     from killpoint.run.trial import Session, step_points
