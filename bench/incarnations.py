@@ -30,7 +30,9 @@ from pathlib import Path
 
 from killpoint.env.barrier import BarrierServer
 from killpoint.env.environment import Environment
-from killpoint.env.launcher import ExecLauncher, ForkLauncher, Launcher
+from killpoint.env.exec_launcher import ExecLauncher
+from killpoint.env.fork_launcher import ForkLauncher
+from killpoint.env.launcher import Launcher
 from killpoint.env.postgres import provide
 from killpoint.env.stepmodule import DEFAULT_STEPS, load
 from killpoint.faults.schedule import Schedule

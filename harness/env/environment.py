@@ -20,7 +20,9 @@ import psycopg
 from killpoint.adapters import Adapter, CheckpointsAdapter, table_exists
 from killpoint.env import audit, sqlbarrier
 from killpoint.env.barrier import BarrierServer
-from killpoint.env.launcher import ExecLauncher, ForkLauncher, Incarnation, Launcher
+from killpoint.env.exec_launcher import ExecLauncher
+from killpoint.env.fork_launcher import ForkLauncher
+from killpoint.env.launcher import Incarnation, Launcher
 from killpoint.env.listener import RunListener
 from killpoint.env.postgres import provide
 from killpoint.env.postgres.reaper import new_cluster_dir

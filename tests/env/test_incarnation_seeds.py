@@ -13,7 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from killpoint.env.launcher import HASH_SEEDS, ForkLauncher, IncarnationSeeds
+from killpoint.env.fork_launcher import ForkLauncher
+from killpoint.env.launcher import HASH_SEEDS, IncarnationSeeds
 from killpoint.env.postgres import PostgresHandle
 from killpoint.faults.schedule import Schedule
 from killpoint.run.trial import Session

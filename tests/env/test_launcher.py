@@ -16,7 +16,9 @@ import psutil
 import pytest
 
 from killpoint.env.barrier import BarrierServer
-from killpoint.env.launcher import ExecLauncher, ForkLauncher, Incarnation, Launcher
+from killpoint.env.exec_launcher import ExecLauncher
+from killpoint.env.fork_launcher import ForkLauncher
+from killpoint.env.launcher import Incarnation, Launcher
 from killpoint.env.postgres import PostgresHandle
 from killpoint.env.stepmodule import DEFAULT_STEPS
 from killpoint.faults.schedule import Schedule

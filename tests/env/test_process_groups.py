@@ -25,7 +25,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from killpoint.env.launcher import ExecLauncher, ForkLauncher, Incarnation, Launcher
+from killpoint.env.exec_launcher import ExecLauncher
+from killpoint.env.fork_launcher import ForkLauncher
+from killpoint.env.launcher import Incarnation, Launcher
 from killpoint.env.procutil import wait_gone
 from killpoint.env.stepmodule import DEFAULT_STEPS
 

@@ -14,7 +14,8 @@ import psutil
 import psycopg
 import pytest
 
-from killpoint.env.launcher import ForkLauncher, Incarnation
+from killpoint.env.fork_launcher import ForkLauncher
+from killpoint.env.launcher import Incarnation
 from killpoint.env.postgres import PostgresHandle, conninfo
 from killpoint.env.stepmodule import DEFAULT_STEPS
 from killpoint.env.worker_env import pg_options

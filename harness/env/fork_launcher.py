@@ -1,0 +1,270 @@
+"""The fork launcher: incarnations forked from fork servers (harness/env/forkserver.py) that have already
+imported the agent, a few milliseconds each (`ForkLauncher`, below, says how).
+
+`_ForkServer` is one server process and the thread that reads what it says: the pid of each spawn, its
+standby, and every state change of its children (stopped, continued, exited), routed by the launcher to
+the incarnation of that pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+
+import psutil
+
+from killpoint.env import proctable, vitals
+from killpoint.env.launcher import HASH_SEEDS, Incarnation, IncarnationSeeds, Launcher
+from killpoint.env.proctable import TAG_VAR, kill_all
+from killpoint.env.procutil import die_with_parent, wait_gone
+from killpoint.errors import EnvironmentProblem
+
+
+class _ForkServer:
+    """One fork server process (harness/env/forkserver.py) and the thread that reads what it says."""
+
+    def __init__(self, modules: list[str], env: dict[str, str], on_message: Callable[[dict], None],
+                 standby: bool = True) -> None:
+        self._standby_on = standby
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "killpoint.env.forkserver", *modules, *([] if standby else ["--no-standby"])],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=env, process_group=0, preexec_fn=die_with_parent,
+        )
+        self._on_message = on_message
+        self.spawned: queue.Queue[dict] = queue.Queue()
+        self.spawn_lock = threading.Lock()  # one spawn request in flight at a time
+        self.leaders: set[int] = set()  # every pid this server forked for us (under spawn_lock)
+        self.standby: int | None = None  # the child it keeps forked ahead for the next spawn
+        self._standby_said = threading.Condition()  # `standby` follows each `spawned`: until it came, ...
+        self._standby_due = 0  # ... a child of the server that is no leader may be the new standby
+        self.pid = 0
+        self._reader: threading.Thread | None = None
+        self._live: set[int] = set()  # forked and not yet reported exited (by the reader thread)
+        self._closing = False
+        self.death: str | None = None
+        """How the server died while in use (killed from outside: `killpoint.env.vitals`), else None."""
+
+    def ready(self) -> None:
+        """Wait for the server's `ready` line (it has imported the agent) and start reading its messages."""
+        assert self._proc.stdout is not None
+        first = self._proc.stdout.readline()
+        if not first:
+            err = self._proc.stderr.read().decode(errors="replace").strip().splitlines() if self._proc.stderr else []
+            self._proc.wait()
+            raise EnvironmentProblem("forkserver-failed",
+                                     f"the fork server could not import the agent: {err[-1] if err else 'no output'}",
+                                     "run `python -m killpoint.reference_agent.worker --help` to see the import error, or use --spawn exec")
+        self.pid = json.loads(first)["pid"]
+        self._reader = threading.Thread(target=self._read, name="killpoint-forkserver", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            msg = json.loads(line)
+            if msg.get("op") == "spawned":
+                self._live.add(msg["pid"])
+                self.spawned.put(msg)
+            elif msg.get("op") == "standby":
+                with self._standby_said:
+                    self.standby = msg.get("pid")
+                    self._standby_due -= 1
+                    self._standby_said.notify_all()
+            else:
+                if msg.get("op") == "exited":
+                    self._live.discard(msg.get("pid"))
+                self._on_message(msg)
+        if not self._closing:
+            self._died()
+
+    def _died(self) -> None:
+        """The server ended while in use: say how, release a waiting spawn, and report its incarnations
+        ended (their parent-death signal kills them with it) once they are gone, so nobody waits for them."""
+        try:
+            code = self._proc.wait(timeout=5)
+            how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        except (subprocess.TimeoutExpired, ValueError):
+            how = "closed its pipe"
+        self.death = f"the fork server (pid {self.pid}) that forks the agent's workers {how}"
+        self.spawned.put({"op": "gone"})
+        with self._standby_said:
+            self._standby_due = 0
+            self._standby_said.notify_all()
+        for pid in sorted(self._live):
+            with contextlib.suppress(psutil.Error):
+                wait_gone([psutil.Process(pid)], 5.0)
+            self._on_message({"op": "exited", "pid": pid, "exit_code": None, "signal": int(signal.SIGKILL)})
+        self._live.clear()
+
+    def spawn(self, inc: str, argv: list[str], env: dict[str, str], log: str | None) -> int:
+        """Ask for one incarnation; its pid (already the leader of its own group)."""
+        assert self._proc.stdin is not None
+        with self.spawn_lock:
+            try:
+                self._proc.stdin.write((json.dumps({"op": "spawn", "inc": inc, "argv": argv, "env": env,
+                                                    "log": log}) + "\n").encode())
+                self._proc.stdin.flush()
+                msg = {"op": "gone"} if self.death else self.spawned.get(timeout=30)
+            except OSError:  # the pipe broke: the server is dead (its reader says how)
+                msg = {"op": "gone"}
+            if msg.get("op") == "gone":
+                if self._reader is not None:
+                    self._reader.join(timeout=10)
+                raise vitals.gone("forkserver-gone", self.death or f"the fork server (pid {self.pid}) died",
+                                  f"{vitals.FIX}, or use --spawn exec")
+            self.leaders.add(msg["pid"])
+            if self._standby_on:
+                with self._standby_said:
+                    self._standby_due += 1
+        return msg["pid"]
+
+    def adopted(self) -> list[psutil.Process]:
+        """Live processes this server adopted as a subreaper (see `ForkLauncher.adopted`)."""
+        with self.spawn_lock, self._standby_said:  # no fork in flight, the standby known: every other child was adopted
+            self._standby_said.wait_for(lambda: self._standby_due <= 0 or self.death is not None, timeout=10)
+            leaders = {*self.leaders, self.standby}
+            pids = proctable.children(self.pid) if self.pid else []
+            kids: list[psutil.Process] = []
+            try:
+                if pids is None:
+                    kids = psutil.Process(self.pid).children()  # a pass over the process table
+            except psutil.Error:
+                return []
+            for pid in pids or []:
+                with contextlib.suppress(psutil.Error):  # one reaped meanwhile is no orphan any more
+                    kids.append(psutil.Process(pid))
+        out: list[psutil.Process] = []
+        for kid in kids:
+            if kid.pid in leaders:
+                continue
+            with contextlib.suppress(psutil.Error):
+                out += [p for p in [kid, *kid.children(recursive=True)] if p.status() != psutil.STATUS_ZOMBIE]
+        return out
+
+    def close(self) -> None:
+        self._closing = True
+        if self._reader is None and self._proc.poll() is None:  # closed before it was ready: still importing
+            with contextlib.suppress(OSError):
+                os.killpg(self._proc.pid, signal.SIGKILL)  # it forked nothing yet; its group is itself
+        with contextlib.suppress(OSError):
+            if self._proc.stdin:
+                self._proc.stdin.close()
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait()
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+        for stream in (self._proc.stdout, self._proc.stderr):
+            if stream:
+                stream.close()
+
+
+class ForkLauncher(Launcher):
+    """Incarnations forked from fork servers that preloaded `modules` (a few ms each).
+
+    1. One fork server per seed of `HASH_SEEDS`, each started with that `PYTHONHASHSEED` (in parallel, so
+       the start costs one import of the agent, not one per server).
+    2. The n-th incarnation of a run is forked by server `n % len(HASH_SEEDS)` (`IncarnationSeeds`): a
+       resumed incarnation never shares the hash seed of the one it replaces, as after a real restart
+       (`random` is reseeded in every fork by Python itself).
+    3. Every server's state changes of its children are routed to the incarnation of that pid.
+    4. With `standby` (the default), each server keeps one child forked ahead with its Postgres session
+       open (harness/env/forkserver.py, `_standby`): a spawn whose connection settings match is handed to
+       it and skips the fork, the process's set-up and the connection; the standby is no incarnation and
+       no orphan (`adopted` leaves it out) until a spawn names it.
+    `server_pid` is the first server's pid, `server_pids` all of them.
+    """
+
+    def __init__(self, modules: list[str], env: dict[str, str] | None = None, wait: bool = True,
+                 standby: bool = True) -> None:
+        """Start the servers and, with `wait`, wait until they are `ready`; without, the caller calls
+        `ready()` (or `close()`) later and does other work while the servers import the agent."""
+        base = dict(os.environ if env is None else env)
+        self._by_pid: dict[int, Incarnation] = {}
+        self._early: dict[int, list[dict]] = {}
+        self._lock = threading.Lock()  # guards _by_pid and _early
+        self._servers: list[_ForkServer] = []
+        self._seeds = IncarnationSeeds(len(HASH_SEEDS))
+        self.server_pids: list[int] = []
+        self.server_pid = 0
+        try:
+            for seed in HASH_SEEDS:
+                self._servers.append(_ForkServer(modules, {**base, "PYTHONHASHSEED": str(seed)}, self._route,
+                                                 standby))
+        except BaseException:
+            self.close()
+            raise
+        if wait:
+            self.ready()
+
+    def ready(self) -> None:
+        """Wait until every server has imported the agent (EnvironmentProblem if one could not); closed
+        on any failure."""
+        try:
+            for server in self._servers:
+                server.ready()
+        except BaseException:
+            self.close()
+            raise
+        self.server_pids = [server.pid for server in self._servers]
+        self.server_pid = self.server_pids[0]
+
+    def _route(self, msg: dict) -> None:
+        with self._lock:
+            incarnation = self._by_pid.get(msg.get("pid"))
+            if incarnation is None:  # reported before spawn() registered it
+                self._early.setdefault(msg.get("pid"), []).append(msg)
+                return
+        self._apply(incarnation, msg)
+
+    def _apply(self, incarnation: Incarnation, msg: dict) -> None:
+        op = msg.get("op")
+        if op in ("stopped", "continued"):
+            self._stop_state(incarnation, op == "stopped")
+        elif op == "exited":
+            incarnation.cpu = msg.get("cpu")
+            self._finish(incarnation, msg.get("exit_code"), msg.get("signal"))
+
+    def spawn(self, inc: str, run_id: str, role: str, argv: list[str], env: dict[str, str],
+              log: str | None) -> Incarnation:
+        incarnation = self._new(inc, run_id, role, log)
+        server = self._servers[self._seeds.next(run_id)]
+        incarnation.pid = server.spawn(inc, argv, {**env, TAG_VAR: incarnation.tag}, log)
+        incarnation.adopter = self.adopted
+        self._identify(incarnation)
+        self._started(incarnation)  # before its exit, which may already be waiting in _early
+        with self._lock:
+            self._by_pid[incarnation.pid] = incarnation
+            early = self._early.pop(incarnation.pid, [])
+        for m in early:
+            self._apply(incarnation, m)
+        return incarnation
+
+    def adopted(self) -> list[psutil.Process]:
+        """Live processes the fork servers adopted as subreapers (children of a server that are no
+        incarnation, and their descendants): escapees whose parents died."""
+        return [p for server in self._servers for p in server.adopted()]
+
+    def died(self) -> str | None:
+        """How a fork server died while in use (`killpoint.env.vitals`), or None."""
+        return next((server.death for server in self._servers if server.death), None)
+
+    def close(self) -> None:
+        for server in self._servers:
+            server.close()
+        with self._lock:
+            incarnations = list(self._by_pid.values())
+        kill_all(incarnations)  # what escaped the fork servers' own clean-up (exec'd escapees)
+        for incarnation in incarnations:
+            if not incarnation.exited:
+                self._finish(incarnation, None, signal.SIGKILL)
