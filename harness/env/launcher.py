@@ -137,6 +137,7 @@ class Launcher:
 
     @staticmethod
     def _new(inc: str, run_id: str, role: str, log: str | None) -> Incarnation:
+        """An incarnation about to be started: a fresh tag, and `since` taken now, before its process exists."""
         return Incarnation(inc=inc, run_id=run_id, role=role, log=log, tag=uuid.uuid4().hex, since=time.time())
 
     @staticmethod
