@@ -121,3 +121,8 @@ def get_email(request: Request) -> Reply:
 
 
 ROUTES = {"/emails": endpoint(EMAIL), "/emails/{id}": {"GET": get_email}}
+
+
+def unknown(method: str, route: str) -> Reply:
+    """What Resend answers a request it does not serve: 404 ``not_found`` naming it."""
+    return RESEND.error("not_found", f"The requested endpoint does not exist: {method} {route}.")
