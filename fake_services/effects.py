@@ -178,6 +178,18 @@ def has_bearer(headers: dict[str, str]) -> bool:
     return value.startswith("Bearer ") and bool(value[len("Bearer "):].strip())
 
 
+def finisher(journal: Any, attempt: dict[str, Any]) -> Callable[..., Reply]:
+    """``finish(outcome, reply, **extra)``: ends ``attempt`` with that outcome and the reply's status (None
+    for a drop) and returns the reply, which carries the attempt."""
+
+    def finish(outcome: str, reply: Reply, **extra: Any) -> Reply:
+        journal.finish(attempt, outcome, None if reply.drop else reply.status, **extra)
+        reply.attempt = attempt
+        return reply
+
+    return finish
+
+
 def handle_effect(spec: EffectSpec, request: Request) -> Reply:
     """Run the flow in the module docstring for one request."""
     journal = request.state.journal
@@ -195,11 +207,7 @@ def handle_effect(spec: EffectSpec, request: Request) -> Reply:
     request.attempt = attempt
     order = attempt["order"]
 
-    def finish(outcome: str, reply: Reply, **extra: Any) -> Reply:
-        journal.finish(attempt, outcome, None if reply.drop else reply.status, **extra)
-        reply.attempt = attempt
-        return reply
-
+    finish = finisher(journal, attempt)
     if spec.auth and not has_bearer(request.headers):
         message = "No API key provided: send the header Authorization: Bearer <key>."
         return finish("rejected", talk.error("unauthenticated", message, order))

@@ -1,4 +1,4 @@
-"""The fake Resend: ``POST /emails`` (send one email, honouring ``Idempotency-Key``) as the ``resend`` SDK calls it.
+"""The fake Resend: Emails (send, get, list, update, cancel), Batch and Contacts, as the ``resend`` SDK calls them.
 
 Point the SDK at the run's base URL (the SDK appends ``/emails`` to ``resend.api_url``, so the per-run
 prefix works)::
@@ -10,10 +10,18 @@ prefix works)::
                        {"idempotency_key": "invoice-42"})
 
 ``POST /emails``: JSON ``from``, ``to`` (an address or a list of 1 to 50), ``subject`` required; ``html``,
-``text``, ``cc``, ``bcc``, ``reply_to``, ``tags``, ... accepted and kept. ``Authorization: Bearer <key>``
-is required. Answer ``{"id": "<uuid>"}``, the id derived from (run, key).
-``GET /emails/{id}``: the email sent, as ``{"object": "email", "id", "from", "to", "subject", ...,
-"last_event": "delivered"}`` (a read: not recorded); unknown -> 404 ``not_found``.
+``text``, ``cc``, ``bcc``, ``reply_to``, ``tags``, ``scheduled_at``, ... accepted and kept.
+``Authorization: Bearer <key>`` is required. Answer ``{"id": "<uuid>"}``, the id derived from (run, key).
+``POST /emails/batch``: a list of such emails, each an effect (``resend_batch.py``).
+``GET /emails/{id}``: ``{"object": "email", "id", "from", "to", "subject", ..., "last_event"}``
+(``delivered``, ``scheduled``, ``canceled``); ``GET /emails``: ``{"object": "list", "has_more", "data"}``,
+newest first, ``limit`` / ``after`` / ``before``. Reads are not recorded; unknown -> 404 ``not_found``.
+``PATCH /emails/{id}`` (``scheduled_at``) and ``POST /emails/{id}/cancel``: a scheduled email only (else
+422 ``validation_error``); answer ``{"object": "email", "id"}``.
+Contacts, under ``/contacts``, ``/audiences/{id}/contacts`` or ``/segments/{id}/contacts`` (one set of
+contacts: audiences are not kept apart): ``POST`` (``email`` required, ``first_name``, ``last_name``,
+``unsubscribed``), ``GET`` (list), ``GET`` / ``PATCH`` / ``DELETE .../{id or email}``.
+Anything else: 404 ``not_found`` naming the method and path. State: ``resend_store.py``.
 
 Idempotency, as Resend documents it: the same ``Idempotency-Key`` with the same payload gets the first
 response again (here also with ``Idempotent-Replayed: true``); with another payload, 409

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .canon import digest
-from .effects import CONFLICT_MESSAGE, Dialect, EffectSpec, Problem, effect_id, has_bearer, info_for
+from .effects import CONFLICT_MESSAGE, Dialect, EffectSpec, Problem, effect_id, finisher, has_bearer, info_for
 from .wire import BadRequest, Reply, Request
 
 MAX_BATCH = 100
@@ -51,11 +51,7 @@ def batch_endpoint(spec: EffectSpec, validate: Callable[[Any], Problem | None],
         request.attempt = attempt
         order = attempt["order"]
 
-        def finish(outcome: str, reply: Reply, **extra: Any) -> Reply:
-            journal.finish(attempt, outcome, None if reply.drop else reply.status, **extra)
-            reply.attempt = attempt
-            return reply
-
+        finish = finisher(journal, attempt)
         if not has_bearer(request.headers):
             return finish("rejected", talk.error("unauthenticated", "Missing API key in the authorization header.",
                                                  order))

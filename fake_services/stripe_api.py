@@ -1,4 +1,4 @@
-"""The fake Stripe: PaymentIntents, Charges and Refunds (create and retrieve), as the ``stripe`` SDK calls them.
+"""The fake Stripe: PaymentIntents, Charges, Refunds, Customers and Events, as the ``stripe`` SDK calls them.
 
 Point the SDK at the run's base URL; the SDK appends ``/v1/...`` to it, so the per-run prefix works::
 
@@ -8,21 +8,33 @@ Point the SDK at the run's base URL; the SDK appends ``/v1/...`` to it, so the p
 Requests are form-encoded as the SDK sends them (``metadata[k]=v``, ``expand[0]=x``; every value a string);
 a JSON body is accepted too. ``Authorization: Bearer <key>`` is required (401 otherwise).
 
-=============================  ====================================================================
-``POST /v1/payment_intents``   ``amount`` (a positive integer), ``currency`` (3 letters); optional
-                               ``customer``, ``description``, ``metadata``, ``payment_method``,
-                               ``payment_method_types``, ``confirm``. Status ``succeeded`` when
-                               ``confirm=true`` (which needs a ``payment_method``), else
-                               ``requires_confirmation`` with a payment method, else
-                               ``requires_payment_method``.
-``POST /v1/charges``           ``amount``, ``currency``, and ``source`` or ``customer``; status ``succeeded``.
-``POST /v1/refunds``           ``charge`` or ``payment_intent`` (an object of this run; a payment intent
-                               must have succeeded), optional ``amount`` (default: the whole amount; more
-                               than the whole is refused), ``reason``, ``metadata``; status ``succeeded``.
-``GET /v1/<objects>/<id>``     the object (``payment_intents``, ``charges``, ``refunds``); a charge shows
-                               its refunds in ``amount_refunded`` and ``refunded``. A read is not an
-                               attempt. Unknown -> 404 ``resource_missing``.
-=============================  ====================================================================
+=========================================  ========================================================
+``POST /v1/payment_intents``               ``amount``, ``currency``; optional ``customer`` (which must
+                                           exist), ``description``, ``metadata``, ``payment_method``,
+                                           ``payment_method_types``, ``capture_method``, ``confirm``
+                                           (needs a payment method). Status ``requires_payment_method``,
+                                           ``requires_confirmation``, or once confirmed ``succeeded``
+                                           (``requires_capture`` for ``capture_method=manual``) with
+                                           ``latest_charge`` naming its charge (``ch_<intent id>``).
+``POST /v1/payment_intents/{id}/confirm``  optional ``payment_method``; ``/capture`` optional
+                                           ``amount_to_capture``; ``/cancel`` optional
+                                           ``cancellation_reason``.
+``POST /v1/charges``                       ``amount``, ``currency``, and ``source`` or ``customer``.
+``POST /v1/refunds``                       ``charge`` or ``payment_intent``, optional ``amount`` (default:
+                                           what is left), ``reason``, ``metadata``.
+``POST /v1/refunds/{id}/cancel``           a refund waiting for the customer (``requires_action``).
+``POST /v1/customers``, ``/{id}``          create; update (metadata merged, ``""`` unsets).
+``GET /v1/<objects>``, ``/{id}``           list (newest first, paged, filtered), retrieve, for
+                                           ``payment_intents``, ``charges``, ``refunds``, ``customers``,
+                                           ``events``; ``GET /v1/<objects>/search`` for the first two and
+                                           customers (``stripe_reads.py``). A read is not an attempt.
+anything else                              404 ``Unrecognized request URL (GET: /v1/...)``.
+=========================================  ========================================================
+
+What a run holds, and its seed (``KILLPOINT_STRIPE_SEED``): ``stripe_store.py``. The refusal rules
+(``charge_already_refunded``, ``amount_too_large``, ``payment_intent_unexpected_state``, ...):
+``stripe_rules.py``. Objects and their fields: ``stripe_objects.py``. Events and signed webhooks
+(``KILLPOINT_STRIPE_WEBHOOK_URL``, ``KILLPOINT_STRIPE_WEBHOOK_SECRET``): ``stripe_events.py``.
 
 Idempotency, as Stripe documents it: the SDK sends an ``Idempotency-Key`` with every POST (a random one
 unless given ``options={"idempotency_key": ...}``, and the same one on its own retries). The same key with
@@ -37,6 +49,8 @@ raises its own types: 400 ``invalid_request_error`` (``InvalidRequestError``, e.
 ``parameter_missing``), 401 (``AuthenticationError``), 404 ``resource_missing``, an injected error 503/500
 ``api_error`` (``APIError``; the SDK retries 5xx when ``max_network_retries`` > 0), an injected overload 429
 code ``rate_limit`` (``RateLimitError``). Every answer to a POST carries ``Request-Id: req_<order>``.
+Every POST that changes something is an attempt and, applied, an effect whose response is the object as
+the request left it; the attempt's ``path`` names the endpoint (``/v1/payment_intents/pi_…/confirm``).
 
 Objects are deterministic: ids derived from (run, key), ``created`` a fixed time, ``livemode`` false.
 """

@@ -29,6 +29,7 @@ the one kind of refund that can be canceled.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from . import stripe_objects as so
@@ -37,6 +38,7 @@ from .stripe_store import Store
 from .wire import Request
 
 Params = dict[str, Any]
+Change = Callable[[dict[str, Any], Params], dict[str, Any]]
 
 
 def missing(name: str) -> Problem:
@@ -178,26 +180,30 @@ def resolve_refund(request: Request, params: Params) -> dict[str, Any] | None:
     return {"charge": charge, "amount": amount, "status": "requires_action" if waits else "succeeded"}
 
 
-def target(request: Request, kind: str) -> tuple[Store, dict[str, Any]] | None:
-    """The run's objects and the object of ``kind`` named in the path (404 if the run has none), or None
-    for a replay."""
-    store = store_unless_replayed(request)
-    if store is None:
-        return None
-    found = store.get(kind, request.params["id"])
-    if found is None:
-        raise no_such(kind, request.params["id"], "id", in_path=True)
-    return store, found
+def acting_on(kind: str) -> Callable[[Change], Callable[[Request, Params], dict[str, Any] | None]]:
+    """Make ``change(obj, params) -> new obj`` (raising :class:`Refused`) a resolver of the object of ``kind``
+    named in the path: 404 ``resource_missing`` if the run has none; None for a replay."""
+
+    def wrap(change: Change) -> Callable[[Request, Params], dict[str, Any] | None]:
+        def resolve(request: Request, params: Params) -> dict[str, Any] | None:
+            store = store_unless_replayed(request)
+            if store is None:
+                return None
+            found = store.get(kind, request.params["id"])
+            if found is None:
+                raise no_such(kind, request.params["id"], "id", in_path=True)
+            return change(found, params)
+
+        return resolve
+
+    return wrap
 
 
 CONFIRMABLE = ("requires_payment_method", "requires_confirmation", "requires_action")
 
 
-def resolve_confirm(request: Request, params: Params) -> dict[str, Any] | None:
-    found = target(request, "payment_intent")
-    if found is None:
-        return None
-    intent = found[1]
+@acting_on("payment_intent")
+def resolve_confirm(intent: dict[str, Any], params: Params) -> dict[str, Any]:
     if intent["status"] not in CONFIRMABLE:
         raise unexpected(f"You cannot confirm this PaymentIntent because it has a status of {intent['status']}.")
     if not (params.get("payment_method") or intent["payment_method"]):
@@ -207,11 +213,8 @@ def resolve_confirm(request: Request, params: Params) -> dict[str, Any] | None:
     return so.confirmed(intent, params)
 
 
-def resolve_capture(request: Request, params: Params) -> dict[str, Any] | None:
-    found = target(request, "payment_intent")
-    if found is None:
-        return None
-    intent = found[1]
+@acting_on("payment_intent")
+def resolve_capture(intent: dict[str, Any], params: Params) -> dict[str, Any]:
     if intent["status"] != "requires_capture":
         raise unexpected(f"This PaymentIntent could not be captured because it has a status of {intent['status']}. "
                          "Only a PaymentIntent with one of the following statuses may be captured: requires_capture.")
@@ -223,11 +226,8 @@ def resolve_capture(request: Request, params: Params) -> dict[str, Any] | None:
     return so.captured(intent, amount)
 
 
-def resolve_cancel_intent(request: Request, params: Params) -> dict[str, Any] | None:
-    found = target(request, "payment_intent")
-    if found is None:
-        return None
-    intent = found[1]
+@acting_on("payment_intent")
+def resolve_cancel_intent(intent: dict[str, Any], params: Params) -> dict[str, Any]:
     if intent["status"] in ("succeeded", "canceled"):
         raise unexpected(f"You cannot cancel this PaymentIntent because it has a status of {intent['status']}. "
                          "Only a PaymentIntent with one of the following statuses may be canceled: "
@@ -236,16 +236,13 @@ def resolve_cancel_intent(request: Request, params: Params) -> dict[str, Any] | 
     return so.canceled(intent, params.get("cancellation_reason"))
 
 
-def resolve_cancel_refund(request: Request, params: Params) -> dict[str, Any] | None:
-    found = target(request, "refund")
-    if found is None:
-        return None
-    refund = found[1]
+@acting_on("refund")
+def resolve_cancel_refund(refund: dict[str, Any], params: Params) -> dict[str, Any]:
     if refund["status"] != "requires_action":
         raise Refused(Problem("Only refunds with a status of requires_action can be canceled."))
     return {**refund, "status": "canceled"}
 
 
-def resolve_customer_update(request: Request, params: Params) -> dict[str, Any] | None:
-    found = target(request, "customer")
-    return None if found is None else so.updated_customer(found[1], params)
+@acting_on("customer")
+def resolve_customer_update(customer: dict[str, Any], params: Params) -> dict[str, Any]:
+    return so.updated_customer(customer, params)
