@@ -8,7 +8,8 @@ For each request:
    a reference ``spec.resolve`` cannot find among the run's effects (a refund of an unknown charge);
 2. hook and static faults at ``effect.received``: error -> 503, overload -> the API's overload answer
    (503; Stripe and Resend: 429), drop -> reset; nothing applied (``injected-error`` / ``dropped``);
-3. apply atomically, keyed by (service, run, Idempotency-Key) when the service is idempotent:
+3. apply atomically, keyed by (service, run, Idempotency-Key) when the service is idempotent (a spec with
+   ``resolve`` resolves again first, under one lock with the apply, and may still refuse: ``rejected``):
    a seen key with the same fingerprint -> 200 with the original response and ``Idempotent-Replayed: true``
    (``deduplicated``); a seen key with another fingerprint -> the API's idempotency error (``rejected``):
    422 ``idempotency_error``; Stripe 400 ``idempotency_error``; Resend 409 ``invalid_idempotent_request``;
@@ -23,8 +24,10 @@ API's SDK raises its own exception types.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -57,6 +60,10 @@ Validator = Callable[[Any], "str | Problem | None"]
 Responder = Callable[[Any, str, Any], dict[str, Any]]
 """``respond(payload, new_id, context)``: the response; ``context`` is what ``resolve`` returned."""
 Resolver = Callable[[Request, Any], Any]
+
+_RESOLVING = threading.Lock()
+"""Held while a spec with ``resolve`` resolves again and applies (step 3): two requests on one object (two
+refunds of a charge) are judged one after the other, never both against the state before either."""
 
 CONFLICT_MESSAGE = (
     "Keys for idempotent requests can only be used with the same parameters they were first used with."
@@ -171,6 +178,18 @@ def has_bearer(headers: dict[str, str]) -> bool:
     return value.startswith("Bearer ") and bool(value[len("Bearer "):].strip())
 
 
+def finisher(journal: Any, attempt: dict[str, Any]) -> Callable[..., Reply]:
+    """``finish(outcome, reply, **extra)``: ends ``attempt`` with that outcome and the reply's status (None
+    for a drop) and returns the reply, which carries the attempt."""
+
+    def finish(outcome: str, reply: Reply, **extra: Any) -> Reply:
+        journal.finish(attempt, outcome, None if reply.drop else reply.status, **extra)
+        reply.attempt = attempt
+        return reply
+
+    return finish
+
+
 def handle_effect(spec: EffectSpec, request: Request) -> Reply:
     """Run the flow in the module docstring for one request."""
     journal = request.state.journal
@@ -188,11 +207,7 @@ def handle_effect(spec: EffectSpec, request: Request) -> Reply:
     request.attempt = attempt
     order = attempt["order"]
 
-    def finish(outcome: str, reply: Reply, **extra: Any) -> Reply:
-        journal.finish(attempt, outcome, None if reply.drop else reply.status, **extra)
-        reply.attempt = attempt
-        return reply
-
+    finish = finisher(journal, attempt)
     if spec.auth and not has_bearer(request.headers):
         message = "No API key provided: send the header Authorization: Bearer <key>."
         return finish("rejected", talk.error("unauthenticated", message, order))
@@ -217,7 +232,13 @@ def handle_effect(spec: EffectSpec, request: Request) -> Reply:
         new_id = effect_id(spec, request.run_id, seed)
         return new_id, spec.respond(payload, new_id, context)
 
-    kind, effect = journal.apply(attempt, payload, spec.idempotent, respond)
+    with _RESOLVING if spec.resolve is not None else nullcontext():
+        if spec.resolve is not None:  # again: what the request refers to may have changed while it was held
+            try:
+                context = spec.resolve(request, payload)
+            except Refused as exc:
+                return finish("rejected", talk.error(exc.problem.kind, exc.problem, order))
+        kind, effect = journal.apply(attempt, payload, spec.idempotent, respond)
     if kind == "conflict":
         return finish("rejected", talk.error("conflict", Problem(CONFLICT_MESSAGE), order), effect_id=effect["id"])
     if kind == "deduplicated":

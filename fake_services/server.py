@@ -9,7 +9,8 @@ Contract:
   a path without the prefix is attributed to run ``"default"``. ``/_admin/...`` is the admin interface.
   A route's value is an endpoint (it takes POST) or a mapping of methods to endpoints
   (``{"GET": ..., "POST": ...}``); a route may hold ``{name}`` segments, each matching one path segment
-  and handed to the endpoint in ``Request.params`` (``/v1/charges/{id}``). Another method -> 405.
+  and handed to the endpoint in ``Request.params`` (``/v1/charges/{id}``). No route -> 404, another
+  method -> 405; a server given ``unknown(method, route)`` answers both with it (an API's own 404).
 - A reply with ``drop`` set sends nothing: the socket is closed with ``SO_LINGER`` 0, so the client
   sees a connection reset.
 - A client that goes away mid-request (the harness killed the worker while the hook held it) is not an
@@ -100,6 +101,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_DELETE(self) -> None:
         self._dispatch("DELETE")
 
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
     def log_message(self, format: str, *args: Any) -> None:
         """Silent: the journal is the log."""
 
@@ -158,8 +162,10 @@ class FakeServer(ThreadingHTTPServer):
 
     def __init__(
         self, name: str, routes: Mapping[str, Route], state: State, host: str = "127.0.0.1", port: int = 0,
+        unknown: Callable[[str, str], Reply] | None = None,
     ) -> None:
         self.name = name
+        self.unknown = unknown
         self.routes = dict(routes)
         self._exact, self._patterns = compile_routes(self.routes)
         self.state = state
@@ -198,10 +204,12 @@ class FakeServer(ThreadingHTTPServer):
             return admin.reply(self.state, self.name, method, path, query, body)
         split = split_run(path)
         found = self.find(split[1].rstrip("/")) if split else None
+        endpoint = found[0].get(method) if found else None
+        if endpoint is None and self.unknown is not None:
+            return self.unknown(method, split[1] if split else path)
         if split is None or found is None:
             return Reply.json(404, error_body("not_found", f"fake {self.name}: no route {path}"))
         methods, params = found
-        endpoint = methods.get(method)
         if endpoint is None:
             return Reply.json(405, error_body("method_not_allowed", f"{path} takes {' or '.join(methods)}"))
         request = Request(self.state, self.name, method, split[0], split[1].rstrip("/"), path, query, headers, body,

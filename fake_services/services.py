@@ -40,12 +40,15 @@ SERVICE_SERVER: dict[str, str] = {
 }
 """Which server serves each service."""
 
+UNKNOWN = {"stripe": stripe_api.unknown, "resend": resend_api.unknown}
+"""The servers that answer a route they do not serve in their API's own words (else a plain 404 / 405)."""
+
 
 def build_server(name: str, state: State, host: str = "127.0.0.1", port: int = 0) -> FakeServer:
     """One fake server, bound (``OSError`` if the port is taken) but not serving yet."""
     if name not in SERVERS:
         raise ValueError(f"unknown fake {name!r}; expected one of {', '.join(SERVERS)}")
-    return FakeServer(name, SERVERS[name], state, host, port)
+    return FakeServer(name, SERVERS[name], state, host, port, unknown=UNKNOWN.get(name))
 
 
 class Services:

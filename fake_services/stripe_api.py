@@ -1,4 +1,4 @@
-"""The fake Stripe: PaymentIntents, Charges and Refunds (create and retrieve), as the ``stripe`` SDK calls them.
+"""The fake Stripe: PaymentIntents, Charges, Refunds, Customers and Events, as the ``stripe`` SDK calls them.
 
 Point the SDK at the run's base URL; the SDK appends ``/v1/...`` to it, so the per-run prefix works::
 
@@ -8,21 +8,33 @@ Point the SDK at the run's base URL; the SDK appends ``/v1/...`` to it, so the p
 Requests are form-encoded as the SDK sends them (``metadata[k]=v``, ``expand[0]=x``; every value a string);
 a JSON body is accepted too. ``Authorization: Bearer <key>`` is required (401 otherwise).
 
-=============================  ====================================================================
-``POST /v1/payment_intents``   ``amount`` (a positive integer), ``currency`` (3 letters); optional
-                               ``customer``, ``description``, ``metadata``, ``payment_method``,
-                               ``payment_method_types``, ``confirm``. Status ``succeeded`` when
-                               ``confirm=true`` (which needs a ``payment_method``), else
-                               ``requires_confirmation`` with a payment method, else
-                               ``requires_payment_method``.
-``POST /v1/charges``           ``amount``, ``currency``, and ``source`` or ``customer``; status ``succeeded``.
-``POST /v1/refunds``           ``charge`` or ``payment_intent`` (an object of this run; a payment intent
-                               must have succeeded), optional ``amount`` (default: the whole amount; more
-                               than the whole is refused), ``reason``, ``metadata``; status ``succeeded``.
-``GET /v1/<objects>/<id>``     the object (``payment_intents``, ``charges``, ``refunds``); a charge shows
-                               its refunds in ``amount_refunded`` and ``refunded``. A read is not an
-                               attempt. Unknown -> 404 ``resource_missing``.
-=============================  ====================================================================
+=========================================  ========================================================
+``POST /v1/payment_intents``               ``amount``, ``currency``; optional ``customer`` (which must
+                                           exist), ``description``, ``metadata``, ``payment_method``,
+                                           ``payment_method_types``, ``capture_method``, ``confirm``
+                                           (needs a payment method). Status ``requires_payment_method``,
+                                           ``requires_confirmation``, or once confirmed ``succeeded``
+                                           (``requires_capture`` for ``capture_method=manual``) with
+                                           ``latest_charge`` naming its charge (``ch_<intent id>``).
+``POST /v1/payment_intents/{id}/confirm``  optional ``payment_method``; ``/capture`` optional
+                                           ``amount_to_capture``; ``/cancel`` optional
+                                           ``cancellation_reason``.
+``POST /v1/charges``                       ``amount``, ``currency``, and ``source`` or ``customer``.
+``POST /v1/refunds``                       ``charge`` or ``payment_intent``, optional ``amount`` (default:
+                                           what is left), ``reason``, ``metadata``.
+``POST /v1/refunds/{id}/cancel``           a refund waiting for the customer (``requires_action``).
+``POST /v1/customers``, ``/{id}``          create; update (metadata merged, ``""`` unsets).
+``GET /v1/<objects>``, ``/{id}``           list (newest first, paged, filtered), retrieve, for
+                                           ``payment_intents``, ``charges``, ``refunds``, ``customers``,
+                                           ``events``; ``GET /v1/<objects>/search`` for the first two and
+                                           customers (``stripe_reads.py``). A read is not an attempt.
+anything else                              404 ``Unrecognized request URL (GET: /v1/...)``.
+=========================================  ========================================================
+
+What a run holds, and its seed (``KILLPOINT_STRIPE_SEED``): ``stripe_store.py``. The refusal rules
+(``charge_already_refunded``, ``amount_too_large``, ``payment_intent_unexpected_state``, ...):
+``stripe_rules.py``. Objects and their fields: ``stripe_objects.py``. Events and signed webhooks
+(``KILLPOINT_STRIPE_WEBHOOK_URL``, ``KILLPOINT_STRIPE_WEBHOOK_SECRET``): ``stripe_events.py``.
 
 Idempotency, as Stripe documents it: the SDK sends an ``Idempotency-Key`` with every POST (a random one
 unless given ``options={"idempotency_key": ...}``, and the same one on its own retries). The same key with
@@ -37,31 +49,36 @@ raises its own types: 400 ``invalid_request_error`` (``InvalidRequestError``, e.
 ``parameter_missing``), 401 (``AuthenticationError``), 404 ``resource_missing``, an injected error 503/500
 ``api_error`` (``APIError``; the SDK retries 5xx when ``max_network_retries`` > 0), an injected overload 429
 code ``rate_limit`` (``RateLimitError``). Every answer to a POST carries ``Request-Id: req_<order>``.
+Every POST that changes something is an attempt and, applied, an effect whose response is the object as
+the request left it; the attempt's ``path`` names the endpoint (``/v1/payment_intents/pi_…/confirm``).
 
 Objects are deterministic: ids derived from (run, key), ``created`` a fixed time, ``livemode`` false.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
 from typing import Any, ClassVar
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
-from .canon import digest
+from . import stripe_events as events
+from . import stripe_objects as so
+from . import stripe_reads as reads
+from . import stripe_rules as rules
 from .effects import Dialect, EffectSpec, Problem, Refused, endpoint, has_bearer
+from .server import Endpoint, Route
+from .stripe_store import SERVICE, Store
 from .wire import BadRequest, Reply, Request
-
-SERVICE = "stripe"
-CREATED = 1735689600
-"""``created`` of every object: 2025-01-01T00:00:00Z (a fixed time keeps replays and baselines equal)."""
 
 
 class StripeDialect(Dialect):
     """Stripe's error shape and statuses (see the module docstring)."""
 
-    STATUS: ClassVar[dict[str, int]] = {**Dialect.STATUS, "conflict": 400, "overload": 429}
+    STATUS: ClassVar[dict[str, int]] = {**Dialect.STATUS, "conflict": 400, "overload": 429, "unrecognized": 404}
     TYPE: ClassVar[dict[str, str]] = {
-        "invalid": "invalid_request_error", "unauthenticated": "invalid_request_error",
+        "invalid": "invalid_request_error", "unrecognized": "invalid_request_error", "unauthenticated": "invalid_request_error",
         "not_found": "invalid_request_error", "conflict": "idempotency_error", "overload": "invalid_request_error",
         "unavailable": "api_error", "failed": "api_error",
     }
@@ -133,139 +150,15 @@ def endpoint_and_params(route: str, payload: Any) -> Any:
     return {"endpoint": route, "params": payload}
 
 
-# validation -------------------------------------------------------------------------------------
+def query_params(request: Request) -> dict[str, Any]:
+    """A GET's query string as nested parameters (``expand[0]=x`` -> ``{"expand": ["x"]}``)."""
+    try:
+        return decode_form(urlencode(list(request.query.items())))
+    except BadRequest:
+        return dict(request.query)
 
 
-def positive_int(value: Any) -> int | None:
-    """``value`` as a positive integer (the SDK sends ``"1250"``), or None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value > 0 else None
-    if isinstance(value, str) and value.isdigit() and int(value) > 0:
-        return int(value)
-    return None
-
-
-def truthy(value: Any) -> bool:
-    return value is True or value == "true"
-
-
-def missing(name: str) -> Problem:
-    return Problem(f"Missing required param: {name}.", param=name, code="parameter_missing")
-
-
-def check_amount(payload: dict[str, Any], required: bool = True) -> Problem | None:
-    if "amount" not in payload:
-        return missing("amount") if required else None
-    if positive_int(payload["amount"]) is None:
-        return Problem("Invalid positive integer", param="amount", code="parameter_invalid_integer")
-    return None
-
-
-def check_money(payload: Any) -> Problem | None:
-    if not isinstance(payload, dict):
-        return Problem("the parameters must be an object")
-    problem = check_amount(payload)
-    if problem:
-        return problem
-    currency = payload.get("currency")
-    if currency is None:
-        return missing("currency")
-    if not (isinstance(currency, str) and len(currency) == 3 and currency.isalpha()):
-        return Problem(f"Invalid currency: {currency}.", param="currency", code="parameter_invalid_string")
-    if "metadata" in payload and not isinstance(payload["metadata"], dict | str):
-        return Problem("Invalid object", param="metadata", code="parameter_invalid_object")
-    return None
-
-
-def validate_payment_intent(payload: Any) -> Problem | None:
-    problem = check_money(payload)
-    if problem is None and truthy(payload.get("confirm")) and not payload.get("payment_method"):
-        problem = Problem("You cannot confirm this PaymentIntent because it's missing a payment method.",
-                          param="payment_method", code="payment_intent_unexpected_state")
-    return problem
-
-
-def validate_charge(payload: Any) -> Problem | None:
-    problem = check_money(payload)
-    if problem is None and not (payload.get("source") or payload.get("customer")):
-        problem = Problem("Must provide source or customer.", code="missing")
-    return problem
-
-
-def validate_refund(payload: Any) -> Problem | None:
-    if not isinstance(payload, dict):
-        return Problem("the parameters must be an object")
-    if not (payload.get("charge") or payload.get("payment_intent")):
-        return Problem("One of the following params should be provided for this request: payment_intent or charge.",
-                       code="parameter_missing")
-    return check_amount(payload, required=False)
-
-
-# objects ----------------------------------------------------------------------------------------
-
-
-def metadata(payload: dict[str, Any]) -> dict[str, Any]:
-    value = payload.get("metadata")
-    return value if isinstance(value, dict) else {}
-
-
-def payment_intent(payload: dict[str, Any], new_id: str, context: Any = None) -> dict[str, Any]:
-    amount = positive_int(payload["amount"])
-    if truthy(payload.get("confirm")):
-        status = "succeeded"
-    elif payload.get("payment_method"):
-        status = "requires_confirmation"
-    else:
-        status = "requires_payment_method"
-    return {
-        "id": new_id, "object": "payment_intent", "amount": amount, "amount_capturable": 0,
-        "amount_received": amount if status == "succeeded" else 0, "capture_method": "automatic",
-        "client_secret": f"{new_id}_secret_{digest(new_id, 24)}", "confirmation_method": "automatic",
-        "created": CREATED, "currency": payload["currency"].lower(), "customer": payload.get("customer"),
-        "description": payload.get("description"), "latest_charge": None, "livemode": False,
-        "metadata": metadata(payload), "payment_method": payload.get("payment_method"),
-        "payment_method_types": payload.get("payment_method_types") or ["card"], "status": status,
-    }
-
-
-def charge(payload: dict[str, Any], new_id: str, context: Any = None) -> dict[str, Any]:
-    amount = positive_int(payload["amount"])
-    return {
-        "id": new_id, "object": "charge", "amount": amount, "amount_captured": amount, "amount_refunded": 0,
-        "captured": True, "created": CREATED, "currency": payload["currency"].lower(),
-        "customer": payload.get("customer"), "description": payload.get("description"), "livemode": False,
-        "metadata": metadata(payload), "paid": True, "payment_intent": None, "refunded": False,
-        "source": payload.get("source"), "status": "succeeded",
-    }
-
-
-def refund(payload: dict[str, Any], new_id: str, context: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "id": new_id, "object": "refund", "amount": context["amount"], "charge": context["charge"],
-        "created": CREATED, "currency": context["currency"], "metadata": metadata(payload),
-        "payment_intent": context["payment_intent"], "reason": payload.get("reason"), "status": "succeeded",
-    }
-
-
-def resolve_refund(request: Request, payload: dict[str, Any]) -> dict[str, Any]:
-    """The object a refund names, which must exist in this run: its amount, currency and ids."""
-    param = "charge" if payload.get("charge") else "payment_intent"
-    ref_id = payload[param]
-    effect = request.state.journal.find_effect(SERVICE, request.run_id, str(ref_id))
-    target = effect["response"] if effect is not None else None
-    if target is None or target.get("object") != param:
-        raise Refused(Problem(f"No such {param}: '{ref_id}'", param=param, code="resource_missing"))
-    if param == "payment_intent" and target["status"] != "succeeded":
-        raise Refused(Problem(f"This PaymentIntent ({ref_id}) does not have a successful charge to refund.",
-                              param=param, code="charge_not_refundable"))
-    amount = positive_int(payload["amount"]) if "amount" in payload else target["amount"]
-    if amount is None or amount > target["amount"]:
-        raise Refused(Problem(f"Refund amount ({amount}) is greater than the amount ({target['amount']}).",
-                              param="amount", code="amount_too_large"))
-    return {"amount": amount, "currency": target["currency"], "charge": ref_id if param == "charge" else None,
-            "payment_intent": ref_id if param == "payment_intent" else None}
+# effects ----------------------------------------------------------------------------------------
 
 
 def spec(id_prefix: str, validate: Any, respond: Any, resolve: Any = None) -> EffectSpec:
@@ -275,42 +168,128 @@ def spec(id_prefix: str, validate: Any, respond: Any, resolve: Any = None) -> Ef
     )
 
 
-PAYMENT_INTENT = spec("pi", validate_payment_intent, payment_intent)
-CHARGE = spec("ch", validate_charge, charge)
-REFUND = spec("re", validate_refund, refund, resolve_refund)
+def as_resolved(params: Any, new_id: str, context: Any) -> dict[str, Any]:
+    """An action's answer: the object its resolver left (its effect's own id is not the object's)."""
+    return dict(context)
 
 
-# retrieval --------------------------------------------------------------------------------------
+PAYMENT_INTENT = spec("pi", rules.validate_payment_intent, lambda p, i, c: so.payment_intent(p, i),
+                      rules.resolve_creation)
+CHARGE = spec("ch", rules.validate_charge, lambda p, i, c: so.charge(p, i), rules.resolve_creation)
+REFUND = spec("re", rules.validate_refund, lambda p, i, c: so.refund(p, i, c["charge"], c["amount"], c["status"]),
+              rules.resolve_refund)
+CUSTOMER = spec("cus", rules.validate_customer, lambda p, i, c: so.customer(p, i))
+CONFIRM = spec("confirm", rules.check_object, as_resolved, rules.resolve_confirm)
+CAPTURE = spec("capture", rules.validate_capture, as_resolved, rules.resolve_capture)
+CANCEL_INTENT = spec("cancel", rules.check_object, as_resolved, rules.resolve_cancel_intent)
+CANCEL_REFUND = spec("cancel", rules.check_object, as_resolved, rules.resolve_cancel_refund)
+UPDATE_CUSTOMER = spec("update", rules.validate_customer, as_resolved, rules.resolve_customer_update)
 
-_SAFE_ID = re.compile(r"^[A-Za-z0-9_\-]+$")
+NEW_EFFECT = ("applied", "dropped", "injected-error")
+"""Outcomes of an attempt that applied something (with an ``effect_id``): its events are announced."""
 
 
-def retrieve(kind: str) -> Any:
-    """``GET /v1/<objects>/{id}``: the object of ``kind`` with that id in this run (a read: not recorded)."""
+def effect_endpoint(effect_spec: EffectSpec) -> Endpoint:
+    """The flow of ``effects.py`` for ``effect_spec``, then: ``expand`` applied to a 200 answer, and the
+    events of a new effect announced (``stripe_events``)."""
+    flow = endpoint(effect_spec)
+
+    def serve(request: Request) -> Reply:
+        reply = flow(request)
+        attempt = request.attempt
+        if attempt is not None and attempt["outcome"] in NEW_EFFECT and "effect_id" in attempt:
+            events.announce(request.state.journal, request.run_id, attempt["effect_id"])
+        if reply.status == 200 and b"expand" in request.body:
+            params = parse(request)
+            store = Store.of(request.state.journal, request.run_id)
+            body = reads.expand(json.loads(reply.body), params.get("expand"), store)
+            reply = Reply.json(200, body, reply.headers)
+        return reply
+
+    return serve
+
+
+# reads ------------------------------------------------------------------------------------------
+
+
+def read(answer: Callable[[Request, Store, dict[str, Any]], dict[str, Any]]) -> Endpoint:
+    """A GET: the key checked, the run's objects read, ``answer`` (``Refused`` -> Stripe's error), ``expand``."""
 
     def get(request: Request) -> Reply:
         if not has_bearer(request.headers):
             return STRIPE.error("unauthenticated", "You did not provide an API key.")
-        object_id = request.params["id"]
-        effect = request.state.journal.find_effect(SERVICE, request.run_id, object_id)
-        if effect is None or effect["response"].get("object") != kind:
-            shown = object_id if _SAFE_ID.match(object_id) else "?"
-            return STRIPE.error("not_found", Problem(f"No such {kind}: '{shown}'", param="id"))
-        found = effect["response"]
-        if kind == "charge":
-            refunded = sum(r["response"]["amount"] for r in request.state.journal.effects_of(SERVICE, request.run_id)
-                           if r["response"].get("object") == "refund" and r["response"].get("charge") == object_id)
-            found.update(amount_refunded=refunded, refunded=refunded >= found["amount"])
-        return STRIPE.ok(found, None)
+        params = query_params(request)
+        store = Store.of(request.state.journal, request.run_id)
+        try:
+            found = answer(request, store, params)
+            return STRIPE.ok(reads.expand(found, params.get("expand"), store), None)
+        except Refused as exc:
+            return STRIPE.error(exc.problem.kind, exc.problem)
 
     return get
 
 
-ROUTES = {
-    "/v1/payment_intents": endpoint(PAYMENT_INTENT),
-    "/v1/payment_intents/{id}": {"GET": retrieve("payment_intent")},
-    "/v1/charges": endpoint(CHARGE),
-    "/v1/charges/{id}": {"GET": retrieve("charge")},
-    "/v1/refunds": endpoint(REFUND),
-    "/v1/refunds/{id}": {"GET": retrieve("refund")},
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_\-]+$")
+
+
+def retrieve(kind: str) -> Endpoint:
+    """``GET /v1/<objects>/{id}``: the object of ``kind`` with that id, as it stands in this run."""
+
+    def answer(request: Request, store: Store, params: dict[str, Any]) -> dict[str, Any]:
+        object_id = request.params["id"]
+        found = store.get(kind, object_id)
+        if found is None:
+            shown = object_id if _SAFE_ID.match(object_id) else "?"
+            raise Refused(Problem(f"No such {kind}: '{shown}'", param="id", kind="not_found"))
+        return found
+
+    return read(answer)
+
+
+def listed(kind: str) -> Endpoint:
+    return read(lambda request, store, params: reads.listing(store.all(kind), kind, params, request.route))
+
+
+def searched(kind: str) -> Endpoint:
+    return read(lambda request, store, params: reads.search(store.all(kind), kind, params, request.route))
+
+
+def event_list(request: Request, store: Store, params: dict[str, Any]) -> dict[str, Any]:
+    return reads.listing(events.run_events(request.state.journal, request.run_id), "event", params, request.route)
+
+
+def event_get(request: Request, store: Store, params: dict[str, Any]) -> dict[str, Any]:
+    for event in events.run_events(request.state.journal, request.run_id):
+        if event["id"] == request.params["id"]:
+            return event
+    raise Refused(Problem(f"No such event: '{request.params['id']}'", param="id", kind="not_found"))
+
+
+def unknown(method: str, route: str) -> Reply:
+    """What Stripe answers a request it does not serve: 404 ``invalid_request_error`` naming it."""
+    return STRIPE.error("unrecognized", f"Unrecognized request URL ({method}: {route}). Please see "
+                        "https://stripe.com/docs or we can help at https://support.stripe.com/.")
+
+
+def objects(name: str, kind: str, spec_: EffectSpec, search: bool = True) -> dict[str, Route]:
+    """The routes of one kind of object: create and list, search, retrieve."""
+    routes: dict[str, Route] = {f"/v1/{name}": {"POST": effect_endpoint(spec_), "GET": listed(kind)}}
+    if search:
+        routes[f"/v1/{name}/search"] = {"GET": searched(kind)}
+    routes[f"/v1/{name}/{{id}}"] = {"GET": retrieve(kind)}
+    return routes
+
+
+ROUTES: dict[str, Route] = {
+    **objects("payment_intents", "payment_intent", PAYMENT_INTENT),
+    "/v1/payment_intents/{id}/confirm": effect_endpoint(CONFIRM),
+    "/v1/payment_intents/{id}/capture": effect_endpoint(CAPTURE),
+    "/v1/payment_intents/{id}/cancel": effect_endpoint(CANCEL_INTENT),
+    **objects("charges", "charge", CHARGE),
+    **objects("refunds", "refund", REFUND, search=False),
+    "/v1/refunds/{id}/cancel": effect_endpoint(CANCEL_REFUND),
+    **objects("customers", "customer", CUSTOMER),
+    "/v1/events": {"GET": read(event_list)},
+    "/v1/events/{id}": {"GET": read(event_get)},
 }
+ROUTES["/v1/customers/{id}"] = {"GET": retrieve("customer"), "POST": effect_endpoint(UPDATE_CUSTOMER)}
