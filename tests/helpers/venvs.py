@@ -39,13 +39,14 @@ def child_site_packages(root: Path) -> Path:
     return root / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
 
 
-def make_child_venv(root: Path) -> Path:
+def make_child_venv(root: Path, *, pip: bool = False) -> Path:
     """Create a venv at `root` that sees this interpreter's packages after its own; returns its python.
 
-    The venv gets pip of its own only when this interpreter has none to lend it.
+    The venv gets pip of its own (a `bin/pip` for commands that call `pip`, as CI steps do) with `pip`,
+    or when this interpreter has none to lend it.
     """
     argv = [sys.executable, "-m", "venv", str(root)]
-    if importlib.util.find_spec("pip") is not None:
+    if not pip and importlib.util.find_spec("pip") is not None:
         argv.insert(3, "--without-pip")
     subprocess.run(argv, check=True, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
     line = f"import site; list(map(site.addsitedir, {parent_site_dirs()!r}))\n"
