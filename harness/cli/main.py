@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from killpoint import __version__
 from killpoint.cli import signals, validate
 from killpoint.cli.args import add_postgres_options
+from killpoint.cli.merge import add_parser as add_merge
 from killpoint.errors import KillpointError
 
 
@@ -39,7 +40,7 @@ def add_suite_commands(sub: argparse._SubParsersAction) -> None:
 
 
 # The one place subcommands are registered.
-REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [add_doctor, add_suite_commands]
+REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [add_doctor, add_suite_commands, add_merge]
 
 
 def parser() -> argparse.ArgumentParser:

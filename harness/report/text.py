@@ -1,4 +1,4 @@
-"""Reports: the text a user reads, JUnit XML for CI, and the run directory's JSON records.
+"""Reports: the text a user reads and the run directory's JSON records (JUnit XML for CI: `report.junit`).
 
 A failure always ends with its seed (or says its schedule was explicit, drawn from no seed), with the run's
 base seed where there is one, the schedule and the one line that replays it.
@@ -10,7 +10,6 @@ import json
 import platform
 import sys
 from pathlib import Path
-from xml.sax.saxutils import escape, quoteattr
 
 from killpoint import __version__
 from killpoint.run.scenario import ScenarioResult, replay_command
@@ -87,13 +86,6 @@ def trial_seconds(t: Trial) -> float:
     return max(times) - min(times) if times else 0.0
 
 
-def testcase_names(trials: list[Trial]) -> list[str]:
-    """A unique name per trial of one scenario: the schedule (`crash-free` for none), with its seed when a
-    seed generated it, and its run id when that is still not unique (a fleet's runs, a repeated schedule)."""
-    base = [(str(t.schedule) or "crash-free") + (f" (seed {t.seed})" if t.seed is not None else "") for t in trials]
-    return [f"{b} [{t.run_id}]" if base.count(b) > 1 else b for b, t in zip(base, trials, strict=True)]
-
-
 def run_seed(meta: dict) -> int | None:
     """The base seed of a run, from its meta: `run` and `explore` draw their random schedules from one (a
     `replay`'s seed names one trial, and is in that trial's block already)."""
@@ -101,47 +93,8 @@ def run_seed(meta: dict) -> int | None:
 
 
 def junit_xml(results: list[ScenarioResult], steps: str, meta: dict | None = None) -> str:
-    """One testsuite per scenario, one testcase per trial (unique names, a time each); a failing trial carries
-    its block and replay line; a negative control's expected finding is a passing case marked as such; each
-    suite carries the seed, killpoint's version and the step module's digest as properties."""
-    meta = meta or {}
-    base = run_seed(meta)
-    props = {"killpoint.version": __version__, "killpoint.steps": steps, "killpoint.seed": meta.get("seed"),
-             "killpoint.steps_digest": meta.get("steps_digest")}
-    out = ['<?xml version="1.0" encoding="utf-8"?>', "<testsuites>"]
-    for r in results:
-        fails = sum(1 for t in r.trials if t.outcome == "fail" and r.outcome != "expected")
-        out.append(f'  <testsuite name={quoteattr(r.name)} tests="{max(len(r.trials), 1)}" failures="{fails}" '
-                   f'time="{r.elapsed:.3f}">')
-        out.append("    <properties>")
-        out.extend(f"      <property name={quoteattr(k)} value={quoteattr(str(v))}/>" for k, v in props.items()
-                   if v is not None)
-        if r.outcome == "expected":
-            out.append('      <property name="killpoint.negative_control" value="expected finding produced"/>')
-        if r.cut:  # what the time budget left out of the random part (never the exhaustive part)
-            out.append(f'      <property name="killpoint.budget_cut" value={quoteattr(r.cut)}/>')
-        out.append("    </properties>")
-        if r.outcome == "skipped":
-            out.append(f'    <testcase classname={quoteattr(r.name)} name="{escape(r.name)}">'
-                       f'<skipped message={quoteattr(r.reason)}/></testcase>')
-        if r.outcome in ("error", "interrupted") or (r.outcome == "fail" and not r.trials):
-            out.append(f'    <testcase classname={quoteattr(r.name)} name="{escape(r.name)}">'
-                       f'<error message={quoteattr(r.reason or r.outcome)}/></testcase>')
-        for t, name in zip(r.trials, testcase_names(r.trials), strict=True):
-            out.append(f"    <testcase classname={quoteattr(r.name)} name={quoteattr(name)} "
-                       f'time="{trial_seconds(t):.3f}">')
-            if t.outcome == "fail" and r.outcome == "expected":
-                body = escape("\n".join(trial_block(r.name, t, steps, "EXPECTED FINDING (negative control)", base)))
-                out.append('      <properties><property name="killpoint.expected_finding" value="true"/></properties>')
-                out.append(f"      <system-out>{body}</system-out>")
-            elif t.outcome == "fail":
-                body = escape("\n".join(trial_block(r.name, t, steps, base_seed=base)))
-                first = t.failing()[0]
-                out.append(f"      <failure message={quoteattr(first.checker + ': ' + first.reason)}>{body}</failure>")
-            elif t.outcome == "unknown":
-                body = escape("\n".join(trial_block(r.name, t, steps, "UNKNOWN", base)))
-                out.append(f'      <error message="unknown: the checkers could not decide">{body}</error>')
-            out.append("    </testcase>")
-        out.append("  </testsuite>")
-    out.append("</testsuites>")
-    return "\n".join(out) + "\n"
+    """JUnit XML of `results` for CI (`report.junit`, where it is written; imported on use, so the text
+    report never needs the JUnit library)."""
+    from killpoint.report.junit import junit_xml as write  # noqa: PLC0415 - report.junit imports this module
+
+    return write(results, steps, meta)

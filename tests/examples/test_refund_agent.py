@@ -1,7 +1,8 @@
 """The example project `examples/refund_agent` (package `acme-refunds`), as a user would use it.
 
-A fresh venv (`--system-site-packages`, so killpoint, psycopg, anthropic and pytest come from this
-interpreter, killpoint as the editable install of this checkout) gets the example installed from a copy
+A fresh venv that sees this interpreter's packages (tests/helpers/venvs.py: killpoint, psycopg, anthropic
+and pytest come from this interpreter, killpoint as the editable install of this checkout, whether this
+interpreter is a system Python or a venv) gets the example installed from a copy
 of its folder (a regular, non-editable install: the checkout is not written to), and then, from a temp
 dir, with nothing on PYTHONPATH, so `acme_refunds` can only come from the venv:
 
@@ -25,7 +26,6 @@ import re
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -33,6 +33,7 @@ import pytest
 from tests.helpers import REPO
 from tests.helpers.checks import describe, failing_checkers
 from tests.helpers.sandbox import Sandbox
+from tests.helpers.venvs import make_child_venv
 
 EXAMPLE = REPO / "examples" / "refund_agent"
 SCENARIO_LINE = re.compile(r"^(PASS|FAIL|UNKNOWN|EXPECTED|SKIP|ERROR)\s+(\S+)\s+\d+ schedules", re.MULTILINE)
@@ -74,8 +75,7 @@ class Venv:
         shutil.copytree(example, project,
                         ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "dist", ".pytest_cache"))
         root = base / "venv"
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(root)], check=True,
-                       capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+        make_child_venv(root)
         v = cls(root, project)
         env = {k: val for k, val in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
         pip = subprocess.run([str(v.python), "-m", "pip", "install", "--no-deps", "--no-input", "--quiet",

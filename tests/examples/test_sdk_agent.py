@@ -1,7 +1,8 @@
 """The example project `examples/sdk_agent` (package `acme-billing`): an agent on the real stripe, resend and
 openai SDKs, unchanged except for their base URLs, crash-tested through the CLI as a user would.
 
-A fresh venv (`--system-site-packages`: killpoint, the SDKs, psycopg and pytest come from this interpreter)
+A fresh venv that sees this interpreter's packages (tests/helpers/venvs.py: killpoint, the SDKs, psycopg
+and pytest come from this interpreter)
 gets the example installed from a copy of its folder; every command runs from a sandbox with nothing on
 PYTHONPATH, so `acme_billing` can only come from the venv:
 

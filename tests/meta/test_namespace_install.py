@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.venvs import make_child_venv
+
 REPO = Path(__file__).resolve().parents[2]
 USER_TEST = '''
 from harness import X
@@ -34,7 +36,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tree = src / "killpoint"
     # build from a copy, so the checkout gets no build/ or egg-info folders
     shutil.copytree(REPO, tree, ignore=shutil.ignore_patterns(".git", ".killpoint", "__pycache__", "*.egg-info",
-                                                            "build", "tests", ".hypothesis"))
+                                                            "build", "tests", ".hypothesis", ".venv*"))
     out = tmp_path_factory.mktemp("wheel")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out),
                     str(tree)], check=True, capture_output=True, text=True, timeout=300)
@@ -53,8 +55,7 @@ def test_the_wheel_holds_only_the_killpoint_package(wheel: Path) -> None:
 def test_a_user_package_named_harness_works_beside_the_installed_wheel(wheel: Path, tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     # the venv sees this interpreter's packages (psycopg, anthropic...) but its own killpoint comes first
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
-    py = venv / "bin" / "python"
+    py = make_child_venv(venv)
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(wheel)],
                    check=True, capture_output=True, timeout=300)
     script = venv / "bin" / "pytest"  # pytest itself comes from this interpreter: give the venv its script
