@@ -12,6 +12,10 @@ with the SDK, which appends ``/v1/messages``):
   ``usage.input_tokens`` = ceil(len(canonical JSON) / 4), ``usage.output_tokens`` = ceil(len(text) / 4).
   The same messages always get the same answer, so a replayed step sees what the first run saw.
 - ``stream: true`` is answered as server-sent events (message_start ... message_stop).
+- tools (``tools``, ``tool_choice``; ``messages_tools.py``) and structured output (``output_config.format``):
+  the answer is the turn the user's script (``script.py``) or the default policy (``policy.py``) gives:
+  ``tool_use`` blocks (ids ``toolu_…``, ``stop_reason`` ``tool_use``, streamed as ``input_json_delta``) or
+  text (JSON for structured output); the digest then also covers the tools, the choice and the schema.
 - every reply carries a ``request-id`` header; the SDK's ``x-stainless-retry-count`` is recorded.
 - faults (hook at ``model.request``, or static): ``overload`` -> 529 ``overloaded_error``, ``error`` ->
   500 ``api_error`` (both with ``x-should-retry: true`` and, unless set to 0, ``retry-after-ms``),
@@ -21,7 +25,8 @@ with the SDK, which appends ``/v1/messages``):
 
 Every request is recorded in ``model_requests``: ``order``, ``run_id``, ``service`` (``model``), ``api``
 (``messages``), ``model``, ``system``, ``messages``, ``max_tokens``, ``stream``, ``retry_count``,
-``request_digest``, ``response_text``, ``usage``, ``stop_reason``, ``outcome``, ``status``, ``t`` -- and as
+``request_digest``, ``response_text``, ``usage``, ``stop_reason``, ``tools`` (the names offered),
+``tool_calls`` (``[{"id", "name", "arguments"}]``), ``outcome``, ``status``, ``t`` -- and as
 an attempt of service ``model``. The flow (:func:`handle_model`) is shared with the OpenAI fake
 (``openai_api.py``), which records the same fields.
 """

@@ -19,6 +19,12 @@ cut at the token limit with ``finish_reason`` ``length`` (else ``stop``). ``stre
 input answers as the chat message ``[{"role": "user", "content": input}]`` would. ``response.output_text``
 is the answer.
 
+Tools and structured output (``openai_tools.py``): Chat Completions answers a tool call as
+``message.tool_calls`` (ids ``call_…``, ``finish_reason`` ``tool_calls``, streamed as tool-call deltas);
+Responses as ``function_call`` output items (``call_id`` ``call_…``, ``id`` ``fc_…``); structured output
+(``response_format`` / ``text.format``) as JSON text satisfying the schema. Both follow the script or the
+default policy, as the Anthropic fake does.
+
 Auth: ``Authorization: Bearer <key>`` (401 ``invalid_api_key`` otherwise). Faults at ``model.request``
 (hook or static, service ``openai``): overload -> 429 ``rate_limit_exceeded`` (``openai.RateLimitError``),
 error -> 500 ``server_error`` (``openai.InternalServerError``), both with ``x-should-retry: true`` and

@@ -76,9 +76,13 @@ class Script:
 
     def turn(self, call: Call, digest: str, prefix: str) -> Turn:
         """The answer to ``call``: the function's, else the first matching rule's answer for this round,
-        else the default policy's. Call ids are ``prefix`` + digest-derived characters, as the policy's."""
+        else the default policy's. Call ids are ``prefix`` + digest-derived characters, as the policy's.
+        ``ScriptError`` when the function raises or an answer is not one of the documented shapes."""
         if self.function is not None:
-            chosen = self.function(call)
+            try:
+                chosen = self.function(call)
+            except Exception as exc:  # the user's code: its failure is the request's answer, not the server's
+                raise ScriptError(f"the model script function raised {exc!r}") from exc
             if chosen is not None:
                 return to_turn(chosen, call, digest, prefix)
         for rule in self.rules:

@@ -113,9 +113,15 @@ def test_a_malformed_script_is_refused_with_its_problem(bad):
         load_script(bad)
 
 
-def test_a_bad_scripted_answer_is_a_400_naming_the_script():
-    with Services.start(script=lambda request: {"reply": "?"}) as svc:
+def fails(request: Call) -> Any:
+    raise KeyError("order")
+
+
+@pytest.mark.parametrize(("script", "problem"), [(lambda request: {"reply": "?"}, "model script answer"),
+                                                 (fails, "function raised KeyError")])
+def test_a_bad_scripted_answer_is_a_400_naming_the_script(script, problem):
+    with Services.start(script=script) as svc:
         client = anthropic.Anthropic(base_url=svc.url("model", "r-1"), api_key="k", max_retries=0)
-        with pytest.raises(anthropic.BadRequestError, match="model script answer"):
+        with pytest.raises(anthropic.BadRequestError, match=problem):
             client.messages.create(model="claude-haiku-4-5", max_tokens=64, messages=[{"role": "user", "content": "hi"}])
         assert svc.model_requests("r-1")[0]["outcome"] == "rejected"
