@@ -4,6 +4,8 @@ NAME is one of mailer (which also serves the webhook), ledger, model (Anthropic)
 
 Prints ``fake NAME listening on http://HOST:PORT`` and serves until SIGTERM or SIGINT, then exits 0.
 A port already in use is one line on stderr and exit 2. The admin interface is at ``/_admin/``.
+The model fakes answer by the script ``KILLPOINT_MODEL_SCRIPT`` names (``script.py``); one that cannot be
+read is one line on stderr and exit 2.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 import threading
 from types import FrameType
 
+from .script import ScriptError
 from .server import POLL_SECONDS
 from .services import SERVERS, build_server
 from .state import State
@@ -27,7 +30,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     args = parser.parse_args(argv)
     try:
-        server = build_server(args.service, State(), args.host, args.port)
+        state = State()
+    except ScriptError as exc:
+        print(f"fake {args.service}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        server = build_server(args.service, state, args.host, args.port)
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             print(f"fake {args.service}: port {args.port} on {args.host} is already in use; "

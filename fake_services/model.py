@@ -12,6 +12,10 @@ with the SDK, which appends ``/v1/messages``):
   ``usage.input_tokens`` = ceil(len(canonical JSON) / 4), ``usage.output_tokens`` = ceil(len(text) / 4).
   The same messages always get the same answer, so a replayed step sees what the first run saw.
 - ``stream: true`` is answered as server-sent events (message_start ... message_stop).
+- tools (``tools``, ``tool_choice``; ``messages_tools.py``) and structured output (``output_config.format``):
+  the answer is the turn the user's script (``script.py``) or the default policy (``policy.py``) gives:
+  ``tool_use`` blocks (ids ``toolu_…``, ``stop_reason`` ``tool_use``, streamed as ``input_json_delta``) or
+  text (JSON for structured output); the digest then also covers the tools, the choice and the schema.
 - every reply carries a ``request-id`` header; the SDK's ``x-stainless-retry-count`` is recorded.
 - faults (hook at ``model.request``, or static): ``overload`` -> 529 ``overloaded_error``, ``error`` ->
   500 ``api_error`` (both with ``x-should-retry: true`` and, unless set to 0, ``retry-after-ms``),
@@ -21,7 +25,8 @@ with the SDK, which appends ``/v1/messages``):
 
 Every request is recorded in ``model_requests``: ``order``, ``run_id``, ``service`` (``model``), ``api``
 (``messages``), ``model``, ``system``, ``messages``, ``max_tokens``, ``stream``, ``retry_count``,
-``request_digest``, ``response_text``, ``usage``, ``stop_reason``, ``outcome``, ``status``, ``t`` -- and as
+``request_digest``, ``response_text``, ``usage``, ``stop_reason``, ``tools`` (the names offered),
+``tool_calls`` (``[{"id", "name", "arguments"}]``), ``outcome``, ``status``, ``t`` -- and as
 an attempt of service ``model``. The flow (:func:`handle_model`) is shared with the OpenAI fake
 (``openai_api.py``), which records the same fields.
 """
@@ -34,11 +39,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from . import messages_tools
 from .canon import DIGEST_LENGTH, canonical_json, text_digest
 from .effects import info_for
+from .policy import default_text
+from .schema_values import NoValue
+from .script import Script, ScriptError
+from .turns import Call, ToolCall, Turn
 from .wire import BadRequest, Reply, Request
-
-VERDICTS = ("approve", "approve", "approve", "review")
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,7 @@ class Answer:
     input_tokens: int
     output_tokens: int
     stop_reason: str
+    calls: tuple[ToolCall, ...] = ()
 
     @property
     def message_id(self) -> str:
@@ -71,36 +80,78 @@ def answer(model: str, system: Any, messages: list[Any], max_tokens: int | None)
 
 
 def answer_for(canonical: str, max_tokens: int | None) -> Answer:
-    """The answer to the request whose :func:`request_text` is ``canonical`` (``max_tokens`` None: no cut)."""
+    """The text answer to the request whose :func:`request_text` is ``canonical`` (``max_tokens`` None: no cut)."""
     hexdigest = text_digest(canonical)
-    text = f"answer {hexdigest[:12]} verdict={VERDICTS[int(hexdigest[12:20], 16) % len(VERDICTS)]}"
-    stop_reason = "end_turn"
-    if max_tokens is not None and math.ceil(len(text) / 4) > max_tokens:
+    return answer_from(Turn(default_text(hexdigest)), hexdigest, canonical, max_tokens)
+
+
+def call_text(call: Call) -> str:
+    """The canonical JSON naming ``call``: :func:`request_text`, with the tools, tool choice and output
+    schema when the request has any (a plain request's text, and so its digest, is unchanged)."""
+    shape = call.shape()
+    if not shape:
+        return request_text(call.model, call.system, call.messages)
+    return canonical_json({"model": call.model, "system": call.system, "messages": call.messages, **shape})
+
+
+def respond(call: Call, canonical: str, script: Script, call_prefix: str) -> Answer:
+    """The answer to ``call`` (whose :func:`call_text` is ``canonical``): the script's turn, or the default
+    policy's (``policy.py``); ``ScriptError`` / ``NoValue`` when neither can answer."""
+    hexdigest = text_digest(canonical)
+    return answer_from(script.turn(call, hexdigest, call_prefix), hexdigest, canonical, call.max_tokens)
+
+
+def answer_from(turn: Turn, hexdigest: str, canonical: str, max_tokens: int | None) -> Answer:
+    """The turn as an answer with its usage: input tokens ceil(len(canonical) / 4), output tokens ceil(len(text
+    and calls) / 4); a text-only turn longer than ``max_tokens`` is cut, with stop reason ``max_tokens``."""
+    text, stop_reason = turn.text, turn.stop_reason
+    said = text + (canonical_json([[c.name, c.arguments] for c in turn.calls]) if turn.calls else "")
+    if not turn.calls and max_tokens is not None and math.ceil(len(text) / 4) > max_tokens:
         text, stop_reason = text[: max_tokens * 4], "max_tokens"
-    return Answer(hexdigest, text, math.ceil(len(canonical) / 4), math.ceil(len(text) / 4), stop_reason)
+        said = text
+    return Answer(hexdigest, text, math.ceil(len(canonical) / 4), math.ceil(len(said) / 4), stop_reason, turn.calls)
+
+
+def content_blocks(ans: Answer) -> list[dict[str, Any]]:
+    """The answer's content: its text block (left out when empty and the answer calls tools), then a
+    ``tool_use`` block per call."""
+    text = [{"type": "text", "text": ans.text}] if ans.text or not ans.calls else []
+    return text + [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in ans.calls]
 
 
 def message_body(model: str, ans: Answer) -> dict[str, Any]:
     """The Messages API response object."""
     return {
         "id": ans.message_id, "type": "message", "role": "assistant", "model": model,
-        "content": [{"type": "text", "text": ans.text}], "stop_reason": ans.stop_reason,
+        "content": content_blocks(ans), "stop_reason": ans.stop_reason,
         "stop_sequence": None, "usage": ans.usage,
     }
+
+
+def block_events(index: int, block: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """One content block as stream events: start (empty), deltas, stop. A tool call's input comes as
+    ``input_json_delta`` pieces (two, cut mid-JSON, so a client must join them before parsing)."""
+    if block["type"] == "text":
+        empty: dict[str, Any] = {"type": "text", "text": ""}
+        deltas = [{"type": "text_delta", "text": block["text"]}]
+    else:
+        empty = {**block, "input": {}}
+        whole = json.dumps(block["input"], separators=(",", ":"))
+        half = len(whole) // 2
+        deltas = [{"type": "input_json_delta", "partial_json": part} for part in (whole[:half], whole[half:])]
+    return [("content_block_start", {"type": "content_block_start", "index": index, "content_block": empty}),
+            *(("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d}) for d in deltas),
+            ("content_block_stop", {"type": "content_block_stop", "index": index})]
 
 
 def stream_body(model: str, ans: Answer) -> bytes:
     """The same answer as the server-sent events the SDK's streaming parser expects."""
     start = {**message_body(model, ans), "content": [], "stop_reason": None,
              "usage": {"input_tokens": ans.input_tokens, "output_tokens": 1}}
+    blocks = [event for i, block in enumerate(content_blocks(ans)) for event in block_events(i, block)]
     events = [
         ("message_start", {"type": "message_start", "message": start}),
-        ("content_block_start", {"type": "content_block_start", "index": 0,
-                                 "content_block": {"type": "text", "text": ""}}),
-        ("ping", {"type": "ping"}),
-        ("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                 "delta": {"type": "text_delta", "text": ans.text}}),
-        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        *blocks[:1], ("ping", {"type": "ping"}), *blocks[1:],
         ("message_delta", {"type": "message_delta",
                            "delta": {"stop_reason": ans.stop_reason, "stop_sequence": None},
                            "usage": {"output_tokens": ans.output_tokens}}),
@@ -111,19 +162,6 @@ def stream_body(model: str, ans: Answer) -> bytes:
 
 def api_error(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> Reply:
     return Reply.json(status, {"type": "error", "error": {"type": kind, "message": message}}, headers)
-
-
-@dataclass(frozen=True)
-class Call:
-    """One model request as the fake understands it, whatever the API: what the answer depends on
-    (``model``, ``system``, ``messages``), the token limit (None: none) and whether to stream."""
-
-    model: str
-    system: Any
-    messages: list[Any]
-    max_tokens: int | None
-    stream: bool
-    body: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -142,6 +180,8 @@ class ModelApi:
     error: Callable[[str, str, dict[str, str]], Reply]
     answer: Callable[[Call, Answer, dict[str, str]], Reply]
     request_id: str = "request-id"
+    call_prefix: str = "toolu_"
+    """How the API's tool call ids begin."""
 
 
 def handle_model(api: ModelApi, request: Request) -> Reply:
@@ -152,7 +192,8 @@ def handle_model(api: ModelApi, request: Request) -> Reply:
     3. hook and static faults at ``model.request``: drop -> reset, overload / error -> the API's overload /
        server error, with ``x-should-retry: true`` and (unless set to 0) ``retry-after-ms``
        (``injected-error``);
-    4. otherwise the deterministic answer (``applied``).
+    4. otherwise the deterministic answer (``applied``): the script's or the default policy's
+       (:func:`respond`); a script that fails, or a tool schema no value satisfies, is a 400 (``rejected``).
     """
     state = request.state
     call: Call | None = None
@@ -162,7 +203,7 @@ def handle_model(api: ModelApi, request: Request) -> Reply:
     except BadRequest as exc:
         problem = exc.message
     key = request.headers.get("idempotency-key")
-    canonical = request_text(call.model, call.system, call.messages) if call else canonical_json(None)
+    canonical = call_text(call) if call else canonical_json(None)
     request_digest = text_digest(canonical)[:DIGEST_LENGTH]
     attempt = state.journal.begin(api.service, request.run_id, key, request_digest, request.route)
     request.attempt = attempt
@@ -173,11 +214,11 @@ def handle_model(api: ModelApi, request: Request) -> Reply:
         "model": None, "system": None, "messages": None, "max_tokens": None, "stream": False,
         "retry_count": int(retry_count) if retry_count.isdigit() else 0,
         "request_digest": request_digest, "response_text": None, "usage": None, "stop_reason": None,
-        "t": attempt["t"],
+        "tools": [], "tool_calls": [], "t": attempt["t"],
     }
     if call is not None:
         record.update(model=call.model, system=call.system, messages=call.messages,
-                      max_tokens=call.max_tokens, stream=call.stream)
+                      max_tokens=call.max_tokens, stream=call.stream, tools=list(call.tool_names))
 
     def finish(outcome: str, reply: Reply) -> Reply:
         status = None if reply.drop else reply.status
@@ -202,8 +243,12 @@ def handle_model(api: ModelApi, request: Request) -> Reply:
         kind = "overload" if decision.action == "overload" else "failed"
         return finish("injected-error", api.error(kind, "Overloaded" if kind == "overload" else "Internal server error",
                                                   headers))
-    ans = answer_for(canonical, call.max_tokens)
-    record.update(response_text=ans.text, usage=ans.usage, stop_reason=ans.stop_reason)
+    try:
+        ans = respond(call, canonical, state.script, api.call_prefix)
+    except (ScriptError, NoValue) as exc:
+        return finish("rejected", api.error("invalid", f"the fake model cannot answer: {exc}", headers))
+    record.update(response_text=ans.text, usage=ans.usage, stop_reason=ans.stop_reason,
+                  tool_calls=[c.as_json() for c in ans.calls])
     return finish("applied", api.answer(call, ans, headers))
 
 
@@ -218,7 +263,10 @@ def parse(body: Any) -> Call:
         raise BadRequest("max_tokens: a positive integer is required")
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         raise BadRequest("messages: a non-empty list is required")
-    return Call(body["model"], body.get("system"), body["messages"], max_tokens, bool(body.get("stream")), body)
+    tools = messages_tools.tools_of(body)
+    return Call(body["model"], body.get("system"), body["messages"], max_tokens, bool(body.get("stream")), body,
+                api="messages", tools=tools, choice=messages_tools.choice_of(body, tools),
+                output=messages_tools.output_of(body), dialogue=messages_tools.dialogue_of(body["messages"]))
 
 
 def has_credentials(headers: dict[str, str]) -> bool:

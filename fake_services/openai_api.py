@@ -19,6 +19,12 @@ cut at the token limit with ``finish_reason`` ``length`` (else ``stop``). ``stre
 input answers as the chat message ``[{"role": "user", "content": input}]`` would. ``response.output_text``
 is the answer.
 
+Tools and structured output (``openai_tools.py``): Chat Completions answers a tool call as
+``message.tool_calls`` (ids ``call_…``, ``finish_reason`` ``tool_calls``, streamed as tool-call deltas);
+Responses as ``function_call`` output items (``call_id`` ``call_…``, ``id`` ``fc_…``); structured output
+(``response_format`` / ``text.format``) as JSON text satisfying the schema. Both follow the script or the
+default policy, as the Anthropic fake does.
+
 Auth: ``Authorization: Bearer <key>`` (401 ``invalid_api_key`` otherwise). Faults at ``model.request``
 (hook or static, service ``openai``): overload -> 429 ``rate_limit_exceeded`` (``openai.RateLimitError``),
 error -> 500 ``server_error`` (``openai.InternalServerError``), both with ``x-should-retry: true`` and
@@ -34,6 +40,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from . import openai_tools
 from .model import Answer, Call, ModelApi, handle_model
 from .wire import BadRequest, Reply, Request
 
@@ -84,7 +91,11 @@ def parse_chat(raw: Any) -> Call:
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 128):
         raise BadRequest("n: an integer from 1 to 128 is required")
     limit = token_limit(body, "max_completion_tokens", "max_tokens")
-    return Call(body["model"], None, body["messages"], limit, bool(body.get("stream")), body)
+    tools = openai_tools.tools_of(body, nested=True)
+    return Call(body["model"], None, body["messages"], limit, bool(body.get("stream")), body, api="chat.completions",
+                tools=tools, choice=openai_tools.choice_of(body, tools, nested=True),
+                output=openai_tools.output_of(body.get("response_format"), "response_format"),
+                dialogue=openai_tools.chat_dialogue(body["messages"]))
 
 
 def usage(ans: Answer) -> dict[str, Any]:
@@ -98,7 +109,12 @@ def usage(ans: Answer) -> dict[str, Any]:
 
 
 def finish_reason(ans: Answer) -> str:
-    return "length" if ans.stop_reason == "max_tokens" else "stop"
+    return {"max_tokens": "length", "tool_use": "tool_calls"}.get(ans.stop_reason, "stop")
+
+
+def arguments(ans: Answer, index: int) -> str:
+    """A call's arguments as the JSON text the OpenAI APIs send."""
+    return json.dumps(ans.calls[index].arguments, ensure_ascii=False)
 
 
 def choices(call: Call) -> int:
@@ -107,7 +123,12 @@ def choices(call: Call) -> int:
 
 def completion(call: Call, ans: Answer) -> dict[str, Any]:
     """The ``chat.completion`` object."""
-    message = {"role": "assistant", "content": ans.text, "refusal": None, "annotations": []}
+    message: dict[str, Any] = {"role": "assistant", "content": ans.text if ans.text or not ans.calls else None,
+                               "refusal": None, "annotations": []}
+    if ans.calls:
+        message["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name,
+                                                                           "arguments": arguments(ans, i)}}
+                                 for i, c in enumerate(ans.calls)]
     return {
         "id": f"chatcmpl-{ans.digest[:24]}", "object": "chat.completion", "created": CREATED, "model": call.model,
         "choices": [{"index": i, "message": dict(message), "logprobs": None, "finish_reason": finish_reason(ans)}
@@ -120,16 +141,33 @@ def completion_stream(call: Call, ans: Answer) -> bytes:
     """The same answer as ``chat.completion.chunk`` server-sent events, then ``[DONE]``."""
     head = {"id": f"chatcmpl-{ans.digest[:24]}", "object": "chat.completion.chunk", "created": CREATED,
             "model": call.model, "system_fingerprint": FINGERPRINT, "service_tier": "default"}
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": "", "refusal": None}]
+    if ans.text or not ans.calls:
+        deltas.append({"content": ans.text})
+    deltas += call_deltas(ans)
     chunks = []
     for i in range(choices(call)):
-        for delta, reason in (({"role": "assistant", "content": "", "refusal": None}, None),
-                              ({"content": ans.text}, None), ({}, finish_reason(ans))):
+        for n, delta in enumerate([*deltas, {}]):
+            reason = finish_reason(ans) if n == len(deltas) else None
             chunks.append({**head, "choices": [{"index": i, "delta": delta, "logprobs": None, "finish_reason": reason}]})
     options = call.body.get("stream_options")
     if isinstance(options, dict) and options.get("include_usage"):
         chunks.append({**head, "choices": [], "usage": usage(ans)})
     lines = [f"data: {json.dumps(chunk, separators=(',', ':'))}\n\n" for chunk in chunks] + ["data: [DONE]\n\n"]
     return "".join(lines).encode("utf-8")
+
+
+def call_deltas(ans: Answer) -> list[dict[str, Any]]:
+    """The tool calls as stream deltas: per call, its id and name with empty arguments, then the arguments'
+    JSON text in two pieces (a client joins them by ``index``)."""
+    deltas: list[dict[str, Any]] = []
+    for i, c in enumerate(ans.calls):
+        whole = arguments(ans, i)
+        deltas.append({"tool_calls": [{"index": i, "id": c.id, "type": "function",
+                                       "function": {"name": c.name, "arguments": ""}}]})
+        deltas += [{"tool_calls": [{"index": i, "function": {"arguments": part}}]}
+                   for part in (whole[:len(whole) // 2], whole[len(whole) // 2:])]
+    return deltas
 
 
 def chat_answer(call: Call, ans: Answer, headers: dict[str, str]) -> Reply:
@@ -139,7 +177,7 @@ def chat_answer(call: Call, ans: Answer, headers: dict[str, str]) -> Reply:
 
 
 CHAT = ModelApi(service=SERVICE, name="chat.completions", parse=parse_chat, error=openai_error,
-                answer=chat_answer, request_id="x-request-id")
+                answer=chat_answer, request_id="x-request-id", call_prefix="call_")
 
 
 # responses --------------------------------------------------------------------------------------
@@ -159,7 +197,12 @@ def parse_responses(raw: Any) -> Call:
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         raise BadRequest("instructions: a string is required")
-    return Call(body["model"], instructions, messages, token_limit(body, "max_output_tokens"), False, body)
+    tools = openai_tools.tools_of(body, nested=False)
+    text = body.get("text")
+    return Call(body["model"], instructions, messages, token_limit(body, "max_output_tokens"), False, body,
+                api="responses", tools=tools, choice=openai_tools.choice_of(body, tools, nested=False),
+                output=openai_tools.output_of(text.get("format") if isinstance(text, dict) else None, "text.format"),
+                dialogue=openai_tools.responses_dialogue(messages))
 
 
 def response_object(call: Call, ans: Answer) -> dict[str, Any]:
@@ -170,13 +213,11 @@ def response_object(call: Call, ans: Answer) -> dict[str, Any]:
         "status": "incomplete" if cut else "completed",
         "incomplete_details": {"reason": "max_output_tokens"} if cut else None, "error": None,
         "instructions": call.system, "max_output_tokens": call.max_tokens, "metadata": {},
-        "output": [{
-            "type": "message", "id": f"msg_{ans.digest[:24]}", "status": "incomplete" if cut else "completed",
-            "role": "assistant", "content": [{"type": "output_text", "text": ans.text, "annotations": [], "logprobs": []}],
-        }],
-        "parallel_tool_calls": True, "previous_response_id": None, "reasoning": {"effort": None, "summary": None},
-        "service_tier": "default", "store": True, "temperature": 1.0, "text": {"format": {"type": "text"}},
-        "tool_choice": "auto", "tools": [], "top_p": 1.0, "truncation": "disabled", "user": None,
+        "output": output_items(ans, cut),
+        "parallel_tool_calls": call.choice.parallel, "previous_response_id": None,
+        "reasoning": {"effort": None, "summary": None}, "service_tier": "default", "store": True, "temperature": 1.0,
+        "text": call.body.get("text") or {"format": {"type": "text"}}, "tool_choice": call.body.get("tool_choice", "auto"),
+        "tools": call.body.get("tools") or [], "top_p": 1.0, "truncation": "disabled", "user": None,
         "usage": {
             "input_tokens": ans.input_tokens, "input_tokens_details": {"cached_tokens": 0},
             "output_tokens": ans.output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
@@ -185,9 +226,21 @@ def response_object(call: Call, ans: Answer) -> dict[str, Any]:
     }
 
 
+def output_items(ans: Answer, cut: bool) -> list[dict[str, Any]]:
+    """The response's output: a message (left out when empty and the answer calls tools), then a
+    ``function_call`` item per call (``id`` ``fc_…``, ``call_id`` ``call_…``, ``arguments`` JSON text)."""
+    message = [{
+        "type": "message", "id": f"msg_{ans.digest[:24]}", "status": "incomplete" if cut else "completed",
+        "role": "assistant", "content": [{"type": "output_text", "text": ans.text, "annotations": [], "logprobs": []}],
+    }] if ans.text or not ans.calls else []
+    return message + [{"type": "function_call", "id": "fc_" + c.id.removeprefix("call_"), "call_id": c.id,
+                       "name": c.name, "arguments": arguments(ans, i), "status": "completed"}
+                      for i, c in enumerate(ans.calls)]
+
+
 RESPONSES = ModelApi(service=SERVICE, name="responses", parse=parse_responses, error=openai_error,
                      answer=lambda call, ans, headers: Reply.json(200, response_object(call, ans), headers),
-                     request_id="x-request-id")
+                     request_id="x-request-id", call_prefix="call_")
 
 
 def chat_completions(request: Request) -> Reply:

@@ -25,6 +25,7 @@ from urllib.parse import quote
 from . import admin, ledger, mailer, model, openai_api, resend_api, stripe_api
 from .hooks import Hook
 from .proxy import ProxyServer, Upstream, upstream
+from .script import load_script
 from .server import FakeServer, Route
 from .state import State
 
@@ -63,12 +64,13 @@ class Services:
 
     @classmethod
     def start(cls, hook: Hook | None = None, host: str = "127.0.0.1",
-              upstreams: Mapping[str, str] | None = None) -> Services:
+              upstreams: Mapping[str, str] | None = None, script: Any = None) -> Services:
         """Start every fake (the mailer also serves the webhook) on free ports, sharing one state, and a
         recording proxy (``proxy.py``) for each of ``upstreams`` (name -> base URL; ``ValueError`` for a bad
-        name or URL)."""
+        name or URL). ``script``: how the model fakes answer (anything ``script.load_script`` takes; None:
+        the script ``KILLPOINT_MODEL_SCRIPT`` names, else the default policy; ``ScriptError`` if unreadable)."""
         ups = {name: upstream(name, url, tuple(SERVICE_SERVER)) for name, url in (upstreams or {}).items()}
-        state = State(hook)
+        state = State(hook, None if script is None else load_script(script))
         servers: dict[str, FakeServer] = {}
         try:
             for name in SERVERS:
@@ -144,6 +146,10 @@ class Services:
     def set_hook(self, hook: Hook | None) -> None:
         """Replace the hook (None: no hook). Requests already held keep the hook they were given."""
         self.state.hook = hook
+
+    def set_script(self, script: Any) -> None:
+        """Replace the model script (anything ``script.load_script`` takes; None: the default policy alone)."""
+        self.state.script = load_script(script)
 
     def stop(self) -> None:
         """Stop every server: close the listening sockets and open connections, join the threads."""

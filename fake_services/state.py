@@ -1,4 +1,4 @@
-"""What the servers of one process share: the journal, the static faults and the hook."""
+"""What the servers of one process share: the journal, the static faults, the hook and the model script."""
 
 from __future__ import annotations
 
@@ -8,15 +8,19 @@ from typing import Any
 from .faults import Faults
 from .hooks import Decision, Hook
 from .journal import Journal
+from .script import Script, from_environment
 
 
 class State:
     """Shared by every server started together, so one arrival counter orders all services."""
 
-    def __init__(self, hook: Hook | None = None) -> None:
+    def __init__(self, hook: Hook | None = None, script: Script | None = None) -> None:
         self.journal = Journal()
         self.faults = Faults()
         self.hook: Hook | None = hook
+        self.script: Script = from_environment() if script is None else script
+        """How the model fakes answer (``script.py``): by default the script ``KILLPOINT_MODEL_SCRIPT`` names,
+        else the default policy alone."""
 
     def decide(self, point: str, info: dict[str, Any]) -> Decision:
         """Ask the hook (which may block), then the static faults; sleep any delay; return the action.

@@ -47,7 +47,7 @@ def test_a_cost_wrong_in_every_run_fails_even_against_an_equal_baseline() -> Non
 
 
 def test_without_priced_witnesses_the_crash_free_run_is_the_reference() -> None:
-    unknown_model = {**PLAN, "model": "gpt-4o"}
+    unknown_model = {**PLAN, "model": "no-such-model"}
     assert cost_accounted(run(0.5, unknown_model), run(0.5, unknown_model)).outcome == "pass"
     assert cost_accounted(run(0.7, unknown_model), run(0.5, unknown_model)).outcome == "fail"
     assert cost_accounted(run(None, PLAN), run(None, PLAN)).outcome == "pass"  # no cost recorded at all
