@@ -14,14 +14,14 @@ the fleet the same way. One trial per run; the summary gives runs, faults and th
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 import psycopg
 
 from killpoint.faults.plan import FLEET_ACTIONS, FaultPlan, fleet_schedule
 from killpoint.faults.schedule import Schedule, derive_seed
 from killpoint.reference_agent.sweeper import sweep_stalled
-from killpoint.run.fleet import Fleet
+from killpoint.run.fleet import Fleet, FleetStats
 from killpoint.run.options import RunOptions
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
@@ -36,6 +36,8 @@ class FleetScenario(Scenario):
     workers = 3
     faults = 6
     stale_seconds = 300.0
+    fleet_stats: tuple[tuple[str, FleetStats], ...] = ()
+    """(run id, what its fleet did) for every run this scenario drove: the summary line's figures."""
 
     def options(self, base: RunOptions) -> RunOptions:
         return replace(base, time_budget=min(base.time_budget, 40.0))
@@ -68,12 +70,12 @@ class FleetScenario(Scenario):
         return next((t for t in trials if t.outcome != "pass"), trials[0])
 
     def figures(self, trials: list[Trial]) -> str:
-        stats = trials[0].evidence.options.get("fleet") if trials else None
-        if not stats:
+        stats = dict(self.fleet_stats).get(trials[0].run_id) if trials else None
+        if stats is None:
             return ""
-        rate = stats["done"] / stats["elapsed"] if stats["elapsed"] > 0 else 0.0
-        return (f"{stats['done']}/{stats['runs']} runs done, {stats['faults']} faults, "
-                f"{stats['incarnations']} worker incarnations, {stats['sweeps_queued']} resumes swept, "
+        rate = stats.done / stats.elapsed if stats.elapsed > 0 else 0.0
+        return (f"{stats.done}/{stats.runs} runs done, {stats.faults} faults, "
+                f"{stats.incarnations} worker incarnations, {stats.sweeps_queued} resumes swept, "
                 f"{rate:.1f} runs/s")
 
     def fleet(self, ctx: Context, schedule: Schedule, seed: int | None) -> list[Trial]:
@@ -83,5 +85,6 @@ class FleetScenario(Scenario):
         with fleet.attached():
             fleet.submit(options.params)
             fleet.drive_queue(self.workers, self.sweep, self.stale_seconds)
-        stats = asdict(fleet.stats)
-        return [fleet.trial(r, schedule, seed, self.checkers, base, {"fleet": stats}) for r in fleet.run_ids]
+        stats = fleet.stats
+        self.fleet_stats = (*self.fleet_stats, *((r, stats) for r in fleet.run_ids))
+        return [fleet.trial(r, schedule, seed, self.checkers, base) for r in fleet.run_ids]

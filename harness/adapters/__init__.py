@@ -1,7 +1,8 @@
 """Adapters: where a durable-agent runtime keeps a run's progress, so that a black-box worker is judged
 from its framework's own records (no mirror table in the user's code).
 
-An adapter answers four questions about one run id, each from the runtime's own tables:
+An adapter answers these questions about one run id, each from the runtime's own tables (and, for the
+drivers of many runs, about several at once):
 
 1. `status(conn, run_id)`: "done", "failed", "running" (records say the run has more to do), or None (no
    records at all). The controller ends a run when this is "done", or when the worker exited 0 and the
@@ -17,6 +18,11 @@ An adapter answers four questions about one run id, each from the runtime's own 
 5. `expire(conn, run_id)`: make a dead or frozen worker's claim on the run lapse (the passage of time), so
    a successor may take it over; a no-op for a runtime without leases.
 6. `concurrent_runs`: whether runs may be driven at the same time (`-j`); `serial_reason` says why not.
+7. `statuses(conn, run_ids)`: `status` of each run id, in one read where the runtime allows it.
+8. `expire_owners(conn, owners)`: `expire` for every run whose claim is held by one of `owners` (ended
+   incarnations, by id: a queue worker holds the leases of whichever runs it served); how many lapsed.
+9. `submit(conn, run_ids, module, params)`: create runs as an application would, for queue workers to
+   take (a first record and a job each); a runtime the harness cannot create runs for refuses (UsageError).
 
 and names, in `hold`, the table whose commits are the run's checkpoint points: the SQL barrier
 (harness/env/sqlbarrier.py) puts its deferred trigger there and holds the commits `hold.when` selects

@@ -7,6 +7,8 @@ from typing import Any, Protocol
 
 import psycopg
 
+from killpoint.errors import UsageError
+
 
 @dataclass(frozen=True)
 class Hold:
@@ -46,6 +48,38 @@ class Adapter(Protocol):
 
     def expire(self, conn: psycopg.Connection, run_id: str) -> None: ...
 
+    def statuses(self, conn: psycopg.Connection, run_ids: list[str]) -> dict[str, str | None]: ...
+
+    def expire_owners(self, conn: psycopg.Connection, owners: list[str]) -> int: ...
+
+    def submit(self, conn: psycopg.Connection, run_ids: list[str], module: str, params: dict) -> None: ...
+
+
+class FrameworkRecords:
+    """The part of an adapter over a framework's own records that has no leases and starts its own runs
+    (LangGraph, DBOS): nothing to expire, statuses one run at a time, and no runs created by the harness."""
+
+    name: str
+
+    def status(self, conn: psycopg.Connection, run_id: str) -> str | None:
+        raise NotImplementedError
+
+    def expire(self, conn: psycopg.Connection, run_id: str) -> None:
+        """No lease to expire: the framework's records alone say where a successor resumes."""
+
+    def expire_owners(self, conn: psycopg.Connection, owners: list[str]) -> int:
+        """No lease to expire (see `expire`): none lapses."""
+        return 0
+
+    def statuses(self, conn: psycopg.Connection, run_ids: list[str]) -> dict[str, str | None]:
+        return {r: self.status(conn, r) for r in run_ids}
+
+    def submit(self, conn: psycopg.Connection, run_ids: list[str], module: str, params: dict) -> None:
+        """Refused: the framework's worker starts its runs itself, the harness writes none of its records."""
+        raise UsageError("cannot-submit", f"the {self.name!r} adapter cannot create runs for queue workers: its "
+                         "framework starts its own runs", "run scenarios with queue workers (fleet, stalled-sweep) "
+                         "on the seeds' checkpoints adapter (the default)")
+
 
 def table_exists(conn: psycopg.Connection, table: str) -> bool:
     """True when `table` (maybe schema-qualified) exists on the connection's search path."""
@@ -80,3 +114,31 @@ class CheckpointsAdapter:
 
     def expire(self, conn: psycopg.Connection, run_id: str) -> None:
         conn.execute("UPDATE leases SET expires_at = now() - interval '1 second' WHERE run_id = %s", (run_id,))
+
+    def statuses(self, conn: psycopg.Connection, run_ids: list[str]) -> dict[str, str | None]:
+        rows = dict(conn.execute("SELECT run_id, status FROM checkpoints WHERE run_id = ANY(%s)",
+                                 (run_ids,)).fetchall())
+        return {r: rows.get(r) for r in run_ids}
+
+    def expire_owners(self, conn: psycopg.Connection, owners: list[str]) -> int:
+        if not owners:
+            return 0
+        cur = conn.execute("UPDATE leases SET expires_at = now() - interval '1 second' "
+                           "WHERE owner = ANY(%s) AND expires_at > now()", (owners,))
+        return cur.rowcount
+
+    def submit(self, conn: psycopg.Connection, run_ids: list[str], module: str, params: dict) -> None:
+        """Each run as the reference runtime's application creates it: its first checkpoint (seq 0, at the
+        step module's start, its initial state from `params`) and a resume job for a queue worker."""
+        from killpoint.reference_agent.checkpoint import RUNNING, Checkpoint, now_iso
+        from killpoint.reference_agent.queue import enqueue_resume
+        from killpoint.reference_agent.step_module import load_step_module
+        from killpoint.reference_agent.store import CheckpointStore
+
+        steps = load_step_module(module)
+        store = CheckpointStore(conn)
+        for run_id in run_ids:
+            store.save(Checkpoint(run_id=run_id, seq=0, version=steps.state_version, cursor=steps.start,
+                                  status=RUNNING, state=steps.initial_state(dict(params)), window=[],
+                                  cost_usd=0.0, updated_at=now_iso()))
+            enqueue_resume(conn, run_id)

@@ -25,7 +25,7 @@ from typing import Any
 
 import psycopg
 
-from killpoint.adapters.base import Hold
+from killpoint.adapters.base import FrameworkRecords, Hold
 
 SCHEMA = "dbos"
 
@@ -44,7 +44,7 @@ FROM mine
 """
 
 
-class DbosAdapter:
+class DbosAdapter(FrameworkRecords):
     """DBOS Transact (Python) with its system database on the run database."""
 
     name = "dbos"
@@ -81,6 +81,3 @@ class DbosAdapter:
         record = {"run_id": run_id, "seq": self.progress(conn, run_id)[1], "cursor": "done" if status == "done" else None,
                   "status": status, "state": {"status": row[0], "output": row[1]}, "executor_id": row[2]}
         return record, None
-
-    def expire(self, conn: psycopg.Connection, run_id: str) -> None:
-        """No lease to expire: the framework's records alone say where a successor resumes."""

@@ -23,7 +23,7 @@ from typing import Any
 
 import psycopg
 
-from killpoint.adapters.base import Hold
+from killpoint.adapters.base import FrameworkRecords, Hold
 
 BRANCH = "branch:to:"
 
@@ -36,7 +36,7 @@ ORDER BY checkpoint_id DESC LIMIT 1
 """
 
 
-class LangGraphAdapter:
+class LangGraphAdapter(FrameworkRecords):
     """LangGraph (langgraph-checkpoint-postgres) on the run database's search path."""
 
     name = "langgraph"
@@ -88,6 +88,3 @@ class LangGraphAdapter:
                   "status": "done" if done else "running",
                   "state": {k: v for k, v in values.items() if not k.startswith(BRANCH)}}
         return record, None
-
-    def expire(self, conn: psycopg.Connection, run_id: str) -> None:
-        """No lease to expire: the framework's records alone say where a successor resumes."""

@@ -3,9 +3,9 @@
 A request carries no step of its own, so the step is taken from what the harness saw, in this order:
 
 1. a `step` the request names itself (a header the fake read, e.g. `Killpoint-Step`);
-2. the last `step.start` of the incarnation the request comes from (when the caller knows it): a white-box
-   worker reports where it is, and a zombie thawed inside a step is still in that step, whatever steps its
-   successor reported since;
+2. the last `step.start` of the run by the incarnation the request comes from (when the caller knows
+   it): a white-box worker reports where it is, and a zombie thawed inside a step is still in that step,
+   whatever steps its successor reported since;
 3. its idempotency key, as a hint only, when the key is `<run_id>:<step>...` and `<step>` is a step the run
    has reported (a worker may key on anything else that merely starts with the run id: a seq, a hash), or,
    for a run that reports no steps (a black-box worker), any `<step>` its key names: a deduplicated re-send
@@ -30,7 +30,7 @@ class StepAttribution:
         self._lock = threading.Lock()
         self._current: dict[str, str | None] = {}
         self._reported: dict[str, set[str]] = {}
-        self._by_inc: dict[str, str] = {}
+        self._by_inc: dict[tuple[str, str], str] = {}  # (run, incarnation): a queue worker serves many runs
 
     def on_point(self, run_id: str, step: str | None, point: str, inc: str | None = None) -> None:
         """Record a worker's point: a `step.start` says which step the run (and incarnation `inc`) is in."""
@@ -39,7 +39,7 @@ class StepAttribution:
                 self._current[run_id] = step
                 self._reported.setdefault(run_id, set()).add(step)
                 if inc:
-                    self._by_inc[inc] = step
+                    self._by_inc[run_id, inc] = step
 
     def reported(self, run_id: str) -> bool:
         """True once the run's worker has reported a step (a white-box worker)."""
@@ -58,7 +58,7 @@ class StepAttribution:
         with self._lock:
             reported = set(self._reported.get(run_id, ()))
             current = self._current.get(run_id)
-            own = self._by_inc.get(inc) if inc else None
+            own = self._by_inc.get((run_id, inc)) if inc else None
         if own:
             return own
         if named and (named in reported or not reported):
