@@ -130,15 +130,6 @@ class CheckpointsAdapter:
     def submit(self, conn: psycopg.Connection, run_ids: list[str], module: str, params: dict) -> None:
         """Each run as the reference runtime's application creates it: its first checkpoint (seq 0, at the
         step module's start, its initial state from `params`) and a resume job for a queue worker."""
-        from killpoint.reference_agent.checkpoint import RUNNING, Checkpoint, now_iso
-        from killpoint.reference_agent.queue import enqueue_resume
-        from killpoint.reference_agent.step_module import load_step_module
-        from killpoint.reference_agent.store import CheckpointStore
+        from killpoint.env.stepmodule import submit_runs
 
-        steps = load_step_module(module)
-        store = CheckpointStore(conn)
-        for run_id in run_ids:
-            store.save(Checkpoint(run_id=run_id, seq=0, version=steps.state_version, cursor=steps.start,
-                                  status=RUNNING, state=steps.initial_state(dict(params)), window=[],
-                                  cost_usd=0.0, updated_at=now_iso()))
-            enqueue_resume(conn, run_id)
+        submit_runs(conn, module, run_ids, params)

@@ -166,6 +166,14 @@ def ensure_schema(conn: psycopg.Connection) -> None:
     create(conn)
 
 
+def submit_runs(conn: psycopg.Connection, module: str, run_ids: list[str], params: dict) -> None:
+    """Start `run_ids` of the step module `module` as the reference runtime's application does (a first
+    checkpoint and a resume job each), for queue workers to take (a fleet's runs)."""
+    from killpoint.reference_agent.submit import submit  # psycopg: imported on use only
+
+    submit(conn, module, run_ids, params)
+
+
 def prepare(conn: psycopg.Connection, agent: AgentSpec) -> None:
     """Create the agent's own schema (`SCHEMA_SQL`, then `setup(conn)`) and check that its `OWN_EFFECTS_SQL`
     runs; each error is one UsageError naming the module, the part and the database's message."""

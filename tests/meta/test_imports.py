@@ -60,6 +60,10 @@ GATES: dict[str, Gate] = {
         frozenset({"killpoint.env.stepmodule"}), lazy=True,
         why="the reference runtime's tables, created before any run (env.stepmodule.ensure_schema); "
             "lazily, since it imports psycopg (0.4 s) and `killpoint --help` must not pay it"),
+    f"{AGENT}.submit": Gate(
+        frozenset({"killpoint.env.stepmodule"}), lazy=True,
+        why="a fleet's runs started as the reference runtime's application starts them (a first checkpoint "
+            "and a resume job each: env.stepmodule.submit_runs, for the seeds' table adapter); lazily, psycopg"),
     f"{AGENT}.worker": Gate(
         frozenset({"killpoint.env.forkserver"}), lazy=True,
         why="the worker's entry point (main, tables_present, warm), run in a forked child of the fork "
@@ -67,10 +71,7 @@ GATES: dict[str, Gate] = {
 }
 """Rule 4: a module of the reference agent -> who in the harness may import it."""
 
-_FLEET = ("the fleet driver seeds and resumes the reference runtime's queue itself; the run-driver rework "
-          "(issue 27, another branch) removes these imports")
-KNOWN: dict[tuple[str, str], str] = {
-    ("killpoint.run.fleet", f"{AGENT}.{m}"): _FLEET for m in ("checkpoint", "queue", "step_module", "store")}
+KNOWN: dict[tuple[str, str], str] = {}
 """Rule 5: (importer, imported) -> why the violation is tolerated for now."""
 
 
