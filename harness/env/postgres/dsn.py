@@ -7,7 +7,9 @@ database whose name does not contain ``test`` unless told ``--allow-any-dsn``.
    (a service file or libpq's environment may have chosen another).
 3. Schemas of dead sessions are reaped, and this session gets a schema of its own
    (``session_schema``): ``dsn`` reaches only that schema, so nothing of the user's is seen or changed.
-   ``close()`` drops that schema (CASCADE); the user's database itself is never dropped.
+   The connection that made it stays open to the session's end, holding the schema's advisory lock: the
+   proof, to any other session, that this one is alive. ``close()`` drops that schema (CASCADE), then
+   closes that connection; the user's database itself is never dropped.
 4. ``isolate(schemas)``: for a framework that creates schemas by name whatever the search path (DBOS's
    ``dbos``), the session moves to a database of its own on the same server (``test_killpoint_s_<hex>``),
    which ``close()`` drops. If the user may not create databases, the session stays in its schema and
@@ -22,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from killpoint.env.postgres import session_schema
+from killpoint.env.postgres import conninfo, session_schema
 from killpoint.env.postgres.handle import PostgresHandle, with_database
 from killpoint.errors import EnvironmentProblem, UsageError
 
@@ -61,6 +63,58 @@ def check_safe(dsn: str, allow_any_dsn: bool, reached: str | None = None) -> Non
     )
 
 
+def with_env_options(dsn: str) -> str:
+    """``dsn`` carrying ``PGOPTIONS`` in its ``options`` when it has none of its own: libpq reads that variable
+    only for a DSN without ``options``, and every session DSN gets some (its ``search_path``), so the user's
+    ``PGOPTIONS`` would otherwise reach the first connection and none after it."""
+    env = os.environ.get("PGOPTIONS")
+    if not env or conninfo.get(dsn, "options") is not None:
+        return dsn
+    return conninfo.with_options(dsn, env)
+
+
+def keeper_connection(dsn: str) -> psycopg.Connection:
+    """An autocommit connection to ``dsn`` fit to hold a session's locks for hours: no idle timeout of the
+    user's ends it while the session lives (which would let another session take this one for dead)."""
+    import psycopg  # noqa: PLC0415
+
+    conn = psycopg.connect(dsn, connect_timeout=5, autocommit=True, keepalives=1, keepalives_idle=30)
+    for setting in ("idle_session_timeout", "idle_in_transaction_session_timeout", "statement_timeout"):
+        try:
+            conn.execute(f"SET {setting} = 0")
+        except psycopg.errors.UndefinedObject:
+            pass  # an older server without it: nothing to turn off
+    return conn
+
+
+def _refused(dsn: str, exc: Exception) -> EnvironmentProblem:
+    """The one-line error for a DSN whose server refused or dropped the connection."""
+    why = str(exc).strip().splitlines()[0].rstrip(".?")[:200] if str(exc).strip() else type(exc).__name__
+    where = urlsplit(dsn).hostname if "://" in dsn else "the server"
+    return EnvironmentProblem(
+        "dsn-refused",
+        f"cannot connect to the DSN you gave ({where}): {why}",
+        "start that server or fix host, port, user and password in --dsn; or omit --dsn to let "
+        "killpoint start its own Postgres",
+    )
+
+
+def _unusable(exc: Exception) -> EnvironmentProblem:
+    """The one-line error for a database that answers but refuses what a session must do there."""
+    from psycopg.errors import ReadOnlySqlTransaction  # noqa: PLC0415
+
+    why = " ".join(str(exc).split())[:200].rstrip(".") or type(exc).__name__
+    if isinstance(exc, ReadOnlySqlTransaction):
+        return EnvironmentProblem(
+            "dsn-read-only", f"the database you gave is read-only for this session ({why}): killpoint must "
+            "create a schema of its own there", "point --dsn at a writable database (check "
+            "default_transaction_read_only in the DSN's options, PGOPTIONS, the database and the role)")
+    return EnvironmentProblem(
+        "dsn-unusable", f"the database you gave refused what a killpoint session must do there ({why})",
+        "check the settings your DSN's options, PGOPTIONS, the database and the role give a session "
+        "(statement_timeout, default_transaction_read_only...), or omit --dsn")
+
+
 class DsnServer(PostgresHandle):
     """A server named by the user. Not owned: ``crash``/``restart`` raise; ``close`` drops only what we made
     (the session's schema)."""
@@ -68,12 +122,14 @@ class DsnServer(PostgresHandle):
     kind = "dsn"
     owned = False
 
-    def __init__(self, dsn: str, schema: str | None = None) -> None:
+    def __init__(self, dsn: str, schema: str | None = None, keeper: psycopg.Connection | None = None) -> None:
         self._raw = dsn
         self.schema = schema
+        self._keeper = keeper
+        """The connection holding the session's advisory locks (``session_schema``), open until ``close``."""
         self.database: str | None = None
         """The session's own database, once ``isolate`` made one."""
-        self._dsn = dsn if schema is None else session_schema.scoped(dsn, schema)
+        self._dsn = dsn if schema is None else session_schema.scoped(with_env_options(dsn), schema)
         self._watched: list[str] = []  # schemas a framework may leave in the user's database (not isolated)
         self._say: Callable[[str], None] | None = None
 
@@ -84,31 +140,32 @@ class DsnServer(PostgresHandle):
         import psycopg  # noqa: PLC0415
 
         try:
-            with psycopg.connect(dsn, connect_timeout=5, autocommit=True) as conn:
-                reached = conn.execute("SELECT current_database()").fetchone()
-                check_safe(dsn, allow_any_dsn, reached=str(reached[0]) if reached else "")
-                session_schema.reap(conn)
-                session_schema.reap_databases(conn)
-                try:
-                    schema = session_schema.create(conn)
-                except psycopg.errors.InsufficientPrivilege:
-                    raise EnvironmentProblem(
-                        "dsn-no-schema",
-                        "the user in the DSN may not create a schema in that database (killpoint keeps "
-                        "everything it makes in a schema of its own, never among your tables)",
-                        "grant it CREATE on the database (GRANT CREATE ON DATABASE ... TO ...), or let "
-                        "killpoint start its own Postgres",
-                    ) from None
+            conn = keeper_connection(dsn)
         except psycopg.OperationalError as exc:
-            why = str(exc).strip().splitlines()[0].rstrip(".?")[:200]
-            where = urlsplit(dsn).hostname if "://" in dsn else "the server"
-            raise EnvironmentProblem(
-                "dsn-refused",
-                f"cannot connect to the DSN you gave ({where}): {why}",
-                "start that server or fix host, port, user and password in --dsn; or omit --dsn to let "
-                "killpoint start its own Postgres",
-            ) from None
-        return cls(dsn, schema)
+            raise _refused(dsn, exc) from None
+        try:
+            reached = conn.execute("SELECT current_database()").fetchone()
+            check_safe(dsn, allow_any_dsn, reached=str(reached[0]) if reached else "")
+            session_schema.reap(conn)
+            session_schema.reap_databases(conn)
+            try:
+                schema = session_schema.create(conn)
+            except psycopg.errors.InsufficientPrivilege:
+                raise EnvironmentProblem(
+                    "dsn-no-schema",
+                    "the user in the DSN may not create a schema in that database (killpoint keeps "
+                    "everything it makes in a schema of its own, never among your tables)",
+                    "grant it CREATE on the database (GRANT CREATE ON DATABASE ... TO ...), or let "
+                    "killpoint start its own Postgres",
+                ) from None
+        except BaseException as exc:
+            conn.close()
+            if isinstance(exc, psycopg.OperationalError):
+                raise _refused(dsn, exc) from None
+            if isinstance(exc, psycopg.Error):
+                raise _unusable(exc) from None
+            raise
+        return cls(dsn, schema, conn)
 
     @property
     def dsn(self) -> str:
@@ -132,7 +189,8 @@ class DsnServer(PostgresHandle):
 
         with psycopg.connect(self._raw, connect_timeout=5, autocommit=True) as conn:
             try:
-                name = session_schema.create_database(conn)
+                assert self._keeper is not None
+                name = session_schema.create_database(conn, self._keeper)
             except psycopg.errors.InsufficientPrivilege:
                 there = {r[0] for r in conn.execute("SELECT nspname FROM pg_namespace WHERE nspname = ANY(%s)",
                                                     (list(schemas),)).fetchall()}
@@ -150,7 +208,10 @@ class DsnServer(PostgresHandle):
         dropped. Idempotent."""
         schema, self.schema = self.schema, None
         database, self.database = self.database, None
+        keeper, self._keeper = self._keeper, None
         if schema is None and database is None:
+            if keeper is not None:
+                keeper.close()
             return
         import psycopg  # noqa: PLC0415
 
@@ -163,6 +224,9 @@ class DsnServer(PostgresHandle):
                 self._report_leftovers(conn)
         except psycopg.Error:
             pass  # the server is gone: a later run reaps the schema once this process has ended
+        finally:
+            if keeper is not None:
+                keeper.close()  # the lock goes last: until the schema is gone, it is this session's
 
     def _report_leftovers(self, conn: psycopg.Connection) -> None:
         """One line naming the schemas the session's framework made in the user's database (not isolated)."""
