@@ -5,7 +5,8 @@ database whose name does not contain ``test`` unless told ``--allow-any-dsn``.
    user) is checked, so an obviously wrong DSN is refused without a connection.
 2. After connecting, the name is checked again on ``current_database()`` of the database actually reached
    (a service file or libpq's environment may have chosen another).
-3. Schemas of dead sessions are reaped, and this session gets a schema of its own
+3. Schemas of dead sessions are reaped; a database (or role) whose connection limit leaves a session fewer
+   connections than it needs is refused in one line (``capacity``). This session gets a schema of its own
    (``session_schema``): ``dsn`` reaches only that schema, so nothing of the user's is seen or changed.
    The connection that made it stays open to the session's end, holding the schema's advisory lock: the
    proof, to any other session, that this one is alive. ``close()`` drops that schema (CASCADE), then
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from killpoint.env.postgres import conninfo, session_schema
+from killpoint.env.postgres import capacity, conninfo, session_schema
 from killpoint.env.postgres.handle import PostgresHandle, with_database
 from killpoint.errors import EnvironmentProblem, UsageError
 
@@ -148,6 +149,7 @@ class DsnServer(PostgresHandle):
             check_safe(dsn, allow_any_dsn, reached=str(reached[0]) if reached else "")
             session_schema.reap(conn)
             session_schema.reap_databases(conn)
+            capacity.check(conn)  # a session that could not open its workers' connections judges nothing
             try:
                 schema = session_schema.create(conn)
             except psycopg.errors.InsufficientPrivilege:
@@ -202,6 +204,16 @@ class DsnServer(PostgresHandle):
         self.database = name
         self._dsn = with_database(self._raw, name)
         return True
+
+    def check_connections(self, jobs: int) -> None:
+        """Raise ``dsn-too-few-connections`` (one line) unless the database lets a session of ``jobs`` runs at
+        once open the connections it needs (``capacity.check``; ``open`` checked one run at a time)."""
+        if self._keeper is not None:
+            capacity.check(self._keeper, jobs)
+
+    def jobs_that_fit(self, jobs: int) -> int:
+        """The most runs at once, at most ``jobs``, whose connections the database allows (``capacity``)."""
+        return jobs if self._keeper is None else capacity.jobs_that_fit(self._keeper, jobs)
 
     def close(self) -> None:
         """Drop the session's schema (and all in it), or its own database; the user's database is never
