@@ -1,5 +1,5 @@
 """``dsn``: a database the user names. killpoint never drops it, never crashes the server, and refuses a
-database whose name does not contain ``test`` unless told ``--allow-any-dsn``.
+database whose name has no word ``test`` (``is_test_name``) unless told ``--allow-any-dsn``.
 
 1. Before connecting, the name libpq would resolve (the DSN's ``dbname``, else ``PGDATABASE``, else the
    user) is checked, so an obviously wrong DSN is refused without a connection.
@@ -21,6 +21,7 @@ database whose name does not contain ``test`` unless told ``--allow-any-dsn``.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -43,24 +44,38 @@ def database_name(dsn: str) -> str:
         raise UsageError(
             "dsn-invalid",
             f"cannot parse the DSN ({' '.join(str(exc).split())})",
-            "pass a libpq URL like postgresql://user@host:5432/mytest",
+            "pass a libpq URL like postgresql://user@host:5432/my_test",
         ) from None
     return str(params.get("dbname") or os.environ.get("PGDATABASE") or params.get("user")
                or os.environ.get("PGUSER") or "")
 
 
+WORD_RE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+TEST_RULE = ("'test' or 'tests' as a word of its own: test, tests, test_app, app_test, app-test, app.test, "
+             "appTest, test2")
+
+
+def is_test_name(name: str) -> bool:
+    """True if ``name`` has the word ``test`` or ``tests``: its words are split at every character that is
+    not a letter or digit, at a lower-to-upper case change and between letters and digits (``app_test``,
+    ``test-2``, ``AppTest``, ``test2`` have it; ``prod_latest``, ``attestation``, ``contest``, ``testdb`` do
+    not: a substring is no word)."""
+    return any(word.lower() in ("test", "tests") for word in WORD_RE.findall(name))
+
+
 def check_safe(dsn: str, allow_any_dsn: bool, reached: str | None = None) -> None:
-    """Raise ``UsageError`` unless the database name contains ``test`` or ``allow_any_dsn`` is set. The name
-    is ``reached`` (``current_database()`` of a connection) when given, else the one the DSN resolves to."""
+    """Raise ``UsageError`` unless the database name has the word ``test`` (``is_test_name``) or
+    ``allow_any_dsn`` is set. The name is ``reached`` (``current_database()`` of a connection) when given,
+    else the one the DSN resolves to."""
     name = database_name(dsn) if reached is None else reached
-    if "test" in name.lower() or allow_any_dsn:
+    if is_test_name(name) or allow_any_dsn:
         return
     via = "" if reached is None else " (the database the DSN actually reached)"
     raise UsageError(
         "dsn-not-test",
-        f"refusing database {name!r}{via}: its name does not contain 'test', and killpoint creates tables and "
-        "databases on the server it is given, so it could damage real data",
-        "point --dsn at a database whose name contains 'test', or pass --allow-any-dsn if you are sure",
+        f"refusing database {name!r}{via}: its name does not have the word 'test' ({TEST_RULE}), and killpoint "
+        "creates tables and databases on the server it is given, so it could damage real data",
+        "point --dsn at a database named like app_test or test_app, or pass --allow-any-dsn if you are sure",
     )
 
 
@@ -180,7 +195,7 @@ class DsnServer(PostgresHandle):
     def _final_name(self, name: str) -> str:
         """Databases made next to the user's always carry ``test`` in their name."""
         final = super()._final_name(name)
-        return final if "test" in final else super()._final_name(f"test_{name}")
+        return final if is_test_name(final) else super()._final_name(f"test_{name}")
 
     def isolate(self, schemas: tuple[str, ...], say: Callable[[str], None] | None = None) -> bool:
         """Move the session to a database of its own (see the module docstring, point 4); False if the user
