@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import select
-import shutil
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -25,7 +24,7 @@ from killpoint.env.fork_launcher import ForkLauncher
 from killpoint.env.launcher import Incarnation, Launcher
 from killpoint.env.listener import RunListener
 from killpoint.env.postgres import provide
-from killpoint.env.postgres.reaper import new_cluster_dir
+from killpoint.env.postgres.reaper import destroy, new_cluster_dir
 from killpoint.fake_services import Services
 from killpoint.fake_services.hooks import Decision
 
@@ -78,7 +77,7 @@ class Environment:
         # Named after this process, among the Postgres clusters: if the harness is SIGKILLed, the reaper of
         # the next start (provide() below, or any later run) removes it as it removes a dead owner's cluster.
         tmp = new_cluster_dir("env")
-        stack.callback(shutil.rmtree, tmp, ignore_errors=True)
+        stack.callback(destroy, tmp)
         self.socket_path = tmp / "kp.sock"
         # The fork servers import the agent (about a second) while Postgres and the fakes start; `ready`
         # below waits for them.

@@ -11,7 +11,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Protocol
 
-from killpoint.env.postgres import conninfo
+from killpoint.env.postgres import conninfo, libpq_env
 
 if TYPE_CHECKING:
     from killpoint.env.environment import Environment
@@ -40,7 +40,8 @@ def incarnation_env(env: Environment, inc: str, run_id: str | None, options: Wor
     def url(service: str) -> str:
         return svc.url(service, run_id) if run_id is not None else f"{svc.base_url(service)}/runs/{{run_id}}"
 
-    out = dict(os.environ)
+    # libpq's variables are the user's settings for the user's servers: on one killpoint owns they go
+    out = dict(os.environ) if not env.pg.owned else libpq_env.without(os.environ)
     out.update({
         "DATABASE_URL": conninfo.for_worker(env.pg.dsn, inc),  # PGOPTIONS/PGAPPNAME yield to the DSN's
         "MAILER_URL": url("mailer"),

@@ -16,8 +16,9 @@ fixtures that the `stored-checkpoints` scenario resumes under the current code (
 3. `older(agent)`: the kept checkpoints of the same module from another digest at the same or an older
    STATE_VERSION, sorted by name: what the current code must resume. Each has a `seed` (from its name):
    the trial that resumes it is `killpoint replay --scenario stored-checkpoints --seed N` while it is kept.
-4. Files are written atomically (a temporary file renamed); an unreadable one is ignored. `--no-store` (a
-   store of None) turns all of it off.
+4. Files are written atomically (a temporary file renamed); an unreadable one is ignored, and so is
+   anything but a regular file of bounded size (`store.read_bounded`: a FIFO or `/dev/zero` planted there is
+   never read). `--no-store` (a store of None) turns all of it off.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from killpoint.env.stepmodule import AgentSpec
 from killpoint.faults.schedule import Fault, Schedule
+from killpoint.run.store import read_bounded
 
 if TYPE_CHECKING:
     from killpoint.run.trial import Session
@@ -100,9 +102,10 @@ class CheckpointStore:
         for path in sorted(self.root.glob("*.json")):
             if path.name.startswith("."):
                 continue  # a temporary file of a write that never finished
+            raw = read_bounded(path)
             try:
-                found = StoredCheckpoint.from_json(path.name, json.loads(path.read_text()))
-            except (OSError, ValueError):
+                found = None if raw is None else StoredCheckpoint.from_json(path.name, json.loads(raw))
+            except ValueError:
                 continue
             if found is not None:
                 out.append(found)

@@ -9,7 +9,9 @@
 3. After it ran, `remember` stores the schedules that failed (the shrunk ones included) and drops stored
    ones that now pass, so a fixed bug leaves the store. A negative control's expected findings are never
    stored (they fail on purpose).
-4. The file is written atomically (a temporary file renamed); an unreadable one is treated as empty.
+4. The file is written atomically (a temporary file renamed); an unreadable one is treated as empty, and
+   so is anything but a regular file of at most `MAX_FILE_BYTES` (`read_bounded`: a FIFO or a device
+   planted there is never read, so never hangs the run or fills its memory).
    `--no-store` (a `FailureStore` of None) turns all of it off.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -28,6 +31,33 @@ from killpoint.run.trial import Trial
 DEFAULT_ROOT = Path(".killpoint") / "failures"
 MAX_PER_SCENARIO = 20
 """Stored schedules kept per scenario (the most recent failures)."""
+MAX_FILE_BYTES = 1 << 20
+"""The largest file under `.killpoint/` that is read (what killpoint writes there is a few kB)."""
+
+
+def read_bounded(path: Path, limit: int = MAX_FILE_BYTES) -> bytes | None:
+    """The bytes of `path` if it is (or links to) a regular file of at most `limit` bytes; else None. Opened
+    without blocking (a FIFO never waits for a writer) and checked on the open file, not the name."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+            return None
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks) if size <= limit else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 class FailureStore:
@@ -40,9 +70,10 @@ class FailureStore:
         return self.root / f"{agent.module}-{agent.digest}.json"
 
     def read(self, agent: AgentSpec) -> dict[str, list[str]]:
+        raw = read_bounded(self.path(agent))
         try:
-            data = json.loads(self.path(agent).read_text())
-        except (OSError, ValueError):
+            data = json.loads(raw) if raw is not None else {}
+        except ValueError:
             return {}
         if not isinstance(data, dict):
             return {}

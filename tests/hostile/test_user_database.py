@@ -181,12 +181,12 @@ def test_a_service_file_reaching_a_non_test_database_is_refused_after_connecting
     try:
         with psycopg.connect(pg_server.admin_dsn, autocommit=True) as conn:
             host, port = conn.info.host, conn.info.port
-            conn.execute("DROP ROLE IF EXISTS testuser")
-            conn.execute("CREATE ROLE testuser LOGIN SUPERUSER")
+            conn.execute("DROP ROLE IF EXISTS kp_test_user")
+            conn.execute("CREATE ROLE kp_test_user LOGIN SUPERUSER")
         services = sandbox.root / "pg_service.conf"
         services.write_text(f"[kp]\ndbname={name}\nhost={host}\nport={port}\n")
         before = snapshot(prod)
-        proc = subprocess.run(sandbox.argv("run", "--scenario", "fleet", "--dsn", "service=kp user=testuser",
+        proc = subprocess.run(sandbox.argv("run", "--scenario", "fleet", "--dsn", "service=kp user=kp_test_user",
                                            "--out", str(sandbox.out)),
                               capture_output=True, text=True, cwd=sandbox.cwd,
                               env={**sandbox.env(), "PGSERVICEFILE": str(services)}, timeout=120,
@@ -199,5 +199,5 @@ def test_a_service_file_reaching_a_non_test_database_is_refused_after_connecting
     finally:
         pg_server.drop_database("prod2")
         with psycopg.connect(pg_server.admin_dsn, autocommit=True) as conn:
-            conn.execute("DROP ROLE IF EXISTS testuser")
+            conn.execute("DROP ROLE IF EXISTS kp_test_user")
     _clean(sandbox)

@@ -8,11 +8,16 @@ Handles still open at interpreter exit are closed by an ``atexit`` hook.
 Providers: ``local`` (this machine's binaries), ``docker`` (testcontainers), ``embedded`` (pgserver's
 binaries), ``dsn`` (a database the user names; never dropped, never crashed). ``auto`` picks as
 ``auto.open_server`` documents.
+
+libpq's environment variables (``PGSSLMODE``, ``PGOPTIONS``, ``PGSERVICE``...) are the user's settings for the
+user's servers: ``provide`` keeps them out of ``os.environ`` while it holds a server killpoint starts itself
+(``libpq_env.ignored``); on a ``dsn`` server they apply.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -58,12 +63,17 @@ def provide(
     allow_any_dsn: bool = False,
     on_choice: Callable[[str], None] | None = None,
 ) -> Iterator[PostgresHandle]:
-    """A started server for the ``with`` block; always torn down on the way out."""
-    handle = open_server(kind, dsn, allow_any_dsn, on_choice)
-    try:
-        yield handle
-    finally:
-        close_server(handle)
+    """A started server for the ``with`` block; always torn down on the way out. An owned one (no ``dsn``)
+    is started, used and stopped with libpq's variables out of the environment (see the module doc)."""
+    from killpoint.env.postgres import libpq_env  # noqa: PLC0415
+
+    owned = kind not in ("auto", "dsn") or (kind == "auto" and not dsn)
+    with libpq_env.ignored() if owned else contextlib.nullcontext():
+        handle = open_server(kind, dsn, allow_any_dsn, on_choice)
+        try:
+            yield handle
+        finally:
+            close_server(handle)
 
 
 @atexit.register

@@ -72,7 +72,7 @@ def open_server(
     if kind == "dsn" or (kind == "auto" and dsn):
         if not dsn:
             raise UsageError(
-                "dsn-missing", "--postgres dsn needs a DSN", "pass --dsn postgresql://user@host/mytest"
+                "dsn-missing", "--postgres dsn needs a DSN", "pass --dsn postgresql://user@host/my_test"
             )
         server = DsnServer.open(dsn, allow_any_dsn)
         say("postgres: using the DSN you gave (dsn)" + (" (auto: a DSN was given)" if kind == "auto" else ""))

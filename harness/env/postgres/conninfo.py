@@ -7,9 +7,9 @@ puts in the environment of a worker is ignored. Instead the settings go into the
 
 1. ``with_settings(dsn, settings)`` sets each ``-c name=value`` of ``settings`` in the DSN's options,
    replacing a setting of the same name and keeping every other option the user gave (``-c
-   statement_timeout=...``, ``-c search_path=...``, any other flag), in the URL and the ``key=value`` form.
-2. ``search_path`` is the one setting joined rather than replaced (``join`` names it): killpoint's schema
-   comes first (unqualified names are created and found there), the user's path after it.
+   statement_timeout=...``, any other flag), in the URL and the ``key=value`` form.
+2. A ``search_path`` of the user's is replaced like any other setting, never joined to killpoint's: a
+   session's names resolve in its own schema alone, so none can fall through to the user's tables.
 3. ``for_worker(dsn, inc)`` is the DSN a worker incarnation gets: if the DSN carries ``options``, the
    incarnation's ``killpoint.inc`` is merged into them (else ``PGOPTIONS`` carries it); if it carries
    ``application_name``, that becomes the incarnation's id (else ``PGAPPNAME`` does it). A DSN with neither
@@ -26,8 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
-
-JOINED = frozenset({"search_path"})
 
 
 def escape(value: str) -> str:
@@ -79,8 +77,8 @@ def parse(options: str) -> list[tuple[str | None, str]]:
 
 
 def merge(options: str, settings: Mapping[str, str]) -> str:
-    """``options`` with each of ``settings`` (name -> plain value) set: the user's value of a ``JOINED``
-    setting follows killpoint's, any other of the same name is replaced; all else is kept in order."""
+    """``options`` with each of ``settings`` (name -> plain value) set, replacing the user's setting of the
+    same name; all else is kept in order."""
     items = parse(options)
     out: list[str] = []
     mine = {k.lower(): escape(v) for k, v in settings.items()}
@@ -88,12 +86,21 @@ def merge(options: str, settings: Mapping[str, str]) -> str:
         if name is None:
             out.append(raw)
         elif name in mine:
-            if name in JOINED and raw:
-                mine[name] = f"{mine[name]},{raw}"
+            continue
         else:
             out.append(f"-c {name}={raw}")
     out.extend(f"-c {name}={value}" for name, value in mine.items())
     return " ".join(out)
+
+
+def get(dsn: str, key: str) -> str | None:
+    """The value of parameter ``key`` in ``dsn`` (URL or ``key=value``), or ``None`` if it has none."""
+    return _get(dsn, key)
+
+
+def with_options(dsn: str, options: str) -> str:
+    """``dsn`` whose ``options`` parameter is ``options`` (any it had replaced)."""
+    return _set(dsn, options=options)
 
 
 def _get(dsn: str, key: str) -> str | None:

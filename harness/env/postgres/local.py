@@ -27,7 +27,7 @@ import psutil
 
 from killpoint.env.postgres.binaries import PgBinaries, RunAs, run_as
 from killpoint.env.postgres.handle import PostgresHandle
-from killpoint.env.postgres.process import die_with_parent, kill_tree, remove_shm, stop_postmaster
+from killpoint.env.postgres.process import kill_tree, popen_dying_with_us, remove_shm, stop_postmaster
 from killpoint.env.postgres.reaper import destroy, new_cluster_dir
 from killpoint.env.postgres.template import SUPERUSER, copy_tree, ensure_template, initdb
 from killpoint.env.postgres.wait import Wait, log_tail
@@ -161,14 +161,14 @@ class LocalServer(PostgresHandle):
             cmd += ["-c", f"{key}={value}"]
         offset = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(  # type: ignore[call-overload]
+            start = subprocess.Popen if os.environ.get("KILLPOINT_PG_NO_PDEATHSIG") else popen_dying_with_us
+            self.proc = start(  # type: ignore[operator]
                 cmd,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=str(self.dir),
                 start_new_session=True,
-                preexec_fn=None if os.environ.get("KILLPOINT_PG_NO_PDEATHSIG") else die_with_parent(),
                 **self.user.popen_kwargs(),
             )
         self.port = port

@@ -4,6 +4,11 @@
 shutdown": children are told to quit, no checkpoint, shared memory released), then SIGKILL to the whole
 tree if it lingers, then the SysV shared-memory segment named in ``postmaster.pid`` is removed if a
 SIGKILL left it. ``die_with_parent`` makes a server quit by itself when the process that started it dies.
+
+The kernel sends that signal when the *thread* that forked the server ends, not the process. So
+``popen_dying_with_us`` forks from the main thread, or from any other through one daemon thread that lives
+as long as the process (``_Spawner``): a server restarted by a ``db-crash`` fault, from a trial's thread,
+ends with a SIGKILLed harness like the first one, and never with the short-lived thread that restarted it.
 """
 
 from __future__ import annotations
@@ -11,11 +16,15 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import queue
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -105,10 +114,49 @@ def die_with_parent(sig: int = signal.SIGQUIT) -> Callable[[], None] | None:
     started from a short-lived thread would be shut down with it.
     """
     prctl = getattr(_LIBC, "prctl", None)  # Linux only
-    if prctl is None or threading.current_thread() is not threading.main_thread():
+    if prctl is None or threading.current_thread() not in (threading.main_thread(), _Spawner.thread):
         return None
 
     def _set() -> None:
         prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
     return _set
+
+
+class _Spawner:
+    """One daemon thread, started on first use, that runs the forks asked of it for the process's lifetime."""
+
+    thread: threading.Thread | None = None
+    _jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+    _lock = threading.Lock()
+
+    @classmethod
+    def run(cls, fn: Callable[[], Any]) -> Any:
+        """``fn()`` run on the spawner thread; its result, or its exception raised here."""
+        with cls._lock:
+            if cls.thread is None:
+                cls.thread = threading.Thread(target=cls._serve, name="killpoint-spawner", daemon=True)
+                cls.thread.start()
+        done: Future[Any] = Future()
+        cls._jobs.put((fn, done))
+        return done.result()
+
+    @classmethod
+    def _serve(cls) -> None:
+        while True:
+            fn, done = cls._jobs.get()
+            try:
+                done.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                done.set_exception(exc)
+
+
+def popen_dying_with_us(args: list[str], sig: int = signal.SIGQUIT, **kwargs: Any) -> subprocess.Popen[bytes]:
+    """``subprocess.Popen(args, **kwargs)`` whose child gets ``sig`` when this process dies, from whichever
+    thread it is called (see the module doc); without ``prctl`` (not Linux), a plain ``Popen``."""
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(args, preexec_fn=die_with_parent(sig), **kwargs)  # noqa: PLW1509
+
+    if threading.current_thread() is threading.main_thread():
+        return start()
+    return _Spawner.run(start)

@@ -6,6 +6,14 @@ after the owning process: its pid and its create time (so a recycled pid is not 
 recorded there (the postmaster from ``data/postmaster.pid``, a container id in ``container``), then removes
 the folder. A folder is claimed by renaming it first, so two reapers never fight over one.
 
+The owner is alive while it holds an exclusive ``flock`` on its folder, taken before the folder gets its name
+(it is made as ``new-<name>``, locked, then renamed) and released by the kernel when the owner dies. A pid
+proves nothing to a reaper in another PID namespace (a container sharing ``/tmp``, ``unshare -p``), where
+the owner's pid is invisible or another process's; a lock on the folder is seen by both. So a folder is dead
+only when its lock is free *and* its pid is not a live process here (folders of an older killpoint carry no
+lock). A ``new-`` folder whose maker died before renaming it is removed once it is free and older than
+``STALE_REAPING_SECONDS``.
+
 The reaper removes only what it can prove is its own:
 
 - The root is per user: ``$KILLPOINT_PG_ROOT``, else ``<tmp>/killpoint-pg-<uid>``. It must be a real
@@ -25,6 +33,7 @@ The reaper removes only what it can prove is its own:
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -44,6 +53,7 @@ NAME_RE = re.compile(r"^(?P<kind>[a-z]+)-(?P<pid>\d+)-(?P<ctime>\d+)-[^/]+$")
 CONTAINER_FILE = "container"
 CONTAINER_ID_RE = re.compile(r"^[0-9a-f]{64}$")
 CLAIM_PREFIX = "reaping-"
+STAGING_PREFIX = "new-"
 STALE_REAPING_SECONDS = 60.0
 ROOT_MAX = 51
 """The longest root whose servers' unix sockets fit a socket path (107 bytes): a folder name
@@ -123,7 +133,7 @@ def session_id(proc: psutil.Process | None = None) -> str:
 
 def folder_session(name: str) -> str | None:
     """The owner's session id from a folder name (claimed or not), or ``None`` if it is not one of ours."""
-    m = NAME_RE.match(name.removeprefix(CLAIM_PREFIX))
+    m = NAME_RE.match(name.removeprefix(CLAIM_PREFIX).removeprefix(STAGING_PREFIX))
     return f"{m.group('pid')}-{m.group('ctime')}" if m else None
 
 
@@ -143,15 +153,63 @@ def new_cluster_dir(kind: str) -> Path:
             "socket-path-too-long", f"KILLPOINT_PG_ROOT={root} is {len(os.fsencode(root))} bytes long: the unix "
             "sockets of the servers and of the kill-point barrier under it would not fit the 107 bytes a socket "
             "path may have", f"set KILLPOINT_PG_ROOT to a folder of at most {ROOT_MAX} bytes (or unset it)")
-    path = Path(tempfile.mkdtemp(prefix=f"{kind}-{session_id()}-", dir=clusters_root()))
-    path.chmod(root_mode())
+    root = clusters_root()
+    staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{kind}-{session_id()}-", dir=root))
+    staging.chmod(root_mode())
+    fd = _try_lock(staging)
+    assert fd is not None, staging  # nobody else knows the folder yet
+    path = root / staging.name.removeprefix(STAGING_PREFIX)
+    try:
+        staging.rename(path)
+    except BaseException:
+        os.close(fd)
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _held[str(path)] = fd
     return path
+
+
+_held: dict[str, int] = {}
+"""The folders this process owns: path -> the descriptor holding its ``flock`` (see the module doc)."""
+
+
+def _try_lock(path: Path) -> int | None:
+    """A descriptor holding an exclusive ``flock`` on the directory ``path``, or ``None`` if another open
+    file holds it (its owner lives) or it cannot be opened. Not inherited by exec'd children."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def release(path: Path) -> None:
+    """Let go of the lock on a folder of this process (after removing it); no-op for any other."""
+    fd = _held.pop(str(path), None)
+    if fd is not None:
+        os.close(fd)
 
 
 def own_clusters() -> set[Path]:
     """Cluster folders this process owns right now (for tests and leak checks)."""
     prefix = f"-{session_id()}-"
-    return {p for p in clusters_root().iterdir() if prefix in p.name and not p.name.startswith(CLAIM_PREFIX)}
+    return {p for p in clusters_root().iterdir() if prefix in p.name
+            and not p.name.startswith((CLAIM_PREFIX, STAGING_PREFIX))}
+
+
+def folder_alive(path: Path) -> bool:
+    """True if the owner of folder ``path`` is alive: it holds the folder's lock, or (a folder of an older
+    killpoint) its pid is a live process here."""
+    fd = _try_lock(path)
+    if fd is None:
+        return True
+    os.close(fd)
+    return owner_alive(path.name)
 
 
 def owner_alive(name: str) -> bool:
@@ -262,14 +320,16 @@ def _remove_container(path: Path) -> bool:
 
 
 def destroy(path: Path) -> bool:
-    """Kill whatever server ``path`` records and remove the folder. Safe to call twice. False (folder kept)
-    if a recorded container could not be checked with the engine."""
+    """Kill whatever server ``path`` records and remove the folder (and let go of its lock, if it is this
+    process's). Safe to call twice. False (folder kept) if a recorded container could not be checked with
+    the engine."""
     proc = _postmaster(path)
     if proc is not None:
         stop_postmaster(proc, path / "data", grace=5.0)
     if not _remove_container(path):
         return False
     shutil.rmtree(path, ignore_errors=True)
+    release(path)
     return True
 
 
@@ -282,21 +342,31 @@ def reap_orphans() -> list[str]:
         name = entry.name
         if not is_own_folder(entry):
             continue
-        if name.startswith(CLAIM_PREFIX):
-            try:
-                stale = time.time() - os.lstat(entry).st_mtime > STALE_REAPING_SECONDS
-            except OSError:
-                continue
-            if stale:
+        if name.startswith((CLAIM_PREFIX, STAGING_PREFIX)):
+            if _stale(entry) and not (name.startswith(STAGING_PREFIX) and folder_alive(entry)):
                 destroy(entry)
             continue
-        if owner_alive(name):
-            continue
-        claimed = root / f"{CLAIM_PREFIX}{name}"
+        fd = _try_lock(entry)
+        if fd is None:
+            continue  # its owner holds it: alive, whatever its pid says here
         try:
-            entry.rename(claimed)
-        except OSError:
-            continue  # another reaper claimed it
-        if destroy(claimed):
-            reaped.append(name)
+            if owner_alive(name):
+                continue
+            claimed = root / f"{CLAIM_PREFIX}{name}"
+            try:
+                entry.rename(claimed)
+            except OSError:
+                continue  # another reaper claimed it
+            if destroy(claimed):
+                reaped.append(name)
+        finally:
+            os.close(fd)
     return reaped
+
+
+def _stale(entry: Path) -> bool:
+    """True if ``entry`` was last changed more than ``STALE_REAPING_SECONDS`` ago."""
+    try:
+        return time.time() - os.lstat(entry).st_mtime > STALE_REAPING_SECONDS
+    except OSError:
+        return False

@@ -9,11 +9,13 @@ template and never build it twice.
 The temporary folder is ``.<key>.<pid>-<ctime>.tmp`` in the cache folder, named after the builder like the
 cluster folders (see ``reaper``): if the builder is killed mid-build (about 40 MB left behind),
 ``reap_staging()`` removes it once the builder is dead: at the next template build, and at every
-``reap_orphans()``. The initdb itself runs in a cluster folder, which the reaper removes like any other.
+``reap_orphans()``. The builder is alive while it holds the key's build lock (``<key>.lock``), which a
+reaper in another PID namespace sees as well as this one (a pid it may not). The initdb itself runs in a cluster folder, which the reaper removes like any other.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -60,7 +62,8 @@ def staging_name(key: str) -> str:
 def reap_staging(cache: Path | None = None, key: str | None = None) -> list[str]:
     """Remove the staging folders in ``cache`` (default ``cache_path()``) whose builder is dead, and that
     this user owns (real directories, not symlinks); with ``key``, every staging folder of that key (call
-    it only under the key's build lock: no live builder can be using one then). Returns the names removed."""
+    it only under the key's build lock: no live builder can be using one then). A builder is dead when its
+    key's build lock is free (the reaper holds it while removing) and its pid is not alive here. Returns the names removed."""
     cache = cache_path() if cache is None else cache
     removed: list[str] = []
     try:
@@ -78,11 +81,35 @@ def reap_staging(cache: Path | None = None, key: str | None = None) -> list[str]
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
             continue
         ctime = m.group("ctime")
-        if m.group("key") != key and session_alive(int(m.group("pid")), None if ctime is None else int(ctime)):
-            continue
-        shutil.rmtree(entry.path, ignore_errors=True)
-        removed.append(entry.name)
+        with contextlib.ExitStack() as held:
+            if m.group("key") != key:
+                if not held.enter_context(try_file_lock(cache / f"{m.group('key')}.lock")):
+                    continue  # its builder is at work, seen from here or not
+                if session_alive(int(m.group("pid")), None if ctime is None else int(ctime)):
+                    continue
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.name)
     return removed
+
+
+@contextmanager
+def try_file_lock(path: Path) -> Iterator[bool]:
+    """Yields True while holding an exclusive ``flock`` on ``path`` taken without waiting; False (nothing
+    held) if another process holds it or ``path`` cannot be opened. Never creates ``path``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        yield not path.exists() and not path.is_symlink()  # no lock file: no build of that key was ever locked
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
 
 
 @contextmanager

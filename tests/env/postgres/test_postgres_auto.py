@@ -80,7 +80,7 @@ def test_dsn_without_test_in_name_is_refused(dsn: str) -> None:
     with pytest.raises(UsageError) as info:
         check_safe(dsn, allow_any_dsn=False)
     assert info.value.code == "dsn-not-test"
-    assert "does not contain 'test'" in info.value.line() and "--allow-any-dsn" in info.value.line()
+    assert "does not have the word 'test'" in info.value.line() and "--allow-any-dsn" in info.value.line()
 
 
 def test_dsn_refusal_happens_before_connecting() -> None:
