@@ -68,7 +68,7 @@ class FleetScenario(Scenario):
         return next((t for t in trials if t.outcome != "pass"), trials[0])
 
     def figures(self, trials: list[Trial]) -> str:
-        stats = trials[0].evidence.options.get("fleet") if trials else None
+        stats = trials[0].evidence.extra.get("fleet") if trials else None
         if not stats:
             return ""
         rate = stats["done"] / stats["elapsed"] if stats["elapsed"] > 0 else 0.0
