@@ -101,10 +101,11 @@ class Gathered:
     def record(self, history: History, options: dict) -> Evidence:
         """Append the run's evidence to `history` with `options` and return it as the checkers see it
         (flow steps 2 and 4)."""
+        run_id = self.head.run_id or ""
         head = history.add(replace(self.head, options=options))
         for r in self.records:
             history.add(replace(r, of=head.i))
-        return from_history(history.of_run(self.head.run_id or ""), self.head.run_id or "")
+        return from_history(history.of_run(run_id), run_id)
 
     def evidence(self, history: History, options: dict) -> Evidence:
         """The Evidence `record` would return, without recording anything: the run's control events so far,

@@ -57,7 +57,8 @@ def as_read(event: Event) -> Event:
 
 
 class History:
-    """Append-only event journal. `append` returns the stored event.
+    """Append-only event journal. `add(event)` records a typed event (harness/run/events.py), `append(kind,
+    **fields)` builds one of kind `kind` from its JSON fields; both return the event as stored.
 
     Reads that a trial makes on the hot path cost what they return, not the session's length: `of_run`
     (one run's events, kept per run id as they are appended) and `since` (the events after an index).
