@@ -41,10 +41,10 @@ def fill(history: History, trials: int, per_trial: int) -> str:
         history.append("run.end", run_id=run_id, limit=None, unfired=[])
         head = history.append("run.evidence", run_id=run_id, final="done", final_raw=None, own_effects=[],
                               limit=None, options={}, leftovers=[], crashes={}, incarnations=[])
-        history.append("checkpoint.write", run_id=run_id, of=head["i"], seq=1, cursor="charge", status="running",
+        history.append("checkpoint.write", run_id=run_id, of=head.i, seq=1, cursor="charge", status="running",
                        app=f"{run_id}#1")
-        history.append("attempt", run_id=run_id, of=head["i"], record={"service": "ledger", "key": "k"})
-        history.append("effect", run_id=run_id, of=head["i"], record={"service": "ledger", "key": "k"})
+        history.append("attempt", run_id=run_id, of=head.i, record={"service": "ledger", "key": "k"})
+        history.append("effect", run_id=run_id, of=head.i, record={"service": "ledger", "key": "k"})
     return run_id
 
 

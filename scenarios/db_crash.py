@@ -13,6 +13,7 @@ is skipped with that reason.
 from __future__ import annotations
 
 from killpoint.checkers import CRASH_CHECKERS
+from killpoint.run.events import DbUp
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 
@@ -43,5 +44,5 @@ class DbCrash(Scenario):
     def figures(self, trials: list[Trial]) -> str:
         """E.g. "10 crashes, 10 restarts"."""
         crashes = sum(1 for t in trials for f in t.evidence.faults() if f.get("action") == "db-crash")
-        ups = sum(1 for t in trials for e in t.evidence.events if e["type"] == "db.up")
+        ups = sum(1 for t in trials for e in t.evidence.events if isinstance(e, DbUp))
         return f"{crashes} crashes, {ups} restarts"

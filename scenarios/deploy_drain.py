@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 from killpoint.checkers import CRASH_CHECKERS
 from killpoint.faults.schedule import Fault, Schedule
+from killpoint.run.events import FaultFired, IncEnd
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 from killpoint.scenarios.common import run_each
@@ -91,7 +92,7 @@ class DeployDrain(Scenario):
         plan = self.in_shard(ctx, plan, lambda item: (item[0] if item[1] is None else f"{item[0]} grace {item[1]:g}", None))
         # Concurrently under -j: a trial spends its seconds in the steps' deliberate delays, not on a core.
         return run_each(ctx, self.name, plan, lambda item, run_id: self.trial(ctx, item[0], grace=item[1], run_id=run_id),
-                        lambda item, t: f"{item[0]} grace {t.evidence.options['grace']}s ({_ending(t)})",
+                        lambda item, t: f"{item[0]} grace {t.evidence.knobs.grace}s ({_ending(t)})",
                         concurrent=True)
 
     def exhaustive(self, ctx: Context) -> list[Trial]:
@@ -100,14 +101,14 @@ class DeployDrain(Scenario):
     def figures(self, trials: list[Trial]) -> str:
         """E.g. "drain 0.31s / grace 5.0s; grace 0.8s: exit 6; grace 0.1s: SIGKILL"."""
         parts = []
-        drains = [(d, t.evidence.options["grace"]) for t in trials if t.evidence.options.get("expect") == "checkpoint"
+        drains = [(d, t.evidence.knobs.grace) for t in trials if t.evidence.extra.get("expect") == "checkpoint"
                   for d in drain_times(t)]
         if drains:
             d, g = max(drains)
             parts.append(f"drain {d:.2f}s / grace {g:.1f}s")
         for t in trials:
-            if t.evidence.options.get("expect") in ("exit", "kill"):
-                parts.append(f"grace {t.evidence.options['grace']:g}s: {_ending(t)}")
+            if t.evidence.extra.get("expect") in ("exit", "kill"):
+                parts.append(f"grace {t.evidence.knobs.grace:g}s: {_ending(t)}")
         return "; ".join(parts)
 
 
@@ -122,16 +123,16 @@ def drain_times(trial: Trial) -> list[float]:
     """Seconds from each SIGTERM (the `term` fault) to the end of the incarnation it hit."""
     events = trial.evidence.events
     out = []
-    for f in (e for e in events if e["type"] == "fault" and e.get("action") == "term"):
-        end = next((e for e in events if e["type"] == "inc.end" and e.get("inc") == f.get("inc")), None)
+    for f in (e for e in events if isinstance(e, FaultFired) and e.action == "term"):
+        end = next((e for e in events if isinstance(e, IncEnd) and e.inc == f.inc), None)
         if end is not None:
-            out.append(end["t"] - f["t"])
+            out.append(end.t - f.t)
     return out
 
 
 def _ending(trial: Trial) -> str:
     """How the incarnations that got a SIGTERM ended: "exit 0", "exit 6", "SIGKILL"."""
-    hit = {f.get("inc") for f in trial.evidence.faults() if f.get("action") == "term"}
+    hit = {f.inc for f in trial.evidence.faults() if f.action == "term"}
     ends = [i for i in trial.evidence.incarnations if i.get("inc") in hit]
     return ", ".join("SIGKILL" if i.get("signal") == 9 else f"signal {i['signal']}" if i.get("signal")
                      else f"exit {i.get('exit_code')}" for i in ends) or "no SIGTERM landed"

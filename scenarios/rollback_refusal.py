@@ -25,6 +25,7 @@ from killpoint.checkers.verdict import failed, passed
 from killpoint.env.launcher import Incarnation
 from killpoint.env.stepmodule import AgentSpec
 from killpoint.faults.schedule import Schedule
+from killpoint.run.events import Note
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 from killpoint.scenarios.common import run_each
@@ -69,11 +70,11 @@ def log_tails(incs: list[Incarnation]) -> dict:
 def refusal_explained(ev: Evidence, base: Evidence | None = None) -> Verdict:
     """Each refusing incarnation said why: a `refused.*` note, or its log naming the refusal (and, for a
     newer checkpoint, the version it found)."""
-    logs: dict[str, str] = ev.options.get("logs") or {}
-    version = str(ev.options.get("seeded_version"))
-    newer = ev.options.get("seeded_kind") == "newer"
-    notes = {e.get("inc"): str(e.get("message") or e.get("note")) for e in ev.events
-             if e["type"] == "note" and str(e.get("note", "")).startswith("refused")}
+    logs: dict[str, str] = ev.extra.get("logs") or {}
+    version = str(ev.extra.get("seeded_version"))
+    newer = ev.extra.get("seeded_kind") == "newer"
+    notes = {e.inc: str(e.extra.get("message") or e.note) for e in ev.events
+             if isinstance(e, Note) and str(e.note).startswith("refused")}
     mute = []
     for i in ev.incarnations:
         if i.get("exit_code") != REFUSED_EXIT:
@@ -117,6 +118,6 @@ class RollbackRefusal(Scenario):
         """E.g. "refused 3/3 with exit 3 (newer, missing-fields, not-an-object)"."""
         ok = [t for t in trials if t.evidence.incarnations
               and all(i.get("exit_code") == REFUSED_EXIT for i in t.evidence.incarnations)]
-        kinds = ", ".join(str(t.evidence.options.get("seeded_kind")) for t in trials)
+        kinds = ", ".join(str(t.evidence.extra.get("seeded_kind")) for t in trials)
         return f"refused {len(ok)}/{len(trials)} with exit {REFUSED_EXIT} ({kinds})"
 

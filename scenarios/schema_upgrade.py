@@ -53,14 +53,14 @@ SHAPE = "state shape changed without a STATE_VERSION bump"
 def resumes_old_checkpoints(ev: Evidence, base: Evidence | None = None) -> Verdict:
     """The current code resumed the previous code's checkpoint without dying of an exception. The first
     incarnation is the previous code's (its one drive) when the trial ran the previous code
-    (`options["previous_steps"]`); a crash of any other is the current code's (a checkpoint kept by an
+    (the scenario's `extra["previous_steps"]`); a crash of any other is the current code's (a checkpoint kept by an
     earlier run, `stored-checkpoints`, is resumed by the current code from the first incarnation on).
     At the same STATE_VERSION that is a state shape changed without a version bump."""
     name = "resumes_old_checkpoints"
-    current, old = ev.options.get("state_version"), ev.options.get("seeded_version")
+    current, old = ev.extra.get("state_version"), ev.extra.get("seeded_version")
     if not ev.incarnations:
         return unknown(name, "no incarnation ran")
-    first = ev.incarnations[0].get("inc") if ev.options.get("previous_steps") else None
+    first = ev.incarnations[0].get("inc") if ev.extra.get("previous_steps") else None
     crashed = {inc: c for inc, c in ev.crashes.items() if inc != first}
     if not crashed:
         return passed(name, f"version-{current} code resumed the version-{old} checkpoint without a crash")
@@ -136,8 +136,8 @@ class SchemaUpgrade(Scenario):
         faults += [Fault(st, "effect.applied", "kill") for st in steps if "effect.applied" in points[st]]
         faults = self.in_shard(ctx, faults, lambda fault: (Schedule((fault,)), None))
         return run_each(ctx, self.name, faults, lambda fault, _id: self.trial(ctx, Schedule((fault,))),
-                        lambda fault, t: f"{fault}: v{t.evidence.options.get('seeded_version')} paused at "
-                                         f"{t.evidence.options.get('paused_at')}")
+                        lambda fault, t: f"{fault}: v{t.evidence.extra.get('seeded_version')} paused at "
+                                         f"{t.evidence.extra.get('paused_at')}")
 
     def exhaustive(self, ctx: Context) -> list[Trial]:
         return self.run(ctx)
@@ -146,6 +146,6 @@ class SchemaUpgrade(Scenario):
         """E.g. "v2 -> v3 (previous code: killpoint.reference_agent.invoice_agent_v2), paused at 5 points"."""
         if not trials:
             return ""
-        o = trials[0].evidence.options
+        o = trials[0].evidence.extra
         return (f"v{o.get('seeded_version')} -> v{o.get('state_version')} (previous code: "
                 f"{o.get('previous_how') or o.get('previous_steps')}), paused at {len(trials)} points")

@@ -25,6 +25,7 @@ from killpoint.faults.plan import FaultPlan
 from killpoint.faults.schedule import Schedule
 from killpoint.reference_agent.queue import resume_job_id
 from killpoint.reference_agent.sweeper import sweep_stalled
+from killpoint.run.events import Event, FaultFired, Note, Point
 from killpoint.run.fleet import Fleet, Sweep
 from killpoint.run.options import RunOptions
 from killpoint.run.scenario import Context, Scenario
@@ -35,8 +36,8 @@ BARRIER_SECONDS = 10.0
 
 def resumed_once(ev: Evidence, base: Evidence | None) -> Verdict:
     """A stalled run got exactly one resume job, named `resume-<run_id>`, queued by one sweeper and taken
-    by one queue worker (facts the scenario records in `ev.options`)."""
-    o = ev.options
+    by one queue worker (facts the scenario records in `ev.extra`)."""
+    o = ev.extra
     if not o.get("stalled"):
         return passed("resumed_once", "not exercised: the run did not stall")
     jobs, queued_by, takers = o.get("resume_jobs", []), o.get("queued_by", []), o.get("takers", [])
@@ -78,7 +79,7 @@ def race_sweepers(dsn: str, sweep: Sweep, count: int, stale_seconds: float) -> l
     return queued
 
 
-def race_takers(events: list[dict], race: int, run_id: str, queue_workers: set[str]) -> list[str]:
+def race_takers(events: list[Event], race: int, run_id: str, queue_workers: set[str]) -> list[str]:
     """The queue workers that worked on `run_id` under the job the race queued: from the race (event
     number `race`) until the first fault on the run after it, which ends the worker that had taken that
     job (the run is queued again for the next), or the end. A sweep is no boundary: a periodic sweep that
@@ -86,11 +87,11 @@ def race_takers(events: list[dict], race: int, run_id: str, queue_workers: set[s
     stalled with no job and queues it again, while that worker goes on to resume it."""
     takers: list[str] = []
     for e in events:
-        if e["i"] <= race or e.get("run_id") != run_id:
+        if e.i <= race or e.run_id != run_id:
             continue
-        if e["type"] in ("point", "note", "fault") and e.get("inc") in queue_workers and e["inc"] not in takers:
-            takers.append(e["inc"])
-        if e["type"] == "fault":
+        if isinstance(e, (Point, Note, FaultFired)) and e.inc in queue_workers and e.inc not in takers:
+            takers.append(e.inc)
+        if isinstance(e, FaultFired):
             break
     return takers
 
@@ -147,9 +148,9 @@ class StalledSweep(Scenario):
         return next((t for t in trials if t.outcome != "pass"), trials[0])
 
     def figures(self, trials: list[Trial]) -> str:
-        stalled = [t for t in trials if t.evidence.options.get("stalled")]
-        jobs = sum(len(t.evidence.options.get("resume_jobs", [])) for t in stalled)
-        takers = {w for t in stalled for w in t.evidence.options.get("takers", [])}
+        stalled = [t for t in trials if t.evidence.extra.get("stalled")]
+        jobs = sum(len(t.evidence.extra.get("resume_jobs", [])) for t in stalled)
+        takers = {w for t in stalled for w in t.evidence.extra.get("takers", [])}
         return (f"{len(stalled)} runs stalled, {jobs} resume jobs from {self.sweepers} racing sweepers, "
                 f"taken by {len(takers)} queue workers")
 
@@ -178,4 +179,4 @@ class StalledSweep(Scenario):
         return [fleet.trial(r, schedule, seed, (*self.checkers, resumed_once), base, extra={
             "stalled": r in stalled, "resume_jobs": [j for j, run in jobs if run == r],
             "queued_by": [i + 1 for i, q in enumerate(queued) if r in q],
-            "takers": race_takers(events, race["i"], r, queue_workers)}) for r in run_ids]
+            "takers": race_takers(events, race.i, r, queue_workers)}) for r in run_ids]

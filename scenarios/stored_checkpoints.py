@@ -108,8 +108,8 @@ class StoredCheckpoints(Scenario):
         """E.g. "resumed 3 checkpoints kept from 1 earlier digest (v1) under v2"."""
         if not trials:
             return ""
-        options = [t.evidence.options for t in trials]
-        digests = {o.get("stored_digest") for o in options}
-        versions = ", ".join(f"v{v}" for v in sorted({o.get("seeded_version") for o in options}))
+        extras = [t.evidence.extra for t in trials]
+        digests = {o.get("stored_digest") for o in extras}
+        versions = ", ".join(f"v{v}" for v in sorted({o.get("seeded_version") for o in extras}))
         return (f"resumed {len(trials)} checkpoint{'s' if len(trials) != 1 else ''} kept from {len(digests)} earlier "
-                f"digest{'s' if len(digests) != 1 else ''} ({versions}) under v{options[0].get('state_version')}")
+                f"digest{'s' if len(digests) != 1 else ''} ({versions}) under v{extras[0].get('state_version')}")

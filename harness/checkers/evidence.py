@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
+
+from killpoint.checkers.knobs import EMPTY, Knobs, Replay
+from killpoint.run.events import Event, FaultFired, Hung
 
 RUN_PLACEHOLDER = "<run>"
 MIN_ALIAS = 6
@@ -15,16 +19,18 @@ MIN_ALIAS = 6
 class Evidence:
     """The recorded facts of one run (faulted or baseline). Checkers are pure functions of these.
 
+    `events` are the run's control events (harness/run/events.py) before its evidence was gathered;
     `final` is the final checkpoint payload (None: no checkpoint), `final_raw` its stored text;
     `audit` the checkpoint writes in commit order (seq, cursor, status, app = incarnation id);
     `attempts`/`effects`/`model_requests` the fake services' records; `own_effects` rows of the agent's
     own-database effects; `incarnations` one dict per worker process (inc, role, pid, exit_code,
     signal); `limit` the liveness bound that stopped the run, if any; `leftovers` processes found alive
-    after the run; `options` the knobs the run used (grace, drain expectations...).
+    after the run. What the run recorded as its options is split (harness/checkers/knobs.py): `knobs` it
+    ran with, the `volatile` fields of a crash-free run, the `replay` metadata, and the scenario's `extra`.
     """
 
     run_id: str
-    events: list[dict] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
     final: dict | None = None
     final_raw: str | None = None
     audit: list[dict] = field(default_factory=list)
@@ -35,19 +41,23 @@ class Evidence:
     incarnations: list[dict] = field(default_factory=list)
     limit: str | None = None
     leftovers: list[str] = field(default_factory=list)
-    options: dict = field(default_factory=dict)
     crashes: dict[str, dict] = field(default_factory=dict)
     """Workers that died of an exception: incarnation id -> {"log": path, "tail": last traceback lines}."""
+    knobs: Knobs = field(default_factory=Knobs)
+    volatile: frozenset[str] = frozenset()
+    """Fields left out of comparisons with this (crash-free) run: they differed between two crash-free
+    runs, or the step module declared them (`NONDETERMINISTIC`). Paths like `state.decided_at`,
+    `effect.mailer.sent_at`, `own.2`."""
+    replay: Replay = field(default_factory=Replay)
+    extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
+    """What the run's scenario recorded for its checkers and summary (`seeded_raw`, `drain_expect`...)."""
 
-    @property
-    def volatile(self) -> frozenset[str]:
-        """Fields left out of comparisons with this (crash-free) run: they differed between two crash-free
-        runs, or the step module declared them (`NONDETERMINISTIC`). Paths like `state.decided_at`,
-        `effect.mailer.sent_at`, `own.2`."""
-        return frozenset(self.options.get("volatile") or ())
+    def faults(self) -> list[FaultFired]:
+        return [e for e in self.events if isinstance(e, FaultFired)]
 
-    def faults(self) -> list[dict]:
-        return [e for e in self.events if e["type"] == "fault"]
+    def hung(self) -> list[Hung]:
+        """Its incarnations still running past its time budget (harness/run/hang.py)."""
+        return [e for e in self.events if isinstance(e, Hung)]
 
     @cached_property
     def aliases(self) -> dict[str, str]:

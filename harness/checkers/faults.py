@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict, failed, passed, unknown
+from killpoint.run.events import FaultFired, FaultMissed, Point, RunEnd
 
 
 def commits_survive(ev: Evidence, base: Evidence | None) -> Verdict:
@@ -12,33 +13,33 @@ def commits_survive(ev: Evidence, base: Evidence | None) -> Verdict:
     just before a `db-crash` is in the audit trail afterwards, and the one still open at it is not.
 
     Needs the worker to report the seq it writes at its checkpoint points (white-box workers do)."""
-    crashes = [f for f in ev.faults() if f.get("action") == "db-crash"]
+    crashes = [f for f in ev.faults() if f.action == "db-crash"]
     if not crashes:
         return passed("commits_survive", "not exercised: no db-crash in this run")
     written = {(w.get("app"), w.get("seq")) for w in ev.audit}
     problems = []
     for f in crashes:
-        if f.get("point") not in ("checkpoint.writing", "checkpoint.committed"):
+        if f.point not in ("checkpoint.writing", "checkpoint.committed"):
             continue
-        at = next((e for e in reversed(ev.events[:ev.events.index(f)]) if e["type"] == "point"
-                   and e.get("inc") == f.get("inc") and e.get("point") == f.get("point")), None)
-        if at is None or at.get("seq") is None:
-            return unknown("commits_survive", f"the worker did not report the seq it was writing at {f.get('point')}")
-        kept = (f.get("inc"), at["seq"]) in written
-        if f.get("point") == "checkpoint.committed" and not kept:
-            problems.append(f"seq {at['seq']} by {f.get('inc')} was committed before the crash and is gone")
-        if f.get("point") == "checkpoint.writing" and kept and not _went_on(ev, f):
-            problems.append(f"seq {at['seq']} by {f.get('inc')} was still open at the crash, yet is stored")
+        at = next((e for e in reversed(ev.events[:ev.events.index(f)]) if isinstance(e, Point)
+                   and e.inc == f.inc and e.point == f.point), None)
+        if at is None or at.seq is None:
+            return unknown("commits_survive", f"the worker did not report the seq it was writing at {f.point}")
+        kept = (f.inc, at.seq) in written
+        if f.point == "checkpoint.committed" and not kept:
+            problems.append(f"seq {at.seq} by {f.inc} was committed before the crash and is gone")
+        if f.point == "checkpoint.writing" and kept and not _went_on(ev, f):
+            problems.append(f"seq {at.seq} by {f.inc} was still open at the crash, yet is stored")
     if problems:
         return failed("commits_survive", "the database crash changed what was committed", problems)
     return passed("commits_survive", f"{len(crashes)} crash(es): committed writes kept, open ones rolled back")
 
 
-def _went_on(ev: Evidence, fault: dict) -> bool:
+def _went_on(ev: Evidence, fault: FaultFired) -> bool:
     """True when the incarnation a db-crash hit reached another point after it: it survived the crash (a
     framework that reconnects and retries), so a write of the same seq by it is its retry, not the open one."""
     after = ev.events[ev.events.index(fault) + 1:]
-    return any(e["type"] == "point" and e.get("inc") == fault.get("inc") for e in after)
+    return any(isinstance(e, Point) and e.inc == fault.inc for e in after)
 
 
 def retries_keep_keys(ev: Evidence, base: Evidence | None) -> Verdict:
@@ -62,13 +63,13 @@ def faults_injected(ev: Evidence, base: Evidence | None) -> Verdict:
     A generated schedule may ask for what the run never offers (a second `stop` while the only worker is
     frozen): like a fault the run never reached, that is counted and listed, not decisive; a fault the
     harness cannot inject at all (a db-crash on a database it does not own) is always decisive."""
-    explicit = bool(ev.options.get("explicit"))
-    missed = [f"{e.get('fault')}: {e.get('reason')}" for e in ev.events if e["type"] == "fault.missed"
-              and (explicit or not str(e.get("reason", "")).startswith("no live incarnation"))]
+    explicit = ev.replay.explicit
+    missed = [f"{e.fault}: {e.reason}" for e in ev.events if isinstance(e, FaultMissed)
+              and (explicit or not str(e.reason).startswith("no live incarnation"))]
     if missed:
         return unknown("faults_injected", f"a fault could not be injected ({missed[0]})")
     if explicit:
-        unfired = [u for e in ev.events if e["type"] == "run.end" for u in e.get("unfired") or []]
+        unfired = [u for e in ev.events if isinstance(e, RunEnd) for u in e.unfired or []]
         if unfired:
             return unknown("faults_injected", f"the run never reached {', '.join(unfired)}: nothing was injected there")
     return passed("faults_injected", f"{len(ev.faults())} fault(s) injected")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from killpoint.checkers import pricing
-from killpoint.checkers.evidence import Evidence, mask, not_compared
+from killpoint.checkers.evidence import Evidence, Hung, mask, not_compared
 from killpoint.checkers.verdict import Verdict, failed, passed, unknown
 
 
@@ -20,7 +20,7 @@ def completes(ev: Evidence, base: Evidence | None) -> Verdict:
     """
     stuck = hung(ev)
     if stuck:
-        return failed("completes", ev.limit or f"hung: {', '.join(str(e.get('inc')) for e in stuck)}",
+        return failed("completes", ev.limit or f"hung: {', '.join(str(e.inc) for e in stuck)}",
                       hung_lines(stuck))
     if ev.final is not None and ev.final.get("status") == "failed":
         error = last_error(ev)
@@ -96,19 +96,18 @@ def cost_accounted(ev: Evidence, base: Evidence | None) -> Verdict:
                   [f"difference {mine - theirs:+.6f} USD"])
 
 
-def hung(ev: Evidence) -> list[dict]:
+def hung(ev: Evidence) -> list[Hung]:
     """The `hung` events of the run (harness/run/hang.py): incarnations still running past the budget."""
-    return [e for e in ev.events if e.get("type") == "hung"]
+    return ev.hung()
 
 
-def hung_lines(stuck: list[dict], limit: int = 7) -> list[str]:
+def hung_lines(stuck: list[Hung], limit: int = 7) -> list[str]:
     """A few lines per hung incarnation: which one, then the innermost frames of its stack (py-spy and
     faulthandler both print the innermost frame first)."""
     lines: list[str] = []
     for e in stuck:
-        lines.append(f"{e.get('inc')} (pid {e.get('pid')}) hung after {e.get('last_point') or 'no kill point'}; "
-                     "stack:")
-        lines += [f"  {line.strip()}" for line in (e.get("stack") or [])[:limit]]
+        lines.append(f"{e.inc} (pid {e.pid}) hung after {e.last_point or 'no kill point'}; stack:")
+        lines += [f"  {line.strip()}" for line in (e.stack or [])[:limit]]
     return lines
 
 

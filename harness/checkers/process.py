@@ -9,6 +9,7 @@ from killpoint.checkers.effects import _effect_keys
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict, failed, passed, unknown
 from killpoint.faults.points import PROCESS_ACTIONS
+from killpoint.run.events import Escalate, FaultFired, Point
 
 DRAIN_DEADLINE_EXIT = 6
 INTERRUPTING = frozenset({"kill", "stop", "db-crash"})
@@ -40,10 +41,10 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     fault at a step's `checkpoint.committed`, and a `stop` (a zombie and its successor both go on), counts
     for the step after it too (`_following`).
     """
-    starts = Counter(e.get("step") for e in ev.events if e["type"] == "point" and e.get("point") == "step.start")
+    starts = Counter(e.step for e in ev.events if isinstance(e, Point) and e.point == "step.start")
     if not starts and not ev.attempts:
         return unknown("bounded_rework", "no step.start points (black-box worker) and no service attempts")
-    hits = Counter(f.get("step") for f in ev.faults() if f.get("action") in PROCESS_ACTIONS or _ended_worker(ev, f))
+    hits = Counter(f.step for f in ev.faults() if f.action in PROCESS_ACTIONS or _ended_worker(ev, f))
     over = {s: n for s, n in starts.items() if n > 1 + hits.get(s, 0)}
     if over:
         return failed("bounded_rework", "steps were re-done more often than the faults that hit them explain",
@@ -51,12 +52,11 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     steps = _attempt_steps(ev)
     repeated = [(a, step) for a, step in zip(ev.attempts, steps or [None] * len(ev.attempts), strict=True)
                 if a.get("outcome") == "deduplicated"]
-    faults = Counter(f.get("step") if steps is not None else None for f in ev.faults())
+    faults = Counter(f.step if steps is not None else None for f in ev.faults())
     if steps is not None:  # a fault at a step's committed checkpoint is at the boundary: the next step may redo
         following = _following(base)
-        faults.update(following[f.get("step")] for f in ev.faults()
-                      if (f.get("point") == "checkpoint.committed" or f.get("action") == "stop")
-                      and f.get("step") in following)
+        faults.update(following[f.step] for f in ev.faults()
+                      if (f.point == "checkpoint.committed" or f.action == "stop") and f.step in following)
     counts = Counter(step for _, step in repeated)
     excess = {s: n for s, n in counts.items() if n > faults.get(s, 0)}
     if excess:
@@ -70,13 +70,13 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     return passed("bounded_rework", f"{sum(starts.values())} step starts for {len(starts)} steps")
 
 
-def _ended_worker(ev: Evidence, fault: dict) -> bool:
+def _ended_worker(ev: Evidence, fault: FaultFired) -> bool:
     """True for a service fault that ended its worker: the last fault of its incarnation, which then exited
     with a non-zero code (not by a signal: a process fault or the harness ended that one)."""
-    inc = fault.get("inc")
-    if not inc or fault.get("action") in PROCESS_ACTIONS:
+    inc = fault.inc
+    if not inc or fault.action in PROCESS_ACTIONS:
         return False
-    if [f for f in ev.faults() if f.get("inc") == inc][-1] is not fault:
+    if [f for f in ev.faults() if f.inc == inc][-1] is not fault:
         return False
     end = next((i for i in ev.incarnations if i.get("inc") == inc), None)
     return end is not None and end.get("signal") is None and end.get("exit_code") not in (None, 0)
@@ -89,8 +89,8 @@ def _following(base: Evidence | None) -> dict[str, str]:
     step's one operation: that repeat is the fault's, not an unbounded rework."""
     order: list[str] = []
     for e in base.events if base is not None else ():
-        if e["type"] == "point" and e.get("step") and e["step"] not in order:
-            order.append(e["step"])
+        if isinstance(e, Point) and e.step and e.step not in order:
+            order.append(e.step)
     return dict(zip(order, order[1:], strict=False))
 
 
@@ -100,8 +100,8 @@ def _attempt_steps(ev: Evidence) -> list[str | None] | None:
     attributed to. None if they do not pair up."""
     received: dict[str, list[str | None]] = {}
     for e in ev.events:
-        if e["type"] == "point" and e.get("point") in ("effect.received", "model.request"):
-            received.setdefault(str(e.get("source")), []).append(e.get("step"))
+        if isinstance(e, Point) and e.point in ("effect.received", "model.request"):
+            received.setdefault(str(e.source), []).append(e.step)
     seen: Counter = Counter()
     out: list[str | None] = []
     for a in ev.attempts:
@@ -118,7 +118,7 @@ def _attempt_steps(ev: Evidence) -> list[str | None] | None:
 def conventions(ev: Evidence) -> bool:
     """True when the worker is held to killpoint's exit codes (`--exit-codes killpoint`, the default for
     the reference runtime; a `--worker-cmd` is judged without them unless asked)."""
-    return ev.options.get("exit_codes", "killpoint") == "killpoint"
+    return ev.knobs.exit_codes == "killpoint"
 
 
 def fenced_zombie(ev: Evidence, base: Evidence | None) -> Verdict:
@@ -127,7 +127,7 @@ def fenced_zombie(ev: Evidence, base: Evidence | None) -> Verdict:
     on to other runs). Without the convention only the writes are judged, and they must name their
     writer (PGAPPNAME), else the verdict is unknown. A zombie whose successors wrote nothing (they found
     the run done, or lost the race for a row the zombie held locked) has nothing to be fenced from."""
-    zombies = [f.get("inc") for f in ev.faults() if f.get("action") == "stop"]
+    zombies = [f.inc for f in ev.faults() if f.action == "stop"]
     if not zombies:
         return passed("fenced_zombie", "not exercised: no stop fault in this run")
     if not conventions(ev):
@@ -167,37 +167,36 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
     """After SIGTERM the worker takes no new step and exits by itself before the grace period ends,
     having checkpointed.
 
-    With `options["drain_expect"] == "exit"` (a step longer than the drain deadline) only the clean
+    With `extra["drain_expect"] == "exit"` (a step longer than the drain deadline) only the clean
     exit is required (0, or 6: the drain deadline passed first); otherwise the worker must also leave a `paused` (or `done`) checkpoint.
     """
-    terms = [f for f in ev.faults() if f.get("action") == "term"]
+    terms = [f for f in ev.faults() if f.action == "term"]
     if not terms:
         return passed("drains_on_sigterm", "not exercised: no term fault in this run")
-    escalated = {e.get("inc") for e in ev.events if e["type"] == "escalate"}
+    escalated = {e.inc for e in ev.events if isinstance(e, Escalate)}
     faults = ev.faults()
     for f in terms:
-        inc = f.get("inc")
-        if any(g.get("inc") == inc and g.get("action") in INTERRUPTING for g in faults[faults.index(f) + 1:]):
+        inc = f.inc
+        if any(g.inc == inc and g.action in INTERRUPTING for g in faults[faults.index(f) + 1:]):
             continue  # a later fault of the schedule killed or froze this worker while it drained: not judged
         end = _incarnation(ev, inc)
         if inc in escalated:
             return failed("drains_on_sigterm", f"{inc} was still running when the grace period ended "
-                          f"({ev.options.get('grace')}s) and was SIGKILLed", [f"term at {f.get('step')}:{f.get('point')}"])
+                          f"({ev.knobs.grace}s) and was SIGKILLed", [f"term at {f.step}:{f.point}"])
         after = ev.events[ev.events.index(f) + 1:]
-        taken = [e.get("step") for e in after if e["type"] == "point" and e.get("point") == "step.start"
-                 and e.get("inc") == inc]
+        taken = [e.step for e in after if isinstance(e, Point) and e.point == "step.start" and e.inc == inc]
         if taken:
             return failed("drains_on_sigterm", f"{inc} took new work after SIGTERM: started {', '.join(taken)}",
-                          [f"term at {f.get('step')}:{f.get('point')}"])
+                          [f"term at {f.step}:{f.point}"])
         if end is None:
             return unknown("drains_on_sigterm", f"no end recorded for {inc}")
         if not conventions(ev):
             return _drained_by_records(ev, base, terms)
-        expect = ev.options.get("drain_expect", "checkpoint")
+        expect = ev.extra.get("drain_expect", "checkpoint")
         clean = (0, DRAIN_DEADLINE_EXIT) if expect == "exit" else (0,)
         if end.get("signal") is not None or end.get("exit_code") not in clean:
             return failed("drains_on_sigterm", f"{inc} ended with {_how(end)} after SIGTERM, not exit "
-                          f"{' or '.join(map(str, clean))}", [f"term at {f.get('step')}:{f.get('point')}"])
+                          f"{' or '.join(map(str, clean))}", [f"term at {f.step}:{f.point}"])
         if expect == "checkpoint":
             statuses = [w.get("status") for w in ev.audit if w.get("app") == inc]
             if not statuses or statuses[-1] not in ("paused", "done"):
@@ -206,11 +205,11 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
     return passed("drains_on_sigterm", f"{len(terms)} SIGTERM(s) drained cleanly")
 
 
-def _drained_by_records(ev: Evidence, base: Evidence | None, terms: list[dict]) -> Verdict:
+def _drained_by_records(ev: Evidence, base: Evidence | None, terms: list[FaultFired]) -> Verdict:
     """Without an exit-code convention, a drain is judged by what it left: the step in flight at SIGTERM
     was finished or safely redone, i.e. the run reached done and its effects are the crash-free run's
     (none applied twice by the redo, none lost)."""
-    where = [f"term at {f.get('step')}:{f.get('point')}" for f in terms]
+    where = [f"term at {f.step}:{f.point}" for f in terms]
     if base is None:
         return unknown("drains_on_sigterm", "no crash-free baseline to compare the effects with")
     if ev.final is None or ev.final.get("status") != "done":
@@ -220,7 +219,7 @@ def _drained_by_records(ev: Evidence, base: Evidence | None, terms: list[dict]) 
     if extra:
         return failed("drains_on_sigterm", f"the step in flight at SIGTERM was redone unsafely: "
                       f"{sum(extra.values())} effect(s) applied again", where)
-    ends = ", ".join(_how(i) for i in ev.incarnations if i.get("inc") in {f.get("inc") for f in terms})
+    ends = ", ".join(_how(i) for i in ev.incarnations if i.get("inc") in {f.inc for f in terms})
     return passed("drains_on_sigterm", f"{len(terms)} SIGTERM(s): the step in flight was finished or safely redone "
                   f"(no exit-code convention; ended with {ends})")
 

@@ -11,9 +11,9 @@ REFUSED_EXIT = 3
 def refuses_newer_version(ev: Evidence, base: Evidence | None) -> Verdict:
     """A checkpoint from newer code is refused: exit 3, row unchanged, no model call, no effect.
 
-    Needs `options["seeded_raw"]`: the stored text of the newer checkpoint before the run.
+    Needs the scenario's `extra["seeded_raw"]`: the stored text of the newer checkpoint before the run.
     """
-    seeded = ev.options.get("seeded_raw")
+    seeded = ev.extra.get("seeded_raw")
     if seeded is None:
         return unknown("refuses_newer_version", "no newer checkpoint was seeded for this run")
     lines = []
@@ -34,9 +34,9 @@ def refuses_newer_version(ev: Evidence, base: Evidence | None) -> Verdict:
 def migrates_older_version(ev: Evidence, base: Evidence | None) -> Verdict:
     """A checkpoint from older code is migrated and finished at the current version, never refused.
 
-    Needs `options["state_version"]` (the code's) and `options["seeded_version"]` (the old one).
+    Needs the scenario's `extra["state_version"]` (the code's) and `extra["seeded_version"]` (the old one).
     """
-    current, old = ev.options.get("state_version"), ev.options.get("seeded_version")
+    current, old = ev.extra.get("state_version"), ev.extra.get("seeded_version")
     if current is None or old is None:
         return unknown("migrates_older_version", "no older checkpoint was seeded for this run")
     refused = [i for i in ev.incarnations if i.get("exit_code") == REFUSED_EXIT]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from killpoint.errors import UsageError
 from killpoint.report.html_run import failure_section, legend_html, timeline_svg
+from killpoint.run.events import Event
 from killpoint.run.history import History
 
 _CSS = """body{font:13px system-ui,sans-serif;margin:1.5em}h2{margin-top:1.6em}
@@ -42,11 +43,11 @@ def _meta(run_dir: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _drawable(events: list[dict]) -> tuple[list[dict], int]:
+def _drawable(events: list[Event]) -> tuple[list[Event], int]:
     """The events a timeline can place (a numeric time; a run id, if any, that is a string), and how many
     others there were (a corrupt history's lines may parse as JSON and still make no sense)."""
-    good = [e for e in events if isinstance(e.get("t"), (int, float)) and not isinstance(e.get("t"), bool)
-            and isinstance(e.get("type"), str) and (e.get("run_id") is None or isinstance(e.get("run_id"), str))]
+    good = [e for e in events if isinstance(e.t, (int, float)) and not isinstance(e.t, bool)
+            and (e.run_id is None or isinstance(e.run_id, str))]
     return good, len(events) - len(good)
 
 
@@ -116,10 +117,10 @@ def draw(run_dir: Path) -> tuple[Path, list[str]]:
     if failing:
         out.append(f"<h2>Failures ({len(failing)})</h2>")
         out.extend(failure_section(run_dir, name, t, events, meta) for name, t in failing)
-    runs: dict[str, list[dict]] = {}
+    runs: dict[str, list[Event]] = {}
     for e in events:
-        if e.get("run_id"):
-            runs.setdefault(e["run_id"], []).append(e)
+        if e.run_id:
+            runs.setdefault(e.run_id, []).append(e)
     out.append("<h2>Timelines</h2><p>One lane per incarnation (named at its left); step starts, faults and "
                "process ends are labelled above their lane.</p>" + legend_html())
     for run_id, evs in runs.items():

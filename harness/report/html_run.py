@@ -21,15 +21,32 @@ from pathlib import Path
 
 from killpoint.faults.schedule import Schedule, ScheduleError
 from killpoint.report.text import NO_FAULT
+from killpoint.run.events import (
+    Attempt,
+    DbDown,
+    DbUp,
+    Effect,
+    Escalate,
+    Event,
+    FaultFired,
+    IncEnd,
+    IncStart,
+    Note,
+    Point,
+    RunEvidence,
+    ServiceRecord,
+    Thaw,
+)
 from killpoint.run.scenario import replay_command
 
-COLORS = {"point": "#7a9a9a", "fault": "#d22", "inc.start": "#2a2", "inc.end": "#555", "note": "#a80",
-          "escalate": "#f0a", "thaw": "#06c", "db.down": "#b06", "db.up": "#0a8"}
+COLORS = {Point.kind: "#7a9a9a", FaultFired.kind: "#d22", IncStart.kind: "#2a2", IncEnd.kind: "#555",
+          Note.kind: "#a80", Escalate.kind: "#f0a", Thaw.kind: "#06c", DbDown.kind: "#b06", DbUp.kind: "#0a8"}
 LEGEND = {"fault": "a fault (its action and point)", "inc.start": "a process starts", "inc.end": "a process ends",
           "point": "a kill point passed", "note": "a note from the worker (drain, fenced...)",
           "escalate": "SIGKILL after the grace", "thaw": "a stopped process thawed",
           "db.down": "Postgres down", "db.up": "Postgres up", "other": "anything else"}
-SERVICE_EVENTS = ("attempt", "effect", "model.request", "run.evidence")
+SERVICE_EVENTS = (ServiceRecord, RunEvidence)
+"""Gathered after the run, not drawn on its timeline."""
 LOG_TAIL = 15
 LANE, LABEL_ROW, LEFT, WIDTH = 22, 13, 150, 1000
 
@@ -68,7 +85,7 @@ def _cell(value: object) -> str:
     return f"<td class=d>{html.escape(str(text))}</td>"
 
 
-def failure_section(run_dir: Path, scenario: str, trial: dict, events: list[dict], meta: dict) -> str:
+def failure_section(run_dir: Path, scenario: str, trial: dict, events: list[Event], meta: dict) -> str:
     """A failing (or undecided) run in full (flow step 1)."""
     run_id = trial["run_id"]
     out = [f"<section class=failure id='failure-{html.escape(run_id)}'>"
@@ -85,20 +102,20 @@ def failure_section(run_dir: Path, scenario: str, trial: dict, events: list[dict
         out.append(f"<p>seed: <code>{html.escape(str(trial['seed']))}</code></p>")
     out.append(f"<p>schedule: <code>{html.escape(str(trial.get('schedule') or NO_FAULT))}</code></p>")
     out.append(f"<p>replay: <code class=replay>{html.escape(replay_for(scenario, trial, meta))}</code></p>")
-    mine = [e for e in events if e.get("run_id") == run_id]
-    for kind in ("attempt", "effect"):
-        records = [e["record"] for e in mine if e.get("type") == kind and isinstance(e.get("record"), dict)]
-        dup = duplicates(records) if kind == "effect" else set()
+    mine = [e for e in events if e.run_id == run_id]
+    for kind, cls in (("attempt", Attempt), ("effect", Effect)):
+        records = [e.record for e in mine if isinstance(e, cls) and isinstance(e.record, dict)]
+        dup = duplicates(records) if cls is Effect else set()
         out.append(f"<h4>{kind}s ({len(records)})</h4><table class=records><tr><th>#</th><th>service</th><th>key</th>"
-                   f"<th>{'outcome' if kind == 'attempt' else 'id'}</th><th>payload</th></tr>")
+                   f"<th>{'outcome' if cls is Attempt else 'id'}</th><th>payload</th></tr>")
         for i, r in enumerate(records):
-            cls = " class=dup" if i in dup else ""
-            third = r.get("outcome") if kind == "attempt" else r.get("id")
-            out.append(f"<tr{cls}><td>{html.escape(str(r.get('order', i + 1)))}</td><td>{html.escape(str(r.get('service')))}"
-                       f"</td><td>{html.escape(str(r.get('key')))}</td><td>{html.escape(str(third))}{' (duplicate)' if cls else ''}"
+            mark = " class=dup" if i in dup else ""
+            third = r.get("outcome") if cls is Attempt else r.get("id")
+            out.append(f"<tr{mark}><td>{html.escape(str(r.get('order', i + 1)))}</td><td>{html.escape(str(r.get('service')))}"
+                       f"</td><td>{html.escape(str(r.get('key')))}</td><td>{html.escape(str(third))}{' (duplicate)' if mark else ''}"
                        f"</td>{_cell(r.get('payload', r.get('path', '')))}</tr>")
         out.append("</table>")
-    for inc in [e["inc"] for e in mine if e.get("type") == "inc.start" and isinstance(e.get("inc"), str)]:
+    for inc in [e.inc for e in mine if isinstance(e, IncStart) and isinstance(e.inc, str)]:
         log = run_dir / (inc.replace("#", "-") + ".log")
         try:
             tail = log.read_text(errors="replace").splitlines()[-LOG_TAIL:]
@@ -110,24 +127,24 @@ def failure_section(run_dir: Path, scenario: str, trial: dict, events: list[dict
     return "".join(out)
 
 
-def _label(e: dict) -> str | None:
-    if e["type"] == "fault":
-        return f"{str(e.get('action', '')).upper()} {e.get('step')}:{e.get('point')}"
-    if e["type"] == "point" and e.get("point") == "step.start":
-        return str(e.get("step"))
-    if e["type"] == "inc.end":
-        return f"killed (signal {e['signal']})" if e.get("signal") else f"exit {e.get('exit_code')}"
+def _label(e: Event) -> str | None:
+    if isinstance(e, FaultFired):
+        return f"{str(e.action).upper()} {e.step}:{e.point}"
+    if isinstance(e, Point) and e.point == "step.start":
+        return str(e.step)
+    if isinstance(e, IncEnd):
+        return f"killed (signal {e.signal})" if e.signal else f"exit {e.exit_code}"
     return None
 
 
-def timeline_svg(evs: list[dict]) -> str:
+def timeline_svg(evs: list[Event]) -> str:
     """One run's control events as an SVG of labelled lanes (flow step 2)."""
-    evs = [e for e in evs if e["type"] not in SERVICE_EVENTS]
+    evs = [e for e in evs if not isinstance(e, SERVICE_EVENTS)]
     if not evs:
         return "<p>(no events)</p>"
-    t0 = min(e["t"] for e in evs)
-    span = max(max(e["t"] for e in evs) - t0, 1e-6)
-    lanes: dict[str, list[dict]] = {}
+    t0 = min(e.t for e in evs)
+    span = max(max(e.t for e in evs) - t0, 1e-6)
+    lanes: dict[str, list[Event]] = {}
     for e in evs:
         lanes.setdefault(str(e.get("inc") or "run"), []).append(e)
     parts: list[str] = []
@@ -139,13 +156,13 @@ def timeline_svg(evs: list[dict]) -> str:
             text = _label(e)
             if text is None:
                 continue
-            x = LEFT + (WIDTH - LEFT - 10) * (e["t"] - t0) / span
+            x = LEFT + (WIDTH - LEFT - 10) * (e.t - t0) / span
             width = 6.5 * len(text) + 6
             row = next((r for r, end in enumerate(rows_end) if end <= x), len(rows_end))
             if row == len(rows_end):
                 rows_end.append(0.0)
             rows_end[row] = x + width
-            labels.append((x, row, text, COLORS.get(e["type"], "#999")))
+            labels.append((x, row, text, COLORS.get(e.kind, "#999")))
         top = y + LABEL_ROW * len(rows_end)
         for x, row, text, color in labels:
             ly = top - LABEL_ROW * row - 3
@@ -153,13 +170,13 @@ def timeline_svg(evs: list[dict]) -> str:
         parts.append(f"<text x='4' y='{top + 15}' font-size='12' class=lane-label>{html.escape(inc)}</text>")
         parts.append(f"<rect x='{LEFT}' y='{top}' width='{WIDTH - LEFT}' height='{LANE}' fill='#f4f4f4'/>")
         for e in lane:
-            x = LEFT + (WIDTH - LEFT - 10) * (e["t"] - t0) / span
-            color = COLORS.get(e["type"], "#999")
+            x = LEFT + (WIDTH - LEFT - 10) * (e.t - t0) / span
+            color = COLORS.get(e.kind, "#999")
             what = " ".join(str(e[k]) for k in ("type", "step", "point", "action", "note", "exit_code", "signal")
                             if e.get(k) is not None)
-            wide = 3 if e["type"] in ("fault", "inc.start", "inc.end") else 1.5
+            wide = 3 if isinstance(e, (FaultFired, IncStart, IncEnd)) else 1.5
             parts.append(f"<rect x='{x:.1f}' y='{top + 2}' width='{wide}' height='{LANE - 4}' fill='{color}'>"
-                         f"<title>{html.escape(what)} @ {e['t'] - t0:.4f}s</title></rect>")
+                         f"<title>{html.escape(what)} @ {e.t - t0:.4f}s</title></rect>")
         y = top + LANE + 8
     return (f"<svg class=timeline xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{y}' "
             f"viewBox='0 0 {WIDTH} {y}' role='img'><title>timeline, {span:.3f}s</title>{''.join(parts)}</svg>")

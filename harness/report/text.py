@@ -62,10 +62,10 @@ def seed_line(t: Trial, base_seed: int | None = None) -> str:
 def replay_line(scenario: str, t: Trial, steps: str) -> str:
     """The replay line: by schedule, or by seed when the seed alone names the trial (empty schedule)."""
     by_seed = not t.schedule and t.seed is not None
-    o = t.evidence.options
-    return replay_command(scenario, None if by_seed else t.schedule, t.seed, steps, o.get("grace"),
-                          o.get("previous_steps"), o.get("worker_cmd"), o.get("effects"),
-                          o.get("adapter"))
+    ev = t.evidence
+    return replay_command(scenario, None if by_seed else t.schedule, t.seed, steps, ev.knobs.grace,
+                          ev.extra.get("previous_steps"), ev.replay.worker_cmd, ev.replay.effects,
+                          ev.replay.adapter)
 
 
 def write_run_dir(run_dir: Path, results: list[ScenarioResult], meta: dict) -> None:

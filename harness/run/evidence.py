@@ -1,30 +1,45 @@
 """A run's evidence: gathered into the history once the run has ended, and read back from it.
 
-1. `record(...)` reads what the run left (its checkpoint row, the audit trail of its writes, its own
-   database effects, the fake services' attempts, effects and model requests, the processes still alive)
-   and appends it to the history: a `run.evidence` event, then one event per record, each with
-   `of` = the `run.evidence` event's index.
-2. `from_history(events, run_id)` builds the `Evidence` the checkers judge from those events alone (the
+1. `gather(...)` reads what the run left (its checkpoint row, the audit trail of its writes, its own
+   database effects, the processes still alive, which it then kills, and the fake services' attempts,
+   effects and model requests) into a `Gathered`, unrecorded.
+2. `Gathered.record(history, options)` appends it to the history: a `run.evidence` event (with `options`),
+   then one event per record, each with `of` = the `run.evidence` event's index; `record(...)` is both
+   steps at once.
+3. `from_history(events, run_id)` builds the `Evidence` the checkers judge from those events alone (the
    latest `run.evidence` of the run, its records, and the run's control events before it).
-3. `record` returns `from_history` of the live history, so a verdict reached during a session and one
+4. `record` returns `from_history` of the live history, so a verdict reached during a session and one
    reached by `killpoint judge` from `history.jsonl` are reached from the same values.
+   `Gathered.evidence(history, options)` is that same Evidence before it is recorded (a crash-free run's,
+   compared with another's to find its volatile fields, which are then recorded with it, once).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.knobs import split
 from killpoint.env import audit, launcher
 from killpoint.env.environment import Environment
 from killpoint.env.launcher import Incarnation
-from killpoint.run.history import EVIDENCE_KINDS, Event, History
-
-SERVICE_RECORDS = ("attempt", "effect", "model.request")
+from killpoint.run.events import (
+    Attempt,
+    CheckpointWrite,
+    Effect,
+    Event,
+    ModelRequest,
+    Record,
+    RunEvidence,
+)
+from killpoint.run.history import History, as_read
+from killpoint.run.options import RunOptions
 
 
 def leftovers(incs: Iterable[Incarnation]) -> list[str]:
@@ -74,12 +89,37 @@ def crashes(incs: Iterable[Incarnation]) -> dict[str, dict]:
     return out
 
 
-def record(env: Environment, history: History, run_id: str, incarnations: list[Incarnation],
-           own_effects_sql: str | None, *, limit: str | None, options: dict,
-           watch: list[Incarnation] | None = None) -> Evidence:
-    """Gather `run_id`'s evidence once its incarnations have ended, append it to the history, and return
-    it as the checkers will see it. A process of `watch` (default: `incarnations`) still alive is a
-    leftover."""
+@dataclass(frozen=True)
+class Gathered:
+    """What a run left, read once it ended (flow step 1), not yet recorded."""
+
+    head: RunEvidence
+    """The `run.evidence` event, without its `options`."""
+    records: tuple[Record, ...]
+    """Its checkpoint writes and service records, in the order they are recorded (`of` not yet set)."""
+
+    def record(self, history: History, options: dict) -> Evidence:
+        """Append the run's evidence to `history` with `options` and return it as the checkers see it
+        (flow steps 2 and 4)."""
+        run_id = self.head.run_id or ""
+        head = history.add(replace(self.head, options=options))
+        for r in self.records:
+            history.add(replace(r, of=head.i))
+        return from_history(history.of_run(run_id), run_id)
+
+    def evidence(self, history: History, options: dict) -> Evidence:
+        """The Evidence `record` would return, without recording anything: the run's control events so far,
+        and what was gathered as the history would read it back (flow step 4)."""
+        run_id = self.head.run_id or ""
+        head = as_read(replace(self.head, options=options))
+        records = [as_read(r) for r in self.records]
+        return _evidence(run_id, [e for e in history.of_run(run_id) if not _gathered(e)], head, records)
+
+
+def gather(env: Environment, run_id: str, incarnations: list[Incarnation], own_effects_sql: str | None, *,
+           limit: str | None, watch: list[Incarnation] | None = None) -> Gathered:
+    """Read `run_id`'s evidence once its incarnations have ended (flow step 1). A process of `watch`
+    (default: `incarnations`) still alive is a leftover, killed once it is listed."""
     if not env.adapter.hold.owned:
         own_effects_sql = None  # a framework's worker (an adapter) is not the step module's agent
     with env.pooled() as conn:
@@ -89,52 +129,74 @@ def record(env: Environment, history: History, run_id: str, incarnations: list[I
     svc = env.services
     watched = incarnations if watch is None else watch
     left = leftovers(watched)
-    head = history.append(
-        "run.evidence", run_id=run_id, final=row[0], final_raw=row[1],
-        own_effects=own, limit=limit, options=options,
-        leftovers=left, crashes=crashes(incarnations),
+    head = RunEvidence(
+        run_id=run_id, final=row[0], final_raw=row[1], own_effects=own, limit=limit, leftovers=left,
+        crashes=crashes(incarnations),
         incarnations=[{"inc": i.inc, "role": i.role, "pid": i.pid, "exit_code": i.exit_code,
                        "signal": i.signal} for i in incarnations])
     if left:  # nothing alive was found: nothing of theirs can start any more (a dead process forks nothing)
         ours = [i for i in watched if isinstance(i, launcher.Incarnation)]
         if ours:
-            launcher.kill_all(ours)  # what a trial's workers left (now recorded) must not live into the next trial
+            launcher.kill_all(ours)  # what a trial's workers left (listed) must not live into the next trial
         for inc in watched:
             if not isinstance(inc, launcher.Incarnation):
                 inc.kill_all()
-    of = head["i"]
-    for w in writes:
-        history.append("checkpoint.write", run_id=run_id, of=of, **w)
-    for kind, records in (("attempt", svc.attempts(run_id)), ("effect", svc.effects(run_id)),
-                          ("model.request", svc.model_requests(run_id))):
-        for r in records:
-            history.append(kind, of=of, record=r, run_id=run_id)
-    return from_history(history.of_run(run_id), run_id)
+    records: list[Record] = [CheckpointWrite(run_id=run_id, **w) for w in writes]
+    for kind, found in ((Attempt, svc.attempts(run_id)), (Effect, svc.effects(run_id)),
+                        (ModelRequest, svc.model_requests(run_id))):
+        records.extend(kind(run_id=run_id, record=r) for r in found)
+    return Gathered(head, tuple(records))
+
+
+def recorded_options(options: RunOptions) -> dict[str, Any]:
+    """The knobs a run driven with `options` records in its `run.evidence` (harness/checkers/knobs.py)."""
+    return {"grace": options.grace, "exit_codes": options.exit_codes}
+
+
+def record(env: Environment, history: History, run_id: str, incarnations: list[Incarnation],
+           own_effects_sql: str | None, *, limit: str | None, options: dict,
+           watch: list[Incarnation] | None = None) -> Evidence:
+    """Gather `run_id`'s evidence once its incarnations have ended, append it to the history with `options`,
+    and return it as the checkers will see it (flow steps 1, 2 and 4)."""
+    return gather(env, run_id, incarnations, own_effects_sql, limit=limit, watch=watch).record(history, options)
+
+
+def _gathered(e: Event) -> bool:
+    return isinstance(e, (Record, RunEvidence))
 
 
 def from_history(events: list[Event], run_id: str) -> Evidence:
     """The evidence of `run_id` as recorded by its latest `run.evidence` event (see the module docstring).
     Raises LookupError when the run's evidence was never recorded."""
-    head = next((e for e in reversed(events) if e["type"] == "run.evidence" and e.get("run_id") == run_id), None)
+    head = next((e for e in reversed(events) if isinstance(e, RunEvidence) and e.run_id == run_id), None)
     if head is None:
         raise LookupError(f"no evidence of run {run_id!r} in this history")
-    of = head["i"]
-    mine = [e for e in events if e.get("run_id") == run_id]
-    records = {k: [e for e in mine if e["type"] == k and e.get("of") == of] for k in EVIDENCE_KINDS}
+    of = head.i
+    mine = [e for e in events if e.run_id == run_id]
+    return _evidence(run_id, [e for e in mine if e.i < of and not _gathered(e)], head,
+                     [e for e in mine if isinstance(e, Record) and e.of == of])
+
+
+def _evidence(run_id: str, control: list[Event], head: RunEvidence, records: list[Record]) -> Evidence:
+    """The Evidence of a run's control events, its `run.evidence` event and that event's records."""
+    knobs, volatile, replay, extra = split(head.options or {})
     return Evidence(
         run_id=run_id,
-        events=[e for e in mine if e["i"] < of and e["type"] not in EVIDENCE_KINDS and e["type"] != "run.evidence"],
-        final=head.get("final"),
-        final_raw=head.get("final_raw"),
-        audit=[{k: e.get(k) for k in ("seq", "cursor", "status", "app")} for e in records["checkpoint.write"]],
-        attempts=[e["record"] for e in records["attempt"]],
-        effects=[e["record"] for e in records["effect"]],
-        model_requests=[e["record"] for e in records["model.request"]],
-        own_effects=head.get("own_effects") or [],
-        incarnations=head.get("incarnations") or [],
-        limit=head.get("limit"),
-        leftovers=head.get("leftovers") or [],
-        options=head.get("options") or {},
-        crashes=head.get("crashes") or {},
+        events=control,
+        final=head.final,
+        final_raw=head.final_raw,
+        audit=[{"seq": e.seq, "cursor": e.cursor, "status": e.status, "app": e.app}
+               for e in records if isinstance(e, CheckpointWrite)],
+        attempts=[e.record for e in records if isinstance(e, Attempt)],
+        effects=[e.record for e in records if isinstance(e, Effect)],
+        model_requests=[e.record for e in records if isinstance(e, ModelRequest)],
+        own_effects=head.own_effects or [],
+        incarnations=head.incarnations or [],
+        limit=head.limit,
+        leftovers=head.leftovers or [],
+        crashes=head.crashes or {},
+        knobs=knobs,
+        volatile=volatile,
+        replay=replay,
+        extra=extra,
     )
-

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from killpoint.env import stacks
 from killpoint.env.launcher import Incarnation
+from killpoint.run.events import Hung, Note, Point
 from killpoint.run.history import History
 
 
@@ -27,14 +28,14 @@ def report(history: History, run_id: str, incarnations: list[Incarnation], limit
     hung = [i for i in incarnations if i.alive() and not i.stopped.is_set()]
     if not hung:
         return None
-    events = [e for e in history.events() if e.get("run_id") == run_id]
+    events = history.of_run(run_id)
     said: list[str] = []
     for inc in hung:
-        signal_name = next((e.get("stack_signal") for e in events if e["type"] == "note"
-                            and e.get("note") == "worker.start" and e.get("inc") == inc.inc), None)
-        last = next((f"{e.get('step')}:{e.get('point')}" for e in reversed(events)
-                     if e["type"] == "point" and e.get("inc") == inc.inc), None)
+        signal_name = next((e.extra.get("stack_signal") for e in events if isinstance(e, Note)
+                            and e.note == "worker.start" and e.inc == inc.inc), None)
+        last = next((f"{e.step}:{e.point}" for e in reversed(events) if isinstance(e, Point) and e.inc == inc.inc),
+                    None)
         stack = stacks.dump(inc.pid, inc.log, signal_name)
-        history.append("hung", run_id=run_id, inc=inc.inc, pid=inc.pid, last_point=last, stack=stack)
+        history.add(Hung(run_id=run_id, inc=inc.inc, pid=inc.pid, last_point=last, stack=stack))
         said.append(f"{inc.inc} (last point {last or 'none'})")
     return f"hung: {', '.join(said)} still running, {limit}"

@@ -1,10 +1,11 @@
 """The history: one append-only journal of every event of a session, in memory and as JSONL on disk.
 
 Every event gets `i` (its index), `t` (monotonic seconds since the history began) and `type`, one of
-`EVENT_KINDS` (docs/contracts.md section 6 lists the same kinds). Writers may be any thread; appends are
-serialised and each line is flushed, so a harness that dies mid-run still leaves a readable journal up to
-its last event. An event is kept in memory exactly as it reads back from the file (a JSON round trip), so
-a checker judging the in-memory history and `killpoint judge` reading the file see the same values.
+`EVENT_KINDS` (one class per kind, harness/run/events.py; docs/contracts.md section 6 lists the same
+kinds). Writers may be any thread; appends are serialised and each line is flushed, so a harness that dies
+mid-run still leaves a readable journal up to its last event. An event is kept in memory exactly as it
+reads back from the file (a JSON round trip into its class), so a checker judging the in-memory history
+and `killpoint judge` reading the file see the same values.
 """
 
 from __future__ import annotations
@@ -17,39 +18,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-Event = dict[str, Any]
+from killpoint.run.events import EVENT_KINDS, EVENT_TYPES, Event, Record, RunEvidence, decode, encode
 
-EVENT_KINDS: dict[str, str] = {
-    "run.begin": "a run starts under a schedule (`schedule`, `steps`)",
-    "inc.start": "an incarnation has a pid (`inc`, `role`, `pid`)",
-    "inc.end": "an incarnation ended (`exit_code` or `signal`; `cpu`: its leader's CPU seconds, when forked)",
-    "point": "a kill point reached (`step`, `point`, `nth`, `source`: worker, sql-barrier or a service)",
-    "fault": "a fault fired (`action` at `step:point`, occurrence `nth`)",
-    "fault.missed": "a fault that could not be injected (`fault`, `reason`)",
-    "escalate": "SIGKILL after the grace period of a SIGTERM (`grace`)",
-    "thaw": "a stopped worker continued (`why`)",
-    "db.down": "the owned Postgres crashed by a db-crash fault",
-    "db.up": "the owned Postgres restarted",
-    "note": "a worker's note (`note` and its fields)",
-    "hung": "an incarnation still running when its run's time budget ran out (`inc`, `pid`, `last_point`, "
-            "`stack`: every thread's stack, from py-spy or the worker's stack signal)",
-    "run.end": "a run's driving ended (`limit`: the bound it hit; `unfired`: faults never reached)",
-    "fleet.submit": "a fleet created its runs (`runs`)",
-    "sweep": "a sweeper queued stalled runs (`queued`)",
-    "sweep.race": "two sweepers raced (`queued`, one list per sweeper)",
-    "run.evidence": "what was gathered of a run after it ended (`final`, `final_raw`, `own_effects`, "
-                    "`incarnations`, `limit`, `leftovers`, `options`); the records below follow it, "
-                    "each with `of` = this event's `i`",
-    "checkpoint.write": "a committed checkpoint write, from the audit trigger (`seq`, `cursor`, `status`, `app`)",
-    "attempt": "a request a fake service received (`service`, `key`, `payload`...)",
-    "effect": "an effect a fake service applied (`service`, `key`, `id`, `payload`...)",
-    "model.request": "a request the fake model answered (`messages`, `answer`, `usage`...)",
-    "verdict": "a trial judged (`outcome`, `checkers`, `baseline`, `verdicts`, `failing`)",
-    "session.interrupted": "the session was interrupted (Ctrl-C or SIGTERM) before it finished",
-}
-"""Every kind of event the harness writes, and what it carries besides `i`, `t`, `type` and `run_id`."""
+__all__ = ["EVENT_KINDS", "EVIDENCE_KINDS", "TRACE_FIELDS", "Event", "History", "trace"]
 
-EVIDENCE_KINDS = frozenset({"checkpoint.write", "attempt", "effect", "model.request"})
+EVIDENCE_KINDS = frozenset(kind for kind, cls in EVENT_TYPES.items() if issubclass(cls, Record))
 """Records gathered after a run (service and database side), not part of its control trace."""
 
 TRACE_FIELDS = ("type", "inc", "step", "point", "action", "nth", "note", "exit_code", "signal", "seq",
@@ -72,8 +45,20 @@ def _parse(line: str) -> Any:
     return json.loads(line, object_pairs_hook=_shared)
 
 
+def _line(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, sort_keys=True, default=str)
+
+
+def as_read(event: Event) -> Event:
+    """`event` as a history would hold it once recorded, `i` and `t` aside: its JSON line read back."""
+    read = decode(_parse(_line(encode(event))))
+    assert read is not None  # an event's own kind
+    return read
+
+
 class History:
-    """Append-only event journal. `append` returns the stored event.
+    """Append-only event journal. `add(event)` records a typed event (harness/run/events.py), `append(kind,
+    **fields)` builds one of kind `kind` from its JSON fields; both return the event as stored.
 
     Reads that a trial makes on the hot path cost what they return, not the session's length: `of_run`
     (one run's events, kept per run id as they are appended) and `since` (the events after an index).
@@ -89,17 +74,30 @@ class History:
         self._file: TextIO | None = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
 
     def append(self, type_: str, **fields: Any) -> Event:
-        if type_ not in EVENT_KINDS:
-            raise ValueError(f"unknown history event kind {type_!r}: add it to EVENT_KINDS and docs/contracts.md")
+        """Record an event of kind `type_` with these JSON fields (the kind's class, built from them)."""
+        if type_ not in EVENT_TYPES:
+            raise ValueError(f"unknown history event kind {type_!r}: add its class to harness/run/events.py "
+                             "and docs/contracts.md")
+        return self._write(type_, fields)
+
+    def add(self, event: Event) -> Event:
+        """Record `event` (its `i` and `t` are the history's to give) and return it as stored."""
+        fields = encode(event)
+        for key in ("type", "i", "t"):
+            fields.pop(key, None)
+        return self._write(event.kind, fields)
+
+    def _write(self, kind: str, fields: dict[str, Any]) -> Event:
         with self._lock:
-            event: Event = {"i": len(self._events), "t": round(time.monotonic() - self._t0, 6), "type": type_}
-            event.update(fields)
-            line = json.dumps(event, sort_keys=True, default=str)
-            event = _parse(line)  # what a reader of the file gets, its repeated strings shared
+            obj: dict[str, Any] = {"i": len(self._events), "t": round(time.monotonic() - self._t0, 6), "type": kind}
+            obj.update(fields)
+            line = _line(obj)
+            event = decode(_parse(line))  # what a reader of the file gets, its repeated strings shared
+            if event is None:  # its fields named another `type`
+                raise ValueError(f"the fields of a {kind!r} event name the unknown type {obj['type']!r}")
             self._events.append(event)
-            run_id = event.get("run_id")
-            if run_id is not None:
-                self._by_run.setdefault(str(run_id), []).append(event)
+            if event.run_id is not None:
+                self._by_run.setdefault(str(event.run_id), []).append(event)
             if self._file is not None:
                 self._file.write(line + "\n")
                 self._file.flush()
@@ -107,12 +105,12 @@ class History:
 
     def events(self, type_: str | None = None) -> list[Event]:
         with self._lock:
-            return [e for e in self._events if type_ is None or e["type"] == type_]
+            return [e for e in self._events if type_ is None or e.kind == type_]
 
     def of_run(self, run_id: str, type_: str | None = None) -> list[Event]:
         """The events of `run_id` (of kind `type_` if given), in journal order."""
         with self._lock:
-            return [e for e in self._by_run.get(run_id, ()) if type_ is None or e["type"] == type_]
+            return [e for e in self._by_run.get(run_id, ()) if type_ is None or e.kind == type_]
 
     def since(self, index: int) -> list[Event]:
         """The events appended at or after position `index` (an earlier `len(history)`)."""
@@ -140,7 +138,7 @@ class History:
     @staticmethod
     def read(path: Path) -> tuple[list[Event], int]:
         """The events of a journal and how many lines could not be read (a SIGKILLed harness tears its
-        last line by nature)."""
+        last line by nature; a line that is no JSON object of a known `type` is not an event either)."""
         events: list[Event] = []
         bad = 0
         with open(path, encoding="utf-8", errors="replace") as fh:
@@ -148,14 +146,15 @@ class History:
                 if not line.strip():
                     continue
                 try:
-                    event = _parse(line)
+                    obj = _parse(line)
                 except json.JSONDecodeError:
                     bad += 1
                     continue
-                if isinstance(event, dict) and "type" in event:
-                    events.append(event)
-                else:
+                event = decode(obj) if isinstance(obj, dict) else None
+                if event is None:
                     bad += 1
+                else:
+                    events.append(event)
         return events, bad
 
 
@@ -166,7 +165,7 @@ def trace(events: Iterable[Event], replace: dict[str, str] | None = None) -> lis
     """
     out = []
     for e in events:
-        if e["type"] in EVIDENCE_KINDS or e["type"] == "run.evidence":
+        if isinstance(e, (Record, RunEvidence)):
             continue  # gathered evidence; compared by the checkers, not part of the control trace
         row = []
         for f in TRACE_FIELDS:

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from killpoint.checkers import run_checkers
 from killpoint.checkers.verdict import Verdict, combine
+from killpoint.run.events import Event, Judged
 from killpoint.run.evidence import from_history
-from killpoint.run.history import Event
 
 
 @dataclass(frozen=True)
@@ -52,14 +52,15 @@ def rejudge(events: list[Event]) -> list[Rejudged]:
     """Every judged trial of `events`, judged again from the events alone (see the module docstring)."""
     out = []
     for pos, e in enumerate(events):
-        if e["type"] != "verdict" or "checkers" not in e:
+        if not isinstance(e, Judged) or e.checkers is None:
             continue
         before = events[:pos]
+        run_id = str(e.run_id)
         try:
-            ev = from_history(before, e["run_id"])
-            base = from_history(before, e["baseline"]) if e.get("baseline") else None
-            verdicts = tuple(run_checkers(e["checkers"], ev, base))
+            ev = from_history(before, run_id)
+            base = from_history(before, e.baseline) if e.baseline else None
+            verdicts = tuple(run_checkers(e.checkers, ev, base))
         except LookupError as exc:
             verdicts = (Verdict("evidence", "unknown", str(exc)),)
-        out.append(Rejudged(e["run_id"], e.get("schedule") or "", tuple(e.get("verdicts") or ()), verdicts))
+        out.append(Rejudged(run_id, e.schedule or "", tuple(e.verdicts or ()), verdicts))
     return out

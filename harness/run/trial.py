@@ -29,6 +29,7 @@ from killpoint.checkers.verdict import Outcome
 from killpoint.env.stepmodule import AgentSpec, import_env, prepare
 from killpoint.errors import KillpointError
 from killpoint.faults.schedule import Schedule, ScheduleError
+from killpoint.run.events import Judged, Point, RunEnd
 from killpoint.run.history import History
 from killpoint.run.options import RunOptions
 
@@ -83,6 +84,12 @@ def crash_free_failure(agent: str, ev: Evidence) -> CrashFreeFailure | None:
     return CrashFreeFailure(agent, reason, [*hung_lines(hung(ev)), *crash_lines(ev.crashes)])
 
 
+def _raise_unless_finished(agent: AgentSpec, ev: Evidence) -> None:
+    failure = crash_free_failure(agent.module, ev)
+    if failure is not None:
+        raise failure
+
+
 def crash_lines(crashes: dict[str, dict]) -> list[str]:
     """The tracebacks of workers that died of an exception, each different one once (with its log)."""
     out: list[str] = []
@@ -123,7 +130,7 @@ class Trial:
 
     def unfired(self) -> list[str]:
         """Faults of the schedule the run never reached (nothing was injected for them)."""
-        return [u for e in self.evidence.events if e["type"] == "run.end" for u in e.get("unfired") or []]
+        return [u for e in self.evidence.events if isinstance(e, RunEnd) for u in e.unfired or []]
 
 
 class Session:
@@ -213,22 +220,27 @@ class Session:
             return self._baselines[key]
 
     def _crash_free(self, options: RunOptions, agent: AgentSpec) -> Evidence:
-        """Two crash-free runs: the first must finish (else `CrashFreeFailure`); the fields in which the
-        second differs from it (and those the module declares) are recorded with the second, which is the
-        reference, as `volatile`: left out of every comparison, and listed where they are."""
+        """Two crash-free runs, each of which must finish (else `CrashFreeFailure`). The second is the
+        reference: the fields in which it differs from the first (and those the module declares) are
+        recorded with it, once, as `volatile`: left out of every comparison, and listed where they are."""
+        from killpoint.run import evidence as evidence_mod
+
         quiet = replace(options, step_delay=0.0)
-        evs = []
-        for _ in range(2):
-            ctl, _ = self.drive(self.next_run_id("baseline"), Schedule(), quiet, agent=agent)
-            ev = ctl.evidence(agent.own_effects_sql)
-            failure = crash_free_failure(agent.module, ev)
-            if failure is not None:
-                raise failure
-            evs.append(ev)
-        volatile = sorted(volatile_fields(evs[0], evs[1]) | set(agent.nondeterministic))
-        if not volatile:
-            return evs[1]
-        return ctl.evidence(agent.own_effects_sql, {"volatile": volatile})
+        ctl, _ = self.drive(self.next_run_id("baseline"), Schedule(), quiet, agent=agent)
+        first = ctl.evidence(agent.own_effects_sql)
+        _raise_unless_finished(agent, first)
+        ctl, _ = self.drive(self.next_run_id("baseline"), Schedule(), quiet, agent=agent)
+        gathered = evidence_mod.gather(self.env, ctl.run_id, ctl.incarnations, agent.own_effects_sql,
+                                       limit=ctl.limit)
+        recorded = evidence_mod.recorded_options(quiet)
+        second = gathered.evidence(self.history, recorded)
+        if crash_free_failure(agent.module, second) is None:
+            volatile = sorted(volatile_fields(first, second) | set(agent.nondeterministic))
+            if volatile:
+                recorded = {**recorded, "volatile": volatile}
+        second = gathered.record(self.history, recorded)
+        _raise_unless_finished(agent, second)
+        return second
 
     def trial(self, schedule: Schedule, *, prefix: str = "run", seed: int | None = None,
               options: RunOptions | None = None, checkers: Iterable[CheckerRef] = CRASH_CHECKERS,
@@ -293,9 +305,9 @@ def judge(history: History, run_id: str, schedule: Schedule, seed: int | None, e
     checkers = list(checkers)
     checkers += [c for c in ALWAYS if c not in checkers]
     trial = Trial(run_id, schedule, seed, ev, run_checkers(checkers, ev, base))
-    history.append("verdict", run_id=run_id, outcome=trial.outcome, schedule=str(schedule), seed=seed,
-                   checkers=[ref(c) for c in checkers], baseline=base.run_id if base is not None else None,
-                   verdicts=[v.to_dict() for v in trial.verdicts], failing=[v.checker for v in trial.failing()])
+    history.add(Judged(run_id=run_id, outcome=trial.outcome, schedule=str(schedule), seed=seed,
+                       checkers=[ref(c) for c in checkers], baseline=base.run_id if base is not None else None,
+                       verdicts=[v.to_dict() for v in trial.verdicts], failing=[v.checker for v in trial.failing()]))
     return trial
 
 
@@ -303,8 +315,8 @@ def step_points(base: Evidence) -> dict[str, list[str]]:
     """For each step, the kill points it reached in the crash-free run, in the order first reached."""
     out: dict[str, list[str]] = {}
     for e in base.events:
-        if e["type"] == "point" and e.get("step"):
-            points = out.setdefault(e["step"], [])
-            if e["point"] not in points:
-                points.append(e["point"])
+        if isinstance(e, Point) and e.step:
+            points = out.setdefault(e.step, [])
+            if e.point not in points:
+                points.append(e.point)
     return out

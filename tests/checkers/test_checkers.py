@@ -10,9 +10,23 @@ from collections.abc import Callable
 import pytest
 
 from killpoint.checkers import CHECKERS, CRASH_CHECKERS, Evidence, Verdict, combine, run_checkers
+from killpoint.checkers.knobs import Replay, split
 from killpoint.checkers.verdict import failed, passed, unknown
+from killpoint.run.events import Event, decode
 
 STEPS = ("plan", "validate", "charge", "email", "record")
+
+
+def event(fields: dict | None = None, /, **more: object) -> Event:
+    """The event of kind `type` with these JSON fields, as the history reads it back."""
+    e = decode({**(fields or {}), **more})
+    assert e is not None, (fields, more)
+    return e
+
+
+def with_options(ev: Evidence, options: dict) -> None:
+    """Give `ev` what a run that recorded `options` has (its knobs, volatile fields, replay and extras)."""
+    ev.knobs, ev.volatile, ev.replay, ev.extra = split(options)
 
 
 def evidence(run_id: str, **changes: object) -> Evidence:
@@ -22,12 +36,11 @@ def evidence(run_id: str, **changes: object) -> Evidence:
     state = {"invoice_id": "INV-1", "amount_cents": 12500, "charge_id": charge_id, "email_id": email_id,
              "recorded": True}
     inc = f"{run_id}#1"
-    events: list[dict] = [{"type": "run.begin", "run_id": run_id},
-                          {"type": "inc.start", "run_id": run_id, "inc": inc}]
+    events: list[Event] = [event(type="run.begin", run_id=run_id), event(type="inc.start", run_id=run_id, inc=inc)]
     for step in STEPS:
-        events.append({"type": "point", "run_id": run_id, "inc": inc, "step": step, "point": "step.start"})
-    events += [{"type": "inc.end", "run_id": run_id, "inc": inc, "exit_code": 0, "signal": None},
-               {"type": "run.end", "run_id": run_id}]
+        events.append(event(type="point", run_id=run_id, inc=inc, step=step, point="step.start"))
+    events += [event(type="inc.end", run_id=run_id, inc=inc, exit_code=0, signal=None),
+               event(type="run.end", run_id=run_id)]
     ev = Evidence(
         run_id=run_id,
         events=events,
@@ -47,10 +60,13 @@ def evidence(run_id: str, **changes: object) -> Evidence:
                                       {"role": "user", "content": f"Validate for {run_id}"}]}],
         own_effects=[[run_id, "INV-1", 12500]],
         incarnations=[{"inc": inc, "role": "worker", "pid": 100, "exit_code": 0, "signal": None}],
-        options={"grace": 5.0},
     )
+    with_options(ev, {"grace": 5.0})
     for k, v in changes.items():
-        setattr(ev, k, v)
+        if k == "options":
+            with_options(ev, v)  # type: ignore[arg-type]
+        else:
+            setattr(ev, k, v)
     return ev
 
 
@@ -64,8 +80,8 @@ def run(name: str, ev: Evidence, base: Evidence | None = BASE) -> Verdict:
 
 
 def fault(ev: Evidence, action: str, step: str, point: str, inc: str) -> None:
-    ev.events.insert(-1, {"type": "fault", "run_id": ev.run_id, "inc": inc, "step": step, "point": point,
-                          "action": action, "nth": 1})
+    ev.events.insert(-1, event(type="fault", run_id=ev.run_id, inc=inc, step=step, point=point, action=action,
+                               nth=1))
 
 
 def test_the_clean_run_passes_every_crash_checker() -> None:
@@ -82,14 +98,14 @@ def test_every_checker_is_covered_here() -> None:
 def test_faults_injected_is_unknown_when_a_fault_was_missed_or_an_explicit_one_never_fired() -> None:
     ev = evidence("run-2")
     assert run("faults_injected", ev).outcome == "pass"
-    ev.events.append({"i": 999, "type": "fault.missed", "fault": "x:checkpoint.writing:db-crash",
-                      "reason": "database not owned"})
+    ev.events.append(event(i=999, type="fault.missed", fault="x:checkpoint.writing:db-crash",
+                           reason="database not owned"))
     missed = run("faults_injected", ev)
     assert missed.outcome == "unknown" and "database not owned" in missed.reason
     ev = evidence("run-2")
-    ev.events.append({"i": 999, "type": "run.end", "unfired": ["email:effect.applied:kill@9"]})
+    ev.events.append(event(i=999, type="run.end", unfired=["email:effect.applied:kill@9"]))
     assert run("faults_injected", ev).outcome == "pass"  # generated schedules: counted, not decisive
-    ev.options["explicit"] = True
+    ev.replay = Replay(explicit=True)
     unfired = run("faults_injected", ev)
     assert unfired.outcome == "unknown" and "email:effect.applied:kill@9" in unfired.reason
 
@@ -125,8 +141,8 @@ def _rewind(ev: Evidence) -> None:
 
 
 def _redone_without_fault(ev: Evidence) -> None:
-    ev.events.insert(3, {"type": "point", "run_id": ev.run_id, "inc": f"{ev.run_id}#1", "step": "plan",
-                         "point": "step.start"})
+    ev.events.insert(3, event({"type": "point", "run_id": ev.run_id, "inc": f"{ev.run_id}#1", "step": "plan",
+                         "point": "step.start"}))
 
 
 def _other_context(ev: Evidence) -> None:  # a resumed validate sent a window the crash-free run never sent
@@ -140,7 +156,7 @@ def _billed_twice(ev: Evidence) -> None:
 def _term_escalated(ev: Evidence) -> None:
     inc = f"{ev.run_id}#1"
     fault(ev, "term", "charge", "step.start", inc)
-    ev.events.insert(-1, {"type": "escalate", "run_id": ev.run_id, "inc": inc, "grace": 5.0})
+    ev.events.insert(-1, event({"type": "escalate", "run_id": ev.run_id, "inc": inc, "grace": 5.0}))
     ev.incarnations[0] = {**ev.incarnations[0], "exit_code": None, "signal": 9}
 
 
@@ -167,14 +183,14 @@ def _zombie_exit_0(ev: Evidence) -> None:
 
 
 def _term_took_new_work(ev: Evidence) -> None:  # ignored SIGTERM at charge and went on to email, record
-    ev.events.insert(5, {"type": "fault", "run_id": ev.run_id, "inc": f"{ev.run_id}#1", "step": "charge",
-                         "point": "step.start", "action": "term", "nth": 1})
+    ev.events.insert(5, event({"type": "fault", "run_id": ev.run_id, "inc": f"{ev.run_id}#1", "step": "charge",
+                         "point": "step.start", "action": "term", "nth": 1}))
 
 
 def _db_crash_at(ev: Evidence, point: str, seq: int) -> None:
     inc = f"{ev.run_id}#1"
-    ev.events.insert(-1, {"type": "point", "run_id": ev.run_id, "inc": inc, "step": "validate", "point": point,
-                          "seq": seq})
+    ev.events.insert(-1, event({"type": "point", "run_id": ev.run_id, "inc": inc, "step": "validate", "point": point,
+                          "seq": seq}))
     fault(ev, "db-crash", "validate", point, inc)
 
 
@@ -241,7 +257,7 @@ def test_faults_explain_rework_and_drain_passes() -> None:
     fault(ev, "term", "record", "step.start", f"{ev.run_id}#1")
     ev.audit[-1] = {**ev.audit[-1], "status": "paused", "cursor": "record"}
     assert run("drains_on_sigterm", ev).outcome == "pass"
-    ev.options = {"drain_expect": "exit"}  # a step longer than the deadline: exit 6 is a clean drain too
+    with_options(ev, {"drain_expect": "exit"})  # a step longer than the deadline: exit 6 is a clean drain too
     ev.incarnations[0] = {**ev.incarnations[0], "exit_code": 6}
     assert run("drains_on_sigterm", ev).outcome == "pass"
 

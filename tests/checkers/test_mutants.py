@@ -28,6 +28,7 @@ from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.process import bounded_rework
 from killpoint.env.postgres import PostgresHandle
 from killpoint.faults.schedule import Schedule
+from killpoint.run.events import FaultFired, Point
 from killpoint.run.scenario import Context, find, registry
 from tests.gallery import mutants as gallery_mutants
 from tests.gallery.mutants import BY_NAME, MUTANTS, PREVIOUS_CODE, Mutant
@@ -75,12 +76,12 @@ def test_every_mutant_module_is_catalogued_and_names_its_bug() -> None:
 
 def test_bounded_rework_allows_one_repeated_effect_per_fault_on_a_step() -> None:
     """The property that catches two effects in one step: a replay repeats at most one operation."""
-    def point(step: str, name: str, source: str = "worker") -> dict:
-        return {"type": "point", "run_id": "r", "step": step, "point": name, "source": source}
+    def point(step: str, name: str, source: str = "worker") -> Point:
+        return Point(run_id="r", step=step, point=name, source=source)
 
     starts = [point("plan", "step.start"), point("charge", "step.start"), point("charge", "step.start")]
-    kill = {"type": "fault", "run_id": "r", "step": "charge", "point": "checkpoint.writing", "action": "kill"}
-    other = {**kill, "step": "plan", "point": "checkpoint.committed"}
+    kill = FaultFired(run_id="r", step="charge", point="checkpoint.writing", action="kill")
+    other = dataclasses.replace(kill, step="plan", point="checkpoint.committed")
     sent = [point("charge", "effect.received", s) for s in ("ledger", "mailer", "ledger", "mailer")]
     applied, dedup = {"outcome": "applied"}, {"outcome": "deduplicated"}
     attempts = [{"service": "ledger", **applied}, {"service": "mailer", **applied},

@@ -4,12 +4,12 @@ default): a worker that dies of SIGTERM, or exits 0 after a takeover, is judged 
 from __future__ import annotations
 
 from killpoint.checkers.evidence import Evidence
-from tests.checkers.test_checkers import evidence, fault, run
+from tests.checkers.test_checkers import event, evidence, fault, run, with_options
 
 
 def black_box(run_id: str) -> Evidence:
     ev = evidence(run_id)
-    ev.options = {"grace": 5.0, "exit_codes": "none"}
+    with_options(ev, {"grace": 5.0, "exit_codes": "none"})
     return ev
 
 
@@ -76,8 +76,8 @@ def test_a_fault_at_a_committed_checkpoint_may_cost_the_next_step_one_repeat():
     inc = f"{ev.run_id}#1"
     fault(ev, "db-crash", "charge", "checkpoint.committed", inc)
     for service, step in (("ledger", "charge"), ("mailer", "email"), ("mailer", "email")):
-        ev.events.insert(-1, {"type": "point", "run_id": ev.run_id, "inc": inc, "step": step,
-                              "point": "effect.received", "source": service})
+        ev.events.insert(-1, event({"type": "point", "run_id": ev.run_id, "inc": inc, "step": step,
+                              "point": "effect.received", "source": service}))
     ev.attempts = [*ev.attempts, {"service": "mailer", "key": f"{ev.run_id}:email", "outcome": "deduplicated"}]
     base = evidence("baseline-1")
     assert run("bounded_rework", ev, base).outcome == "pass"

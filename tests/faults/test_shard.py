@@ -131,7 +131,7 @@ def session(pg_server: PostgresHandle, tmp_path_factory: pytest.TempPathFactory)
 def _units(trials: list[Trial]) -> set[tuple[object, ...]]:
     """The trials' units, by what names them: schedule, seed, the grace a drain ran with, the kind of
     checkpoint a refusal was seeded with (a fleet's or a round's runs are one unit)."""
-    return {(str(t.schedule), t.seed, t.evidence.options.get("grace"), t.evidence.options.get("seeded_kind"))
+    return {(str(t.schedule), t.seed, t.evidence.knobs.grace, t.evidence.extra.get("seeded_kind"))
             for t in trials}
 
 

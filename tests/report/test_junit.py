@@ -12,6 +12,7 @@ from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict
 from killpoint.faults.schedule import Schedule
 from killpoint.report.text import junit_xml
+from killpoint.run.events import RunBegin, RunEnd
 from killpoint.run.scenario import ScenarioResult
 from killpoint.run.trial import Trial
 
@@ -20,7 +21,7 @@ DUP = [Verdict("exactly_once", "fail", "mailer effect applied twice", ("extra x1
 
 
 def trial(run_id: str, schedule: str, verdicts: list[Verdict], seed: int | None = None, span: float = 0.5) -> Trial:
-    events = [{"t": 10.0, "type": "run.begin", "run_id": run_id}, {"t": 10.0 + span, "type": "run.end", "run_id": run_id}]
+    events = [RunBegin(t=10.0, run_id=run_id), RunEnd(t=10.0 + span, run_id=run_id)]
     return Trial(run_id, Schedule.parse(schedule), seed, Evidence(run_id, events=events), verdicts)
 
 

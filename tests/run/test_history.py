@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from killpoint.run.events import Event, decode
 from killpoint.run.history import History, trace
 
 
@@ -133,9 +134,9 @@ def test_history_appends_to_an_existing_journal(tmp_path: Path) -> None:
     assert [e["type"] for e in History.load(path)] == ["note", "run.begin"]
 
 
-def _run(run_id: str, pid: int, t0: float) -> list[dict]:
+def _run(run_id: str, pid: int, t0: float) -> list[Event]:
     inc = f"{run_id}#1"
-    return [
+    return [_event(e) for e in [
         {"i": 0, "t": t0, "type": "run.begin", "run_id": run_id, "schedule": "email:effect.applied:kill"},
         {"i": 1, "t": t0 + 0.1, "type": "inc.start", "run_id": run_id, "inc": inc, "pid": pid, "role": "worker"},
         {"i": 2, "t": t0 + 0.2, "type": "point", "run_id": run_id, "inc": inc, "step": "email",
@@ -144,7 +145,13 @@ def _run(run_id: str, pid: int, t0: float) -> list[dict]:
         {"i": 4, "t": t0 + 0.3, "type": "fault", "run_id": run_id, "inc": inc, "step": "email",
          "point": "effect.applied", "action": "kill", "nth": 1},
         {"i": 5, "t": t0 + 0.4, "type": "inc.end", "run_id": run_id, "inc": inc, "exit_code": None, "signal": 9},
-    ]
+    ]]
+
+
+def _event(obj: dict) -> Event:
+    e = decode(obj)
+    assert e is not None, obj
+    return e
 
 
 def test_trace_ignores_times_pids_and_run_ids() -> None:
@@ -163,7 +170,7 @@ def test_trace_sees_what_happened() -> None:
                       (2, {"nth": 2}), (1, {"inc": "run-1#2"})]:
         other = [dict(e) for e in events]
         other[i].update(change)
-        assert trace(other, replace={"run-1": "<run>"}) != base, change
+        assert trace([_event(e) for e in other], replace={"run-1": "<run>"}) != base, change
 
 
 def test_an_unknown_event_kind_is_refused(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import combine
 from killpoint.env.postgres import PostgresHandle
 from killpoint.faults.schedule import Schedule, ScheduleError
+from killpoint.run.events import RunEvidence
 from killpoint.run.trial import Session
 from tests.helpers.harness import harness_session
 from tests.helpers.sandbox import Sandbox
@@ -40,6 +41,8 @@ def marked(pg_server: PostgresHandle, tmp_path_factory: pytest.TempPathFactory) 
 def test_a_field_that_differs_between_crash_free_runs_is_found_and_not_compared(timestamped: Session) -> None:
     base = timestamped.baseline()
     assert base.volatile == {"state.recorded_at"}
+    (recorded,) = timestamped.history.of_run(base.run_id, "run.evidence")  # recorded once, with its volatile fields
+    assert isinstance(recorded, RunEvidence) and (recorded.options or {})["volatile"] == ["state.recorded_at"]
     trial = timestamped.trial(Schedule.parse("email:effect.applied:kill"))
     assert trial.outcome == "pass", trial.failing()
     same = next(v for v in trial.verdicts if v.checker == "same_final_state")

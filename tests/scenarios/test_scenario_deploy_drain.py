@@ -17,7 +17,7 @@ outcome = module_outcome(DeployDrain)
 
 
 def _expecting(trials: list[Trial], expect: str) -> list[Trial]:
-    return [t for t in trials if t.evidence.options.get("expect") == expect]
+    return [t for t in trials if t.evidence.extra.get("expect") == expect]
 
 
 def _ends(t: Trial) -> list[dict]:
@@ -49,10 +49,10 @@ def test_a_long_grace_drains_the_step_and_a_new_worker_resumes(outcome: tuple[li
 def test_short_graces_end_in_exit_6_or_sigkill_and_resume_correctly(
         outcome: tuple[list[Trial], ScenarioResult]) -> None:
     (exits,) = _expecting(outcome[0], "exit")
-    assert exits.evidence.options["grace"] == 0.8
+    assert exits.evidence.knobs.grace == 0.8
     assert _ends(exits)[0]["exit_code"] == 6
     (killed,) = _expecting(outcome[0], "kill")
-    assert killed.evidence.options["grace"] == 0.1
+    assert killed.evidence.knobs.grace == 0.1
     assert _ends(killed)[0]["signal"] == 9
     assert [e["inc"] for e in killed.evidence.events if e["type"] == "escalate"] == [_ends(killed)[0]["inc"]]
     for t in (exits, killed):

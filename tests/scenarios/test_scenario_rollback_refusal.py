@@ -4,9 +4,12 @@ check fails on the newer one (and still refuses what it cannot parse)."""
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from killpoint.checkers import Evidence
 from killpoint.faults.schedule import Schedule
 from killpoint.report.text import trial_block
+from killpoint.run.events import Note
 from killpoint.run.scenario import Context, ScenarioResult
 from killpoint.run.trial import Session, Trial
 from killpoint.scenarios.rollback_refusal import KINDS, RollbackRefusal, refusal_explained
@@ -19,15 +22,15 @@ outcome = module_outcome(RollbackRefusal)
 def test_the_reference_agent_refuses_each_kind(outcome: tuple[list[Trial], ScenarioResult]) -> None:
     trials, result = outcome
     assert result.outcome == "pass", why(trials)
-    assert [t.evidence.options["seeded_kind"] for t in trials] == list(KINDS)
+    assert [t.evidence.extra["seeded_kind"] for t in trials] == list(KINDS)
     assert result.figures == "refused 3/3 with exit 3 (newer, missing-fields, not-an-object)"
     for t in trials:
         ev = t.evidence
         assert [i["exit_code"] for i in ev.incarnations] == [3]
-        assert ev.final_raw == ev.options["seeded_raw"]
+        assert ev.final_raw == ev.extra["seeded_raw"]
         assert not ev.model_requests and not ev.attempts and not ev.effects
-        notes = [e["note"] for e in ev.events if e["type"] == "note" and e["note"].startswith("refused")]
-        assert notes == ["refused.newer" if ev.options["seeded_kind"] == "newer" else "refused.incompatible"]
+        notes = [e.note for e in ev.events if isinstance(e, Note) and str(e.note).startswith("refused")]
+        assert notes == ["refused.newer" if ev.extra["seeded_kind"] == "newer" else "refused.incompatible"]
 
 
 def test_the_refusal_names_the_newer_version(outcome: tuple[list[Trial], ScenarioResult]) -> None:
@@ -54,10 +57,9 @@ def test_a_runtime_without_the_version_check_fails(session: Session) -> None:
 
 
 def test_a_silent_refusal_is_not_explained() -> None:
-    ev = Evidence(run_id="r-1", options={"seeded_kind": "newer", "seeded_version": 4},
-                  incarnations=[{"inc": "r-1#1", "exit_code": 3, "signal": None}])
+    ev = Evidence(run_id="r-1", incarnations=[{"inc": "r-1#1", "exit_code": 3, "signal": None}])
     def said(log: str) -> str:
-        ev.options["logs"] = {"r-1#1": log}
+        ev.extra = MappingProxyType({"seeded_kind": "newer", "seeded_version": 4, "logs": {"r-1#1": log}})
         return refusal_explained(ev, None).outcome
 
     assert said("worker: exiting\n") == "fail"

@@ -30,7 +30,7 @@ def test_the_reference_agent_passes(outcome: tuple[list[Trial], ScenarioResult])
 def test_each_run_pauses_at_v2_and_finishes_at_v3(outcome: tuple[list[Trial], ScenarioResult]) -> None:
     for t in outcome[0]:
         ev = t.evidence
-        assert ev.options["seeded_version"] == 2 and ev.final["version"] == 3, t.run_id
+        assert ev.extra["seeded_version"] == 2 and ev.final["version"] == 3, t.run_id
         begins = [e["steps"] for e in ev.events if e["type"] == "run.begin"]
         assert begins == [PREVIOUS, "killpoint.reference_agent.invoice_agent"]
         incs = [i["inc"] for i in ev.incarnations]

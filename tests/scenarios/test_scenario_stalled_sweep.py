@@ -39,7 +39,7 @@ def test_each_stalled_run_is_resumed_once_and_completes(session: Session) -> Non
     assert len(trials) == scenario.runs * len(scenario.schedules(ctx))
     assert all(t.outcome == "pass" for t in trials), _why(trials)
     for t in trials:
-        o = t.evidence.options
+        o = t.evidence.extra
         assert o["stalled"], f"{t.run_id}: the kill did not stall the run, the sweep was not exercised"
         assert o["resume_jobs"] == [f"resume-{t.run_id}"]
         assert len(o["queued_by"]) == 1 and len(o["takers"]) == 1
@@ -57,7 +57,7 @@ def test_a_resume_killed_again_is_swept_again_and_completes(session: Session) ->
     assert all(t.outcome == "pass" for t in trials), _why(trials)
     for t in trials:
         assert [f["step"] for f in t.evidence.faults()] == ["charge", "email"]
-        assert len(t.evidence.options["takers"]) == 1  # the race's job had one taker, killed at email
+        assert len(t.evidence.extra["takers"]) == 1  # the race's job had one taker, killed at email
         assert len({i["inc"] for i in t.evidence.incarnations}) == 3  # its worker, the taker, the next one
 
 
@@ -74,8 +74,8 @@ def test_a_sweeper_without_the_dedupe_job_id_is_caught(session: Session) -> None
     assert trials and all(t.outcome == "fail" for t in trials), _why(trials)
     for t in trials:
         assert "resumed_once" in {v.checker for v in t.failing()}
-        assert len(t.evidence.options["resume_jobs"]) == 2  # one per racing sweeper
-        assert t.evidence.options["queued_by"] == [1, 2]
+        assert len(t.evidence.extra["resume_jobs"]) == 2  # one per racing sweeper
+        assert t.evidence.extra["queued_by"] == [1, 2]
 
 
 def test_the_sweepers_run_at_the_same_time(session: Session) -> None:

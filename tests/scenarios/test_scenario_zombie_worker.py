@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from killpoint.checkers import CHECKERS, Evidence
 from killpoint.faults.schedule import Schedule
+from killpoint.run.events import Event, FaultFired
 from killpoint.run.scenario import Context, ScenarioResult
 from killpoint.run.trial import Session, Trial
 from killpoint.scenarios.zombie_worker import ZombieWorker
@@ -63,7 +64,7 @@ def test_a_store_without_the_monotonic_guard_fails(session: Session) -> None:
 
 
 def _zombie_evidence(writes: list[tuple[int, str]], exits: dict[str, int]) -> Evidence:
-    events = [{"type": "fault", "inc": "r#2", "action": "stop", "step": "charge", "point": "step.start"}]
+    events: list[Event] = [FaultFired(inc="r#2", action="stop", step="charge", point="step.start")]
     return Evidence(run_id="r", events=events, audit=[{"seq": s, "app": a} for s, a in writes],
                     incarnations=[{"inc": i, "exit_code": c, "signal": None} for i, c in exits.items()])
 
