@@ -13,7 +13,7 @@ is skipped with that reason.
 from __future__ import annotations
 
 from killpoint.checkers import CRASH_CHECKERS
-from killpoint.run.events import DbUp
+from killpoint.events import DbUp
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 

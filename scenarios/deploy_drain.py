@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from killpoint.checkers import CRASH_CHECKERS
 from killpoint.faults.schedule import Fault, Schedule
-from killpoint.run.events import FaultFired, IncEnd
+from killpoint.events import FaultFired, IncEnd
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 from killpoint.scenarios.common import run_each

@@ -25,7 +25,7 @@ from killpoint.checkers.verdict import failed, passed
 from killpoint.env.launcher import Incarnation
 from killpoint.env.stepmodule import AgentSpec
 from killpoint.faults.schedule import Schedule
-from killpoint.run.events import Note
+from killpoint.events import Note
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 from killpoint.scenarios.common import run_each

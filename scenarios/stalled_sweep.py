@@ -25,7 +25,7 @@ from killpoint.faults.plan import FaultPlan
 from killpoint.faults.schedule import Schedule
 from killpoint.reference_agent.queue import resume_job_id
 from killpoint.reference_agent.sweeper import sweep_stalled
-from killpoint.run.events import Event, FaultFired, Note, Point
+from killpoint.events import Event, FaultFired, Note, Point
 from killpoint.run.fleet import Fleet, Sweep
 from killpoint.run.options import RunOptions
 from killpoint.run.scenario import Context, Scenario

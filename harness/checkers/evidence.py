@@ -8,7 +8,7 @@ from functools import cached_property
 from typing import Any
 
 from killpoint.checkers.knobs import EMPTY, Knobs, Replay
-from killpoint.run.events import Event, FaultFired, Hung
+from killpoint.events import Event, FaultFired, Hung
 
 RUN_PLACEHOLDER = "<run>"
 MIN_ALIAS = 6
@@ -19,7 +19,7 @@ MIN_ALIAS = 6
 class Evidence:
     """The recorded facts of one run (faulted or baseline). Checkers are pure functions of these.
 
-    `events` are the run's control events (harness/run/events.py) before its evidence was gathered;
+    `events` are the run's control events (harness/events.py) before its evidence was gathered;
     `final` is the final checkpoint payload (None: no checkpoint), `final_raw` its stored text;
     `audit` the checkpoint writes in commit order (seq, cursor, status, app = incarnation id);
     `attempts`/`effects`/`model_requests` the fake services' records; `own_effects` rows of the agent's

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict, failed, passed, unknown
-from killpoint.run.events import FaultFired, FaultMissed, Point, RunEnd
+from killpoint.events import FaultFired, FaultMissed, Point, RunEnd
 
 
 def commits_survive(ev: Evidence, base: Evidence | None) -> Verdict:

@@ -8,8 +8,8 @@ from collections import Counter
 from killpoint.checkers.effects import _effect_keys
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict, failed, passed, unknown
+from killpoint.events import Escalate, FaultFired, Point
 from killpoint.faults.points import PROCESS_ACTIONS
-from killpoint.run.events import Escalate, FaultFired, Point
 
 DRAIN_DEADLINE_EXIT = 6
 INTERRUPTING = frozenset({"kill", "stop", "db-crash"})

@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 from killpoint.errors import UsageError
+from killpoint.events import Event
 from killpoint.report.html_run import failure_section, legend_html, timeline_svg
-from killpoint.run.events import Event
 from killpoint.run.history import History
 
 _CSS = """body{font:13px system-ui,sans-serif;margin:1.5em}h2{margin-top:1.6em}

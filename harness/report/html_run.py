@@ -19,9 +19,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from killpoint.faults.schedule import Schedule, ScheduleError
-from killpoint.report.text import NO_FAULT
-from killpoint.run.events import (
+from killpoint.events import (
     Attempt,
     DbDown,
     DbUp,
@@ -37,6 +35,8 @@ from killpoint.run.events import (
     ServiceRecord,
     Thaw,
 )
+from killpoint.faults.schedule import Schedule, ScheduleError
+from killpoint.report.text import NO_FAULT
 from killpoint.run.scenario import replay_command
 
 COLORS = {Point.kind: "#7a9a9a", FaultFired.kind: "#d22", IncStart.kind: "#2a2", IncEnd.kind: "#555",

@@ -17,7 +17,7 @@ fixtures that the `stored-checkpoints` scenario resumes under the current code (
    STATE_VERSION, sorted by name: what the current code must resume. Each has a `seed` (from its name):
    the trial that resumes it is `killpoint replay --scenario stored-checkpoints --seed N` while it is kept.
 4. Files are written atomically (a temporary file renamed); an unreadable one is ignored, and so is
-   anything but a regular file of bounded size (`store.read_bounded`: a FIFO or `/dev/zero` planted there is
+   anything but a regular file of bounded size (`bounded.read_bounded`: a FIFO or `/dev/zero` planted there is
    never read). `--no-store` (a store of None) turns all of it off.
 """
 
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from killpoint.env.stepmodule import AgentSpec
 from killpoint.faults.schedule import Fault, Schedule
-from killpoint.run.store import read_bounded
+from killpoint.run.bounded import read_bounded
 
 if TYPE_CHECKING:
     from killpoint.run.trial import Session

@@ -29,7 +29,7 @@ from killpoint.checkers.knobs import split
 from killpoint.env import audit, launcher
 from killpoint.env.environment import Environment
 from killpoint.env.launcher import Incarnation
-from killpoint.run.events import (
+from killpoint.events import (
     Attempt,
     CheckpointWrite,
     Effect,

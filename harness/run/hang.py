@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from killpoint.env import stacks
 from killpoint.env.launcher import Incarnation
-from killpoint.run.events import Hung, Note, Point
+from killpoint.events import Hung, Note, Point
 from killpoint.run.history import History
 
 

@@ -1,7 +1,7 @@
 """The history: one append-only journal of every event of a session, in memory and as JSONL on disk.
 
 Every event gets `i` (its index), `t` (monotonic seconds since the history began) and `type`, one of
-`EVENT_KINDS` (one class per kind, harness/run/events.py; docs/contracts.md section 6 lists the same
+`EVENT_KINDS` (one class per kind, harness/events.py; docs/contracts.md section 6 lists the same
 kinds). Writers may be any thread; appends are serialised and each line is flushed, so a harness that dies
 mid-run still leaves a readable journal up to its last event. An event is kept in memory exactly as it
 reads back from the file (a JSON round trip into its class), so a checker judging the in-memory history
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from killpoint.run.events import EVENT_KINDS, EVENT_TYPES, Event, Record, RunEvidence, decode, encode
+from killpoint.events import EVENT_KINDS, EVENT_TYPES, Event, Record, RunEvidence, decode, encode
 
 __all__ = ["EVENT_KINDS", "EVIDENCE_KINDS", "TRACE_FIELDS", "Event", "History", "trace"]
 
@@ -57,7 +57,7 @@ def as_read(event: Event) -> Event:
 
 
 class History:
-    """Append-only event journal. `add(event)` records a typed event (harness/run/events.py), `append(kind,
+    """Append-only event journal. `add(event)` records a typed event (harness/events.py), `append(kind,
     **fields)` builds one of kind `kind` from its JSON fields; both return the event as stored.
 
     Reads that a trial makes on the hot path cost what they return, not the session's length: `of_run`
@@ -76,7 +76,7 @@ class History:
     def append(self, type_: str, **fields: Any) -> Event:
         """Record an event of kind `type_` with these JSON fields (the kind's class, built from them)."""
         if type_ not in EVENT_TYPES:
-            raise ValueError(f"unknown history event kind {type_!r}: add its class to harness/run/events.py "
+            raise ValueError(f"unknown history event kind {type_!r}: add its class to harness/events.py "
                              "and docs/contracts.md")
         return self._write(type_, fields)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from killpoint.checkers import run_checkers
 from killpoint.checkers.verdict import Verdict, combine
-from killpoint.run.events import Event, Judged
+from killpoint.events import Event, Judged
 from killpoint.run.evidence import from_history
 
 

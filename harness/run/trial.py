@@ -28,8 +28,8 @@ from killpoint.checkers.outcome import hung, hung_lines
 from killpoint.checkers.verdict import Outcome
 from killpoint.env.stepmodule import AgentSpec, import_env, prepare
 from killpoint.errors import KillpointError
+from killpoint.events import Judged, Point, RunEnd
 from killpoint.faults.schedule import Schedule, ScheduleError
-from killpoint.run.events import Judged, Point, RunEnd
 from killpoint.run.history import History
 from killpoint.run.options import RunOptions
 

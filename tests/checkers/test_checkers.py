@@ -12,7 +12,7 @@ import pytest
 from killpoint.checkers import CHECKERS, CRASH_CHECKERS, Evidence, Verdict, combine, run_checkers
 from killpoint.checkers.knobs import Replay, split
 from killpoint.checkers.verdict import failed, passed, unknown
-from killpoint.run.events import Event, decode
+from killpoint.events import Event, decode
 
 STEPS = ("plan", "validate", "charge", "email", "record")
 

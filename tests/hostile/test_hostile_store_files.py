@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from killpoint.run import store
+from killpoint.run import bounded
+from killpoint.run.bounded import read_bounded
 from killpoint.run.checkpoint_store import CheckpointStore
-from killpoint.run.store import FailureStore, read_bounded
+from killpoint.run.store import FailureStore
 from tests.helpers.sandbox import Sandbox
 
 HOSTILE = {
@@ -20,7 +21,7 @@ HOSTILE = {
     "dev-zero": lambda p: p.symlink_to("/dev/zero"),
     "directory": lambda p: p.mkdir(),
     "dangling-link": lambda p: p.symlink_to(p.parent / "nowhere"),
-    "too-big": lambda p: p.write_bytes(b" " * (store.MAX_FILE_BYTES + 1)),
+    "too-big": lambda p: p.write_bytes(b" " * (bounded.MAX_FILE_BYTES + 1)),
 }
 
 

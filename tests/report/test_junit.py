@@ -12,7 +12,7 @@ from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict
 from killpoint.faults.schedule import Schedule
 from killpoint.report.text import junit_xml
-from killpoint.run.events import RunBegin, RunEnd
+from killpoint.events import RunBegin, RunEnd
 from killpoint.run.scenario import ScenarioResult
 from killpoint.run.trial import Trial
 

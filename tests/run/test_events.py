@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from killpoint.run import events as kinds
-from killpoint.run.events import (
+from killpoint import events as kinds
+from killpoint.events import (
     EVENT_KINDS,
     EVENT_TYPES,
     Escalate,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from killpoint.run.events import Event, decode
+from killpoint.events import Event, decode
 from killpoint.run.history import History, trace
 
 

@@ -16,7 +16,7 @@ from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import combine
 from killpoint.env.postgres import PostgresHandle
 from killpoint.faults.schedule import Schedule, ScheduleError
-from killpoint.run.events import RunEvidence
+from killpoint.events import RunEvidence
 from killpoint.run.trial import Session
 from tests.helpers.harness import harness_session
 from tests.helpers.sandbox import Sandbox

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from killpoint.checkers import CHECKERS, Evidence
 from killpoint.faults.schedule import Schedule
-from killpoint.run.events import Event, FaultFired
+from killpoint.events import Event, FaultFired
 from killpoint.run.scenario import Context, ScenarioResult
 from killpoint.run.trial import Session, Trial
 from killpoint.scenarios.zombie_worker import ZombieWorker
