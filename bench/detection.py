@@ -78,7 +78,7 @@ def measure(name: str, mode: str, count: int, seed: int, out: str) -> Found:
                               "--steps", m.module, "--quiet", "--out", out, *extra])
     scenario = find(m.scenario)
     found = Found()
-    with commands.session(args, f"detect-{name}-{mode}") as s:
+    with commands.session(commands.invocation(args, "explore", f"detect-{name}-{mode}")) as s:
         ctx = Context(session=s, seed=seed, previous_steps=args.previous_steps)
         started = time.monotonic()
         hook = "round" if hasattr(scenario, "round") else "trial"  # one call per schedule tried

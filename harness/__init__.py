@@ -3,7 +3,7 @@
 The public API, for scenario authors and tests (imported on first use, so `import killpoint` and the
 pytest plugin stay light)::
 
-    from killpoint import Schedule, Fault, Session, Trial, Scenario, Context, Verdict
+    from killpoint import Schedule, Fault, Session, Trial, TrialSpec, Scenario, Context, Verdict
 
 A step module takes its types from `killpoint.reference_agent` (Checkpoint, StepContext, StepResult).
 """
@@ -26,6 +26,9 @@ _EXPORTS = {
     "Context": "killpoint.run.scenario",
     "Session": "killpoint.run.trial",
     "Trial": "killpoint.run.trial",
+    "TrialSpec": "killpoint.run.trial",
+    "SessionConfig": "killpoint.run.config",
+    "open_session": "killpoint.run.opening",
     "RunOptions": "killpoint.run.options",
     "History": "killpoint.run.history",
     "Environment": "killpoint.env.environment",

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from killpoint.run.config import SessionConfig
     from killpoint.run.scenario import ScenarioResult
     from killpoint.run.trial import Session
 
@@ -104,16 +105,26 @@ def _steps(config: pytest.Config) -> str:
     return config.getoption("--killpoint-steps") or DEFAULT_STEPS
 
 
-def _run_dir(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The session's run directory: under `--killpoint-out` (named after the time, pid and xdist worker),
-    else a fresh folder of pytest's temporary directory."""
+def session_config(config: pytest.Config, steps: str, tmp_path_factory: pytest.TempPathFactory) -> SessionConfig:
+    """The session's configuration from the plugin's options. Its run directory: under `--killpoint-out`
+    (named after the time, pid and xdist worker), else a fresh folder of pytest's temporary directory. Under
+    pytest-xdist each worker names its runs after itself, after the number, so the scenario a run id names
+    (before its last `-`) is unchanged."""
+    from killpoint.cli.args import default_jobs
+    from killpoint.run.config import SessionConfig
+
     out = config.getoption("--killpoint-out")
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if not out:
-        return tmp_path_factory.mktemp(f"killpoint-run{'-' + worker if worker else ''}")
-    run_dir = Path(out) / f"{time.strftime('%Y%m%d-%H%M%S')}-pytest-{os.getpid()}{'-' + worker if worker else ''}"
-    run_dir.mkdir(parents=True, exist_ok=False)
-    return run_dir
+    if out:
+        run_dir = Path(out) / f"{time.strftime('%Y%m%d-%H%M%S')}-pytest-{os.getpid()}{'-' + worker if worker else ''}"
+    else:
+        run_dir = tmp_path_factory.mktemp(f"killpoint-run{'-' + worker if worker else ''}")
+    dsn = config.getoption("--killpoint-dsn")
+    return SessionConfig(steps=steps, run_dir=run_dir, dsn=dsn,
+                         postgres="dsn" if dsn else config.getoption("--killpoint-postgres"),
+                         spawn=config.getoption("--killpoint-spawn"),
+                         jobs=max(1, config.getoption("--killpoint-jobs") or default_jobs()),
+                         run_id_suffix=f".{worker}" if worker else "")
 
 
 @pytest.fixture(scope="session")
@@ -137,35 +148,17 @@ def killpoint_session(pytestconfig: pytest.Config, killpoint_steps: str, _killpo
     trial costs well under one; every trial uses its own run id, so tests do not see each other. At the
     end its run directory gets verdicts.json and meta.json (`killpoint.testing.write_session`).
     """
-    from killpoint.cli.args import default_jobs
-    from killpoint.env.environment import Environment
-    from killpoint.env.stepmodule import ensure_schema, load
-    from killpoint.run.history import History
-    from killpoint.run.options import RunOptions
-    from killpoint.run.trial import Session
+    from killpoint.run.opening import open_session
     from killpoint.testing import write_session
 
-    agent = load(killpoint_steps)
-    run_dir = _run_dir(pytestconfig, tmp_path_factory)
-    dsn = pytestconfig.getoption("--killpoint-dsn")
-    history = History(run_dir / "history.jsonl")
-    try:
-        with Environment(postgres="dsn" if dsn else pytestconfig.getoption("--killpoint-postgres"), dsn=dsn,
-                         spawn=pytestconfig.getoption("--killpoint-spawn"), preload=[agent.module],
-                         run_dir=run_dir, schema=ensure_schema) as env:
-            session = Session(env, history, agent, RunOptions())
-            worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-            # after the number, so the scenario a run id names (before its last `-`) is unchanged
-            session.run_id_suffix = f".{worker}" if worker else ""
-            session.jobs = max(1, pytestconfig.getoption("--killpoint-jobs") or default_jobs())
-            try:
-                yield session
-            finally:
-                write_session(session, _killpoint_results, {"command": "pytest",
-                                                            "xdist_worker": os.environ.get("PYTEST_XDIST_WORKER")})
-                pytestconfig.stash[RUN_DIRS].append(run_dir)
-    finally:
-        history.close()
+    config = session_config(pytestconfig, killpoint_steps, tmp_path_factory)
+    with open_session(config) as session:
+        try:
+            yield session
+        finally:
+            write_session(session, _killpoint_results, {"command": "pytest",
+                                                        "xdist_worker": os.environ.get("PYTEST_XDIST_WORKER")})
+            pytestconfig.stash[RUN_DIRS].append(config.run_dir)
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from killpoint.checkers.verdict import combine
 from killpoint.run.scenario import Context, ScenarioResult, find
+from killpoint.run.shrinking import with_shrunk
 from killpoint.run.trial import Session, Trial
 
 SHOWN = 3
@@ -92,7 +93,7 @@ def run_scenario(session: Session, name: str, *, seed: int = 0, budget: float = 
     skipped = scenario.skipped(ctx, started)
     if skipped is not None:
         return skipped
-    return scenario.result(scenario.with_shrunk(ctx, scenario.run(ctx)), started)
+    return scenario.result(with_shrunk(scenario, ctx, scenario.run(ctx)), started)
 
 
 def write_session(session: Session, results: Iterable[ScenarioResult] = (), meta: dict | None = None) -> Path:

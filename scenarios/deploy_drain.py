@@ -19,10 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from killpoint.checkers import CRASH_CHECKERS
-from killpoint.faults.schedule import Fault, Schedule
 from killpoint.events import FaultFired, IncEnd
+from killpoint.faults.schedule import Fault, Schedule
+from killpoint.run.plans import in_shard
 from killpoint.run.scenario import Context, Scenario
-from killpoint.run.trial import Trial
+from killpoint.run.trial import Trial, TrialSpec
 from killpoint.scenarios.common import run_each
 
 LONG_GRACE_FROM = 1.0
@@ -77,9 +78,8 @@ class DeployDrain(Scenario):
                           drain_seconds=v.drain_seconds, slow_steps=slow)
         extra = {"drain_expect": "checkpoint" if v.expect == "checkpoint" else "exit", "expect": v.expect,
                  "step_delay": v.step_delay, "drain_seconds": v.drain_seconds}
-        return ctx.session.trial(schedule, explicit=ctx.explicit, prefix=self.name, seed=seed, options=options, checkers=v.checkers(),
-                                 setup=lambda _conn, _run_id: extra, agent=self.agent(ctx),
-                                 run_id=run_id)
+        spec = TrialSpec(options, v.checkers(), setup=lambda _conn, _run_id: extra, agent=self.agent(ctx))
+        return ctx.session.trial(schedule, spec, prefix=self.name, seed=seed, explicit=ctx.explicit, run_id=run_id)
 
     def run(self, ctx: Context) -> list[Trial]:
         points = self.step_points(ctx)
@@ -89,7 +89,7 @@ class DeployDrain(Scenario):
         plan = [(Schedule((f,)), None) for f in long]
         plan += [(Schedule((Fault(effect_steps[0], first_point(points, effect_steps[0]), "term"),)), SHORT_GRACES[0]),
                  (Schedule((Fault(effect_steps[-1], first_point(points, effect_steps[-1]), "term"),)), SHORT_GRACES[1])]
-        plan = self.in_shard(ctx, plan, lambda item: (item[0] if item[1] is None else f"{item[0]} grace {item[1]:g}", None))
+        plan = in_shard(self, ctx, plan, lambda item: (item[0] if item[1] is None else f"{item[0]} grace {item[1]:g}", None))
         # Concurrently under -j: a trial spends its seconds in the steps' deliberate delays, not on a core.
         return run_each(ctx, self.name, plan, lambda item, run_id: self.trial(ctx, item[0], grace=item[1], run_id=run_id),
                         lambda item, t: f"{item[0]} grace {t.evidence.knobs.grace}s ({_ending(t)})",

@@ -23,6 +23,7 @@ from killpoint.faults.schedule import Schedule, derive_seed
 from killpoint.reference_agent.sweeper import sweep_stalled
 from killpoint.run.fleet import Fleet, FleetStats
 from killpoint.run.options import RunOptions
+from killpoint.run.plans import in_shard
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 
@@ -57,7 +58,7 @@ class FleetScenario(Scenario):
     def run(self, ctx: Context) -> list[Trial]:
         schedule = self.schedule_from_seed(ctx, ctx.seed)
         ctx.say(f"{self.name}: seed {ctx.seed} -> schedule {schedule}")
-        if not self.in_shard(ctx, [schedule], lambda s: (s, ctx.seed)):  # --shard: one fleet, one trial
+        if not in_shard(self, ctx, [schedule], lambda s: (s, ctx.seed)):  # --shard: one fleet, one trial
             return []
         return self.fleet(ctx, schedule, ctx.seed)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from killpoint.checkers import CRASH_CHECKERS
 from killpoint.faults.mixed import PROCESS_MIX, SERVICE_ACTIONS, mixed_from_seed, mixed_schedules, pairs
 from killpoint.faults.schedule import Schedule
+from killpoint.run.plans import run_plan
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 
@@ -28,9 +29,8 @@ class MixedFaults(Scenario):
 
     def run(self, ctx: Context) -> list[Trial]:
         plan = pairs(self.step_points(ctx))
-        trials = self._run_plan(ctx, [(None, s) for s in plan],
-                                lambda i, _seed, schedule, trial:
-                                f"{self.name}: [{i}/{len(plan)}] {schedule} -> {trial.outcome}")
+        trials = run_plan(self, ctx, [(None, s) for s in plan],
+                          lambda i, _seed, schedule, trial: f"{self.name}: [{i}/{len(plan)}] {schedule} -> {trial.outcome}")
         return trials + self.random(ctx, ctx.random_count, stop_on_budget=True)
 
     def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:

@@ -24,10 +24,11 @@ from killpoint.checkers import Evidence, Verdict
 from killpoint.checkers.verdict import failed, passed
 from killpoint.env.launcher import Incarnation
 from killpoint.env.stepmodule import AgentSpec
-from killpoint.faults.schedule import Schedule
 from killpoint.events import Note
+from killpoint.faults.schedule import Schedule
+from killpoint.run.plans import in_shard
 from killpoint.run.scenario import Context, Scenario
-from killpoint.run.trial import Trial
+from killpoint.run.trial import Trial, TrialSpec
 from killpoint.scenarios.common import run_each
 
 REFUSED_EXIT = 3
@@ -100,13 +101,12 @@ class RollbackRefusal(Scenario):
         """The trial of kind KINDS[seed] (default: a newer checkpoint)."""
         kind = KINDS[seed % len(KINDS)] if seed is not None else KINDS[0]
         agent = self.agent(ctx)
-        return ctx.session.trial(schedule, explicit=ctx.explicit, prefix=f"{self.name}-{kind}", seed=seed,
-                                 options=self.options(ctx.session.options),
-                                 checkers=(*self.checkers, refusal_explained), setup=seeder(kind, agent),
-                                 agent=agent, alone=True, observe=log_tails)
+        spec = TrialSpec(self.options(ctx.session.options), (*self.checkers, refusal_explained),
+                         setup=seeder(kind, agent), agent=agent, observe=log_tails, alone=True)
+        return ctx.session.trial(schedule, spec, prefix=f"{self.name}-{kind}", seed=seed, explicit=ctx.explicit)
 
     def run(self, ctx: Context) -> list[Trial]:
-        seeds = self.in_shard(ctx, range(len(KINDS)), lambda seed: (KINDS[seed], seed))
+        seeds = in_shard(self, ctx, range(len(KINDS)), lambda seed: (KINDS[seed], seed))
         return run_each(ctx, self.name, seeds, lambda seed, _id: self.trial(ctx, Schedule(), seed),
                         lambda seed, t: f"{KINDS[seed]} checkpoint: exit "
                                         f"{[i.get('exit_code') for i in t.evidence.incarnations]}")

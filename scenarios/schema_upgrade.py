@@ -25,12 +25,13 @@ import psycopg
 
 from killpoint.checkers import Evidence, Verdict
 from killpoint.checkers.verdict import failed, passed, unknown
-from killpoint.env.previous import PreviousCode, is_git
+from killpoint.env.previous import is_git
 from killpoint.env.stepmodule import AgentSpec, load
 from killpoint.errors import UsageError
 from killpoint.faults.schedule import Fault, Schedule
+from killpoint.run.plans import in_shard
 from killpoint.run.scenario import Context, Scenario
-from killpoint.run.trial import Setup, Trial, Upgrade, step_points
+from killpoint.run.trial import Setup, Trial, TrialSpec, Upgrade, step_points
 from killpoint.scenarios.common import run_each
 
 
@@ -92,7 +93,7 @@ class SchemaUpgrade(Scenario):
         label: str | None = None
         module = ctx.previous_steps if not is_git(ctx.previous_steps) else None
         module = module or (current.previous_steps if not ctx.previous_steps else None)
-        code: PreviousCode | None = getattr(ctx.session, "previous_code", None)
+        code = ctx.session.previous_code
         if module is not None:
             previous = load(module)
         elif code is not None and code.current.module == current.module and code.get() is not None:
@@ -121,9 +122,9 @@ class SchemaUpgrade(Scenario):
     def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None) -> Trial:
         """Stop the previous code with `schedule` (one incarnation), then finish under the current code."""
         previous, current, label = self.previous(ctx)
-        return ctx.session.trial(schedule, explicit=ctx.explicit, prefix=self.name, seed=seed, options=self.options(ctx.session.options),
-                                 checkers=(resumes_old_checkpoints, *self.checkers), agent=current,
-                                 upgrade=Upgrade(previous, paused(previous, current, label)))
+        spec = TrialSpec(self.options(ctx.session.options), (resumes_old_checkpoints, *self.checkers), agent=current,
+                         upgrade=Upgrade(previous, paused(previous, current, label)))
+        return ctx.session.trial(schedule, spec, prefix=self.name, seed=seed, explicit=ctx.explicit)
 
     def run(self, ctx: Context) -> list[Trial]:
         """Pause after each step but the last (term at its start), and after each effect (kill)."""
@@ -134,7 +135,7 @@ class SchemaUpgrade(Scenario):
         steps = list(points)[:-1]  # the last step finishes the run: nothing left for the new code
         faults = [Fault(st, "step.start", "term") for st in steps]
         faults += [Fault(st, "effect.applied", "kill") for st in steps if "effect.applied" in points[st]]
-        faults = self.in_shard(ctx, faults, lambda fault: (Schedule((fault,)), None))
+        faults = in_shard(self, ctx, faults, lambda fault: (Schedule((fault,)), None))
         return run_each(ctx, self.name, faults, lambda fault, _id: self.trial(ctx, Schedule((fault,))),
                         lambda fault, t: f"{fault}: v{t.evidence.extra.get('seeded_version')} paused at "
                                          f"{t.evidence.extra.get('paused_at')}")

@@ -21,13 +21,14 @@ import psycopg
 from killpoint.checkers import CRASH_CHECKERS
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict, failed, passed
+from killpoint.events import Event, FaultFired, Note, Point
 from killpoint.faults.plan import FaultPlan
 from killpoint.faults.schedule import Schedule
 from killpoint.reference_agent.queue import resume_job_id
 from killpoint.reference_agent.sweeper import sweep_stalled
-from killpoint.events import Event, FaultFired, Note, Point
 from killpoint.run.fleet import Fleet, Sweep
 from killpoint.run.options import RunOptions
+from killpoint.run.plans import in_shard
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 
@@ -135,7 +136,7 @@ class StalledSweep(Scenario):
 
     def run(self, ctx: Context) -> list[Trial]:
         trials: list[Trial] = []
-        for schedule in self.in_shard(ctx, self.schedules(ctx), lambda s: (s, None)):
+        for schedule in in_shard(self, ctx, self.schedules(ctx), lambda s: (s, None)):
             round_trials = self.round(ctx, schedule)
             ctx.say(f"{self.name}: {schedule} x{self.runs} runs -> "
                     f"{', '.join(t.outcome for t in round_trials)}")

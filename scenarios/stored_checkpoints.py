@@ -29,8 +29,9 @@ from psycopg.types.json import Jsonb
 from killpoint.errors import UsageError
 from killpoint.faults.schedule import Schedule
 from killpoint.run.checkpoint_store import StoredCheckpoint
+from killpoint.run.plans import in_shard
 from killpoint.run.scenario import Context, Scenario
-from killpoint.run.trial import Setup, Trial
+from killpoint.run.trial import Setup, Trial, TrialSpec
 from killpoint.scenarios.common import run_each
 from killpoint.scenarios.schema_upgrade import resumes_old_checkpoints
 
@@ -85,16 +86,16 @@ class StoredCheckpoints(Scenario):
         checkers = (resumes_old_checkpoints, *self.checkers)
         if found.state_version < agent.state_version:
             checkers = (*checkers, "migrates_older_version")
-        return ctx.session.trial(Schedule(), explicit=False, prefix=self.name, seed=found.seed,
-                                 options=self.options(ctx.session.options), checkers=checkers,
-                                 setup=planter(found, agent.state_version), agent=agent, alone=True)
+        spec = TrialSpec(self.options(ctx.session.options), checkers, setup=planter(found, agent.state_version),
+                         agent=agent, alone=True)
+        return ctx.session.trial(Schedule(), spec, prefix=self.name, seed=found.seed, explicit=False)
 
     def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
         return Schedule()  # a seed names a kept checkpoint, resumed with no fault
 
     def run(self, ctx: Context) -> list[Trial]:
         """Resume each kept checkpoint, in file-name order."""
-        kept = self.in_shard(ctx, self.kept(ctx), lambda k: (k.name, k.seed))
+        kept = in_shard(self, ctx, self.kept(ctx), lambda k: (k.name, k.seed))
         return run_each(ctx, self.name, kept, lambda k, _id: self.trial(ctx, Schedule(), k.seed),
                         lambda k, _t: f"{k.name} (v{k.state_version}, {k.status} at {k.cursor}, seed {k.seed})")
 

@@ -8,31 +8,30 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import shutil
-import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from rich.console import Console
 
 from killpoint.cli import validate
-from killpoint.cli.args import add_common, default_jobs, effects_option
+from killpoint.cli.args import add_common
+from killpoint.cli.config import Invocation, invocation
 from killpoint.cli.interrupted import Progress
 from killpoint.cli.interrupted import report as report_interrupted
 from killpoint.cli.progress import TrialProgress
 from killpoint.env import vitals
 from killpoint.env.stepmodule import load
 from killpoint.errors import KillpointError
-from killpoint.errors import UsageError as KillpointUsage
 from killpoint.faults.schedule import Schedule
 from killpoint.faults.shard import parse as parse_shard
 from killpoint.run.checkpoint_store import CheckpointStore
 from killpoint.run.checkpoint_store import record as record_checkpoints
 from killpoint.run.history import History
-from killpoint.run.options import RunOptions
+from killpoint.run.opening import interrupted_by, open_session
 from killpoint.run.scenario import Context, Scenario, ScenarioResult, find, registry
+from killpoint.run.shrinking import with_shrunk
 from killpoint.run.store import FailureStore, remember
 from killpoint.run.store import replay as replay_stored
 from killpoint.run.trial import CrashFreeFailure, Session
@@ -71,7 +70,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help=f"faults, e.g. 'email:effect.applied:kill' (at most {validate.MAX_FAULTS})")
     g.add_argument("--seed", type=validate.seed, help="the seed whose schedule to replay")
     add_common(p)
-    p.set_defaults(func=cmd_replay)
+    p.set_defaults(func=cmd_replay, budget=60.0, shard=None, no_store=False)
 
     p = sub.add_parser("explore", help="explore faults: every single fault, or N random schedules")
     p.add_argument("--scenario", required=True)
@@ -82,7 +81,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="base seed for --random (default: a random one, printed at the start)")
     add_common(p)
     add_search_options(p)
-    p.set_defaults(func=cmd_explore)
+    p.set_defaults(func=cmd_explore, budget=60.0)
 
     p = sub.add_parser("scenarios", help="list the scenarios")
     p.set_defaults(func=cmd_scenarios)
@@ -96,144 +95,59 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_judge)
 
 
-def _say(args: argparse.Namespace):
-    if getattr(args, "quiet", False):
+def _say(quiet: bool) -> Callable[[str], None]:
+    if quiet:
         return lambda _msg: None
     return lambda msg: _console.print(msg, style="dim", soft_wrap=True, markup=False)
 
 
 @contextlib.contextmanager
-def session(args: argparse.Namespace, label: str, progress: Progress | None = None,
-            meta: dict | None = None) -> Iterator[Session]:
-    """Load the agent, start the environment, and yield a Session; everything is torn down after. Interrupted
-    (Ctrl-C, SIGTERM), it writes and prints the findings of `progress` so far (`killpoint.cli.interrupted`)."""
-    from killpoint.env.environment import Environment
-    from killpoint.env.previous import Checkouts, PreviousCode, is_git
-    from killpoint.env.stepmodule import ensure_schema
-
-    validate.check_paths(args)  # --out and --junit writable, before anything starts
-    agent = load(args.steps)
-    if getattr(args, "previous_steps", None) and not is_git(args.previous_steps):
-        load(args.previous_steps)  # a --previous-steps that cannot be loaded is refused, never a silent skip
-    effects = effects_option(getattr(args, "effect", None))
-    adapter = adapter_option(args)
-    skip_checkers = skip_checker_option(args)
-    actions_option(args)  # a bad --actions is refused before anything starts
-    exit_codes = getattr(args, "exit_codes", None) or ("none" if args.worker_cmd else "killpoint")
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    run_dir = Path(args.out) / f"{stamp}-{label}-{os.getpid()}"
+def session(inv: Invocation, progress: Progress | None = None, meta: dict | None = None) -> Iterator[Session]:
+    """Open the session of `inv` (`run.opening.open_session`), create the agent's own schema, and yield it;
+    everything is torn down after. A Postgres or fork server that died under it is one line (exit 2).
+    Interrupted (Ctrl-C, SIGTERM), it writes and prints the findings of `progress` so far
+    (`killpoint.cli.interrupted`); refused before any run began, it leaves no run directory behind."""
+    run_dir = inv.session.run_dir
     made = [d for d in (run_dir, *run_dir.parents) if not d.exists()]  # what to remove if refused
-    run_dir.mkdir(parents=True, exist_ok=True)
-    history = History(run_dir / "history.jsonl")
-    say = _say(args)
     s: Session | None = None
-    checkouts = Checkouts()  # earlier versions of the step module taken from git: removed at the end
     try:
-        # a bad --previous-steps git:REF is refused here; the default (git) is looked up on first use
-        previous = PreviousCode(agent, getattr(args, "previous_steps", None), checkouts)
-        with Environment(postgres=args.postgres, dsn=args.dsn, allow_any_dsn=args.allow_any_dsn, spawn=args.spawn,
-                         worker_cmd=args.worker_cmd, preload=[agent.module], run_dir=run_dir, say=say,
-                         schema=ensure_schema, effects=effects, adapter=adapter) as env:
-            s = Session(env, history, agent, RunOptions(grace=args.grace, exit_codes=exit_codes))
-            s.skip_checkers = skip_checkers
-            s.previous_code = previous  # type: ignore[attr-defined]  # read by the schema scenarios
-            s.jobs = getattr(args, "jobs", None) or default_jobs()
-            if adapter is not None and not adapter.concurrent_runs and s.jobs > 1:
-                say(f"--adapter {adapter.name}: one run at a time ({adapter.serial_reason})")
-                s.jobs = 1
-            s.prepare(agent)  # the agent's own schema, and its OWN_EFFECTS_SQL checked, before any run
+        with open_session(inv.session, _say(inv.quiet)) as s:
+            s.prepare(s.agent)  # the agent's own schema, and its OWN_EFFECTS_SQL checked, before any run
             try:
                 yield s
             except Exception as exc:  # a Postgres or fork server that died under the run: one line, exit 2
-                dead = vitals.check(env) or vitals.lost(exc)
+                dead = vitals.check(s.env) or vitals.lost(exc)
                 if dead is None:
                     raise
                 raise dead from None
     except (KeyboardInterrupt, SystemExit) as exc:
-        # the journal says the session did not finish (and why), before everything is torn down
-        by = "SIGINT" if isinstance(exc, KeyboardInterrupt) else \
-            "SIGTERM" if exc.code == 128 + signal.SIGTERM else f"exit {exc.code}"
-        history.append("session.interrupted", run_id=None, by=by)
         if s is not None and progress is not None:
-            report_interrupted(s, progress, meta or {"command": label}, by)
+            report_interrupted(s, progress, meta or {}, interrupted_by(exc))
         raise
     except KillpointError:
-        if not history.events("run.begin"):  # refused before any run: nothing of it is left behind
-            history.close()
+        if s is None or not s.history.events("run.begin"):  # refused before any run: nothing of it is left
             shutil.rmtree(run_dir, ignore_errors=True)
             for folder in made[1:]:  # the folders above it that this made, if nothing else is in them
                 with contextlib.suppress(OSError):
                     folder.rmdir()
         raise
-    finally:
-        history.close()
-        checkouts.close()
 
 
-def adapter_option(args: argparse.Namespace):
-    """`--adapter NAME` as an adapter (None: the default); an adapter without `--worker-cmd` is refused."""
-    from killpoint.adapters import get
-
-    name = getattr(args, "adapter", None)
-    if name is None:
-        return None
-    if not getattr(args, "worker_cmd", None):
-        raise KillpointUsage("adapter-without-worker", f"--adapter {name} reads a black-box worker's records, "
-                             "but no --worker-cmd was given", f"add --worker-cmd 'CMD {{run_id}}' (the {name} "
-                             "worker), or drop --adapter")
-    return get(name)
+def _context(inv: Invocation, s: Session, display: TrialProgress | None) -> Context:
+    return Context(session=s, seed=inv.seed, budget=inv.budget, say=_say(inv.quiet),
+                   previous_steps=inv.session.previous_steps, named=inv.named, actions=inv.actions, shard=inv.shard,
+                   on_trial=display, checkpoints=checkpoint_store(inv))
 
 
-def skip_checker_option(args: argparse.Namespace) -> frozenset[str]:
-    """`--skip-checker NAME` values; a name that is no checker is a usage error, not a silent no-op."""
-    from killpoint.checkers import ALWAYS, CHECKERS
-
-    names = frozenset(getattr(args, "skip_checker", None) or ())
-    for name in sorted(names):
-        if name not in CHECKERS or name in ALWAYS:
-            known = ", ".join(n for n in CHECKERS if n not in ALWAYS)
-            raise KillpointUsage("unknown-checker", f"--skip-checker {name}: no checker of that name can be skipped",
-                                 f"use one of: {known}")
-    return names
+def trial_progress(inv: Invocation) -> TrialProgress | None:
+    """The command's progress display (`cli.progress`); None with --quiet."""
+    return None if inv.quiet else TrialProgress.for_terminal(_console)
 
 
-def actions_option(args: argparse.Namespace) -> tuple[str, ...]:
-    """`--actions kill,term` as a tuple (empty: every scenario's own actions); unknown actions are refused."""
-    from killpoint.faults.points import ACTIONS
-
-    text = getattr(args, "actions", None)
-    if text is None:
-        return ()
-    chosen = tuple(a.strip() for a in text.split(",") if a.strip())
-    bad = [a for a in chosen if a not in ACTIONS]
-    if bad or not chosen:
-        raise KillpointUsage("bad-actions", f"--actions {text}: " + (f"unknown action {bad[0]!r}" if bad
-                                                                     else "no action named"),
-                             f"name actions joined by commas, from: {', '.join(ACTIONS)}")
-    return chosen
-
-
-def _context(args: argparse.Namespace, s: Session) -> Context:
-    named = getattr(args, "scenario", None) or ()
-    return Context(session=s, seed=getattr(args, "seed", 0) or 0, budget=getattr(args, "budget", 60.0),
-                   say=_say(args), previous_steps=getattr(args, "previous_steps", None),
-                   named=tuple([named] if isinstance(named, str) else named), actions=actions_option(args),
-                   shard=getattr(args, "shard", None), on_trial=_progress(args), checkpoints=checkpoint_store(args))
-
-
-def _progress(args: argparse.Namespace) -> TrialProgress | None:
-    """The run's progress display (`cli.progress`), one per invocation; None with --quiet."""
-    if getattr(args, "quiet", False):
-        return None
-    if getattr(args, "_progress", None) is None:
-        args._progress = TrialProgress.for_terminal(_console)
-    return args._progress
-
-
-def finish(args: argparse.Namespace, s: Session, results: list[ScenarioResult], meta: dict) -> int:
+def finish(inv: Invocation, s: Session, results: list[ScenarioResult], meta: dict,
+           display: TrialProgress | None = None) -> int:
     """Print the summary and the failures in full; write the run dir and JUnit; return the exit code."""
     from killpoint.report.text import (
-        junit_xml,
         replay_line,
         run_seed,
         scenario_line,
@@ -241,8 +155,8 @@ def finish(args: argparse.Namespace, s: Session, results: list[ScenarioResult], 
         write_run_dir,
     )
 
-    if getattr(args, "_progress", None) is not None:
-        args._progress.close()  # the bar stops before the summary
+    if display is not None:
+        display.close()  # the bar stops before the summary
     dead = vitals.check(s.env)
     if dead is not None:  # verdicts reached on a dead Postgres or fork server judge the environment, not the agent
         raise dead
@@ -269,9 +183,11 @@ def finish(args: argparse.Namespace, s: Session, results: list[ScenarioResult], 
     write_run_dir(s.env.run_dir, results, {**meta, "steps": s.agent.module, "steps_digest": s.agent.digest,
                                           "worker_cmd": s.env.worker_cmd, "grace": s.options.grace,
                                           "adapter": s.env.adapter.name,
-                                          "previous_steps": getattr(args, "previous_steps", None)})
-    if args.junit:
-        Path(args.junit).write_text(junit_xml(results, s.agent.module, {**meta, "steps_digest": s.agent.digest}))
+                                          "previous_steps": inv.session.previous_steps})
+    if inv.junit:
+        from killpoint.report.junit import junit_xml  # the JUnit library: imported when asked for
+
+        Path(inv.junit).write_text(junit_xml(results, s.agent.module, {**meta, "steps_digest": s.agent.digest}))
     unfired = sorted({u for r in results for t in r.trials for u in t.unfired()})
     if unfired:
         print(f"\nnote: faults the runs never reached (nothing was injected there): {', '.join(unfired[:8])}"
@@ -287,7 +203,7 @@ def finish(args: argparse.Namespace, s: Session, results: list[ScenarioResult], 
     return 1 if bad else 0
 
 
-def crash_free_first(args: argparse.Namespace, s: Session, meta: dict) -> int | None:
+def crash_free_first(inv: Invocation, s: Session, meta: dict) -> int | None:
     """Run and judge the agent's crash-free run before any fault: if it fails, say so at the top, with the
     worker's traceback and log, write the run directory, and return the exit code (1); else None."""
     try:
@@ -298,35 +214,36 @@ def crash_free_first(args: argparse.Namespace, s: Session, meta: dict) -> int | 
             print(f"  {line}")
         print("  no faulted trial was run: a fault's effect could not be told apart from this failure")
         result = ScenarioResult("crash-free", "fail", [], 0.0, reason=exc.message)
-        return finish(args, s, [result], {**meta, "crash_free": "fail"})
+        return finish(inv, s, [result], {**meta, "crash_free": "fail"})
     return None
 
 
-def failure_store(args: argparse.Namespace) -> FailureStore | None:
+def failure_store(inv: Invocation) -> FailureStore | None:
     """The failure store (`run.store`), or None with --no-store."""
-    return None if getattr(args, "no_store", False) else FailureStore()
+    return FailureStore() if inv.store else None
 
 
-def checkpoint_store(args: argparse.Namespace) -> CheckpointStore | None:
+def checkpoint_store(inv: Invocation) -> CheckpointStore | None:
     """The checkpoint store (`run.checkpoint_store`), or None with --no-store."""
-    return None if getattr(args, "no_store", False) else CheckpointStore()
+    return CheckpointStore() if inv.store else None
 
 
-def keep_checkpoints(args: argparse.Namespace, s: Session) -> None:
+def keep_checkpoints(inv: Invocation, s: Session) -> None:
     """After a run: keep the current code's mid-run checkpoints for the next runs (`stored-checkpoints`)."""
+    say = _say(inv.quiet)
     try:
-        written = record_checkpoints(checkpoint_store(args), s)
+        written = record_checkpoints(checkpoint_store(inv), s)
     except KillpointError as exc:  # keeping them never costs the run its verdicts...
         if isinstance(exc, vitals.EnvironmentGone) or vitals.check(s.env) is not None:
             raise  # ...but a dead Postgres or fork server is said as such
-        _say(args)(f"could not keep checkpoints of {s.agent.module}: {exc.message}")
+        say(f"could not keep checkpoints of {s.agent.module}: {exc.message}")
         return
     except OSError as exc:
-        _say(args)(f"could not keep checkpoints of {s.agent.module} in .killpoint/checkpoints: {exc}")
+        say(f"could not keep checkpoints of {s.agent.module} in .killpoint/checkpoints: {exc}")
         return
     if written:
-        _say(args)(f"kept {len(written)} checkpoint(s) of {s.agent.module} (v{s.agent.state_version}, digest "
-                   f"{s.agent.digest}) in {written[0].parent}, resumed by stored-checkpoints when the code changes")
+        say(f"kept {len(written)} checkpoint(s) of {s.agent.module} (v{s.agent.state_version}, digest "
+            f"{s.agent.digest}) in {written[0].parent}, resumed by stored-checkpoints when the code changes")
 
 
 def base_seed(args: argparse.Namespace) -> None:
@@ -345,16 +262,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         find(name)  # a misspelt name is a usage error, not a silent no-op
     scenarios = [sc for sc in scenarios if sc.name not in skip]
     base_seed(args)
+    inv = invocation(args, "run")
     results = []
     meta = {"command": "run", "seed": args.seed, "scenarios": names, "skipped_by_user": sorted(skip)}
     progress = Progress(results)
-    with session(args, "run", progress, meta) as s:
-        code = crash_free_first(args, s, meta)
+    display = trial_progress(inv)
+    with session(inv, progress, meta) as s:
+        code = crash_free_first(inv, s, meta)
         if code is not None:
             return code
         for scenario in scenarios:
             started = time.monotonic()
-            ctx = _context(args, s)
+            ctx = _context(inv, s, display)
             progress.begin(scenario.name, s)
             ctx.say(f"{scenario.name}: {scenario.summary}")
             try:
@@ -362,9 +281,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 if skipped is not None:
                     results.append(skipped)
                     continue
-                stored = replay_stored(failure_store(args), scenario, ctx)
-                trials = scenario.with_shrunk(ctx, stored + scenario.run(ctx))
-                remember(failure_store(args), scenario, ctx, trials)
+                stored = replay_stored(failure_store(inv), scenario, ctx)
+                trials = with_shrunk(scenario, ctx, stored + scenario.run(ctx))
+                remember(failure_store(inv), scenario, ctx, trials)
                 results.append(scenario.result(trials, started))
             except CrashFreeFailure as exc:  # the scenario's own agent fails without faults
                 ctx.say(f"{scenario.name}: {exc.message}")
@@ -376,24 +295,24 @@ def cmd_run(args: argparse.Namespace) -> int:
                 ctx.say(f"{scenario.name}: error: {exc.message}")
                 results.append(ScenarioResult(scenario.name, "error", [], time.monotonic() - started,
                                               reason=f"{exc.code}: {exc.message} ({exc.fix})"))
-        keep_checkpoints(args, s)
-        return finish(args, s, results, meta)
+        keep_checkpoints(inv, s)
+        return finish(inv, s, results, meta, display)
 
 
-def start_one(args: argparse.Namespace, s: Session, scenario: Scenario, progress: Progress,
-              command: str) -> tuple[Context, float] | int:
+def start_one(inv: Invocation, s: Session, scenario: Scenario, progress: Progress, command: str,
+              display: TrialProgress | None) -> tuple[Context, float] | int:
     """What `replay` and `explore` do before their trials: judge the crash-free run first (unless the scenario
     brings its own agent), then skip the scenario with its reason if it cannot run here. An int is the exit
     code to return at once; else the scenario's context and its start time."""
-    code = None if scenario.steps else crash_free_first(args, s, {"command": command})
+    code = None if scenario.steps else crash_free_first(inv, s, {"command": command})
     if code is not None:
         return code
     started = time.monotonic()
-    ctx = _context(args, s)
+    ctx = _context(inv, s, display)
     progress.begin(scenario.name, s)
     skipped = scenario.skipped(ctx, started)
     if skipped is not None:
-        return finish(args, s, [skipped], {"command": command, "skipped": skipped.reason})
+        return finish(inv, s, [skipped], {"command": command, "skipped": skipped.reason})
     return ctx, started
 
 
@@ -402,9 +321,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     steps = scenario.steps or args.steps  # a scenario with its own agent names that agent's steps
     known = None if args.worker_cmd else load(steps).steps  # a black-box worker's steps are its framework's
     given = Schedule.parse(args.schedule, known) if args.schedule is not None else None
+    inv = invocation(args, "replay")
     progress = Progress()
-    with session(args, "replay", progress, {"command": "replay", "schedule": args.schedule, "seed": args.seed}) as s:
-        begun = start_one(args, s, scenario, progress, "replay")
+    display = trial_progress(inv)
+    with session(inv, progress, {"command": "replay", "schedule": args.schedule, "seed": args.seed}) as s:
+        begun = start_one(inv, s, scenario, progress, "replay", display)
         if isinstance(begun, int):
             return begun
         ctx, started = begun
@@ -417,25 +338,28 @@ def cmd_replay(args: argparse.Namespace) -> int:
             ctx.say(f"seed {args.seed} -> schedule {schedule}")
             trial = scenario.trial(ctx, schedule, args.seed)
         result = scenario.result([trial], started)
-        return finish(args, s, [result], {"command": "replay", "schedule": str(schedule), "seed": args.seed})
+        return finish(inv, s, [result], {"command": "replay", "schedule": str(schedule), "seed": args.seed}, display)
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
     scenario = find(args.scenario)
     base_seed(args)
+    inv = invocation(args, "explore")
     progress = Progress()
-    with session(args, "explore", progress, {"command": "explore", "seed": args.seed}) as s:
-        begun = start_one(args, s, scenario, progress, "explore")
+    display = trial_progress(inv)
+    with session(inv, progress, {"command": "explore", "seed": args.seed}) as s:
+        begun = start_one(inv, s, scenario, progress, "explore", display)
         if isinstance(begun, int):
             return begun
         ctx, started = begun
-        stored = replay_stored(failure_store(args), scenario, ctx)
-        trials = scenario.with_shrunk(ctx, stored + (scenario.exhaustive(ctx) if args.exhaustive
-                                                     else scenario.random(ctx, args.random)))
-        remember(failure_store(args), scenario, ctx, trials)
+        stored = replay_stored(failure_store(inv), scenario, ctx)
+        trials = with_shrunk(scenario, ctx, stored + (scenario.exhaustive(ctx) if args.exhaustive
+                                                      else scenario.random(ctx, args.random)))
+        remember(failure_store(inv), scenario, ctx, trials)
         result = scenario.result(trials, started)
-        return finish(args, s, [result], {"command": "explore", "seed": args.seed,
-                                          "mode": "exhaustive" if args.exhaustive else f"random {args.random}"})
+        return finish(inv, s, [result], {"command": "explore", "seed": args.seed,
+                                         "mode": "exhaustive" if args.exhaustive else f"random {args.random}"},
+                      display)
 
 
 def cmd_scenarios(args: argparse.Namespace) -> int:

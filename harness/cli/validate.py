@@ -5,7 +5,7 @@
    prints. Sub-parsers inherit the class.
 2. The option types (``grace``, ``budget``, ``count``, ``seed``, ``worker_cmd``) check ranges and shapes
    as the line is parsed: a value outside its range is refused there, never half-used later.
-3. ``check_paths(args)`` proves ``--out`` can be created and written, and ``--junit`` written, before a
+3. ``check_paths(out, junit, store)`` proves ``--out`` can be created and written, and ``--junit`` written, before a
    run begins (not after an hour of trials); and, for ``run`` and ``explore`` without ``--no-store``, the
    failure store under the current directory (``.killpoint/failures``), which they write at the end.
 4. ``schedule_text`` (the type of ``--schedule``) refuses a schedule of more than ``MAX_FAULTS`` faults.
@@ -116,17 +116,16 @@ def _writable_dir(path: Path, option: str, fix: str | None = None) -> None:
                          "permissions") from None
 
 
-def check_paths(args: argparse.Namespace) -> None:
-    """``--out`` and ``--junit`` writable, checked before anything starts (flow step 3)."""
-    out = getattr(args, "out", None)
+def check_paths(out: str | None, junit: str | None, store: bool = False) -> None:
+    """``--out`` and ``--junit`` writable, and with ``store`` the failure store, checked before anything starts
+    (flow step 3)."""
     if out is not None:
         _writable_dir(Path(out), "--out")
-    if getattr(args, "command", None) in ("run", "explore") and not getattr(args, "no_store", False):
+    if store:
         from killpoint.run.store import DEFAULT_ROOT  # noqa: PLC0415 - the suite's, imported with it
 
         _writable_dir(DEFAULT_ROOT, "the failure store", "run killpoint from a folder you can write to, or pass "
                       "--no-store (failing schedules are then not remembered)")
-    junit = getattr(args, "junit", None)
     if junit:
         path = Path(junit)
         if path.is_dir():

@@ -90,11 +90,3 @@ def run_seed(meta: dict) -> int | None:
     """The base seed of a run, from its meta: `run` and `explore` draw their random schedules from one (a
     `replay`'s seed names one trial, and is in that trial's block already)."""
     return meta.get("seed") if meta.get("command") in ("run", "explore") else None
-
-
-def junit_xml(results: list[ScenarioResult], steps: str, meta: dict | None = None) -> str:
-    """JUnit XML of `results` for CI (`report.junit`, where it is written; imported on use, so the text
-    report never needs the JUnit library)."""
-    from killpoint.report.junit import junit_xml as write  # noqa: PLC0415 - report.junit imports this module
-
-    return write(results, steps, meta)

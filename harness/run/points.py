@@ -73,20 +73,11 @@ def schedules_for(steps: str, *, postgres: str = "auto", dsn: str | None = None,
 
 
 def _measure(steps: str, postgres: str, dsn: str | None) -> dict[str, list[str]]:
-    """Run the crash-free baseline in a throwaway environment and return its step points."""
-    from killpoint.env.environment import Environment
-    from killpoint.env.stepmodule import ensure_schema, load
-    from killpoint.run.history import History
-    from killpoint.run.options import RunOptions
-    from killpoint.run.trial import Session, step_points
+    """Run the crash-free baseline in a throwaway session and return its step points."""
+    from killpoint.run.config import SessionConfig
+    from killpoint.run.opening import open_session
+    from killpoint.run.trial import step_points
 
-    agent = load(steps)
-    with tempfile.TemporaryDirectory(prefix="killpoint-points-") as tmp:
-        run_dir = Path(tmp)
-        history = History(run_dir / "history.jsonl")
-        try:
-            with Environment(postgres="dsn" if dsn else postgres, dsn=dsn,
-                             preload=[agent.module], run_dir=run_dir, schema=ensure_schema) as env:
-                return step_points(Session(env, history, agent, RunOptions()).baseline())
-        finally:
-            history.close()
+    with tempfile.TemporaryDirectory(prefix="killpoint-points-") as tmp, \
+            open_session(SessionConfig(steps, Path(tmp), postgres="dsn" if dsn else postgres, dsn=dsn)) as session:
+        return step_points(session.baseline())

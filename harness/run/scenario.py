@@ -3,69 +3,30 @@ up to (pass, fail, unknown, a negative control's expected finding, skipped).
 
 A scenario module in `scenarios/` defines a `Scenario` subclass and registers it under the entry-point
 group `killpoint.scenarios`, so the harness never imports `killpoint.scenarios` and a user's package can
-add its own. `run` is what `killpoint run` does with it; `replay` and `explore` are shared.
+add its own. `run` is what `killpoint run` does with it; `replay` and `explore` are shared. A scenario gets a
+`Context` (`run.context`); how its plans run is `run.plans`, how its failures shrink `run.shrinking`.
 """
 
 from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import Literal
 
 from killpoint.checkers import CRASH_CHECKERS, CheckerRef
 from killpoint.env.stepmodule import DEFAULT_STEPS, AgentSpec, load
 from killpoint.errors import UsageError
 from killpoint.faults.schedule import Schedule, exhaustive, fault_budget, random_schedules
-from killpoint.faults.shard import Shard
-from killpoint.faults.shrink import shrink
+from killpoint.run.context import Context
 from killpoint.run.options import RunOptions
-from killpoint.run.trial import Session, Setup, Trial, step_points
-
-if TYPE_CHECKING:
-    from killpoint.run.checkpoint_store import CheckpointStore
-
-T = TypeVar("T")
+from killpoint.run.plans import run_plan
+from killpoint.run.trial import Setup, Trial, TrialSpec, step_points
 
 ScenarioOutcome = Literal["pass", "fail", "unknown", "expected", "skipped", "error", "interrupted"]
 """`error`: the scenario could not run (its message says why); the run goes on with the others.
 `interrupted`: Ctrl-C or SIGTERM stopped it; its trials are those judged before (`killpoint.cli.interrupted`)."""
-
-
-@dataclass
-class Context:
-    """What a scenario gets: the session, the base seed, a time budget for random exploration, and a
-    way to report progress."""
-
-    session: Session
-    seed: int = 0
-    budget: float = 60.0
-    say: Callable[[str], None] = lambda _msg: None
-    random_count: int = 8
-    started: float = field(default_factory=time.monotonic)
-    previous_steps: str | None = None
-    """The agent's previous code (`--previous-steps pkg.module`), for the schema scenarios."""
-    explicit: bool = False
-    """The user wrote the schedules (`replay --schedule`): a fault that never fires leaves a trial unknown."""
-    named: tuple[str, ...] = ()
-    """The scenarios the user named (`--scenario`); empty when the whole suite runs."""
-    actions: tuple[str, ...] = ()
-    """The fault actions the user allowed (`--actions kill,term`); empty: every scenario's own."""
-    shard: Shard | None = None
-    """`--shard K/N`: only the schedules of this shard run (`faults.shard`); None: all of them."""
-    on_trial: Callable[[str, int, int, str], None] | None = None
-    """Called after each trial of a plan as (scenario, done, total, outcome): the progress display."""
-    checkpoints: CheckpointStore | None = None
-    """The checkpoints kept by earlier runs (`run.checkpoint_store`), for `stored-checkpoints`; None: off."""
-
-    def asked(self, name: str) -> bool:
-        """True when the user named scenario `name` (not merely ran the whole suite)."""
-        return name in self.named
-
-    def over_budget(self) -> bool:
-        return time.monotonic() - self.started > self.budget
 
 
 @dataclass
@@ -100,10 +61,10 @@ class Scenario:
     scenario is skipped with this reason, never run to an unknown."""
 
     left_to_other_shards = 0
-    """How many trials of this instance's plans `--shard K/N` left to the other shards (`in_shard`)."""
+    """How many trials of this instance's plans `--shard K/N` left to the other shards (`run.plans.in_shard`)."""
 
     budget_cuts: tuple[str, ...] = ()
-    """What the time budget cut from this instance's plans (`_run_plan`), said in its result's `cut`."""
+    """What the time budget cut from this instance's plans (`run.plans.run_plan`), said in its result's `cut`."""
 
     def options(self, base: RunOptions) -> RunOptions:
         return base
@@ -133,77 +94,14 @@ class Scenario:
         return load(self.steps) if self.steps else ctx.session.agent
 
     def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None, run_id: str | None = None) -> Trial:
-        return ctx.session.trial(schedule, explicit=ctx.explicit, prefix=self.name, seed=seed, options=self.options(ctx.session.options),
-                                 checkers=self.checkers, setup=self.setup(), agent=self.agent(ctx), run_id=run_id)
+        spec = TrialSpec(self.options(ctx.session.options), self.checkers, self.setup(), self.agent(ctx))
+        return ctx.session.trial(schedule, spec, prefix=self.name, seed=seed, explicit=ctx.explicit, run_id=run_id)
 
     def concurrent(self) -> bool:
         """Whether this scenario's schedules may run at the same time (`-j`): each trial is one run id of its
         own and no fault reaches what runs share. Not with `db-crash` (the server is shared), nor when a
         subclass runs its trials its own way (`trial` overridden); such a subclass may override this."""
         return "db-crash" not in self.actions and type(self).trial is Scenario.trial
-
-    def _run_plan(self, ctx: Context, plan: list[tuple[int | None, Schedule]], line: Callable[[int, int | None,
-                  Schedule, Trial], str], stop_on_budget: bool = False) -> list[Trial]:
-        """Run `plan` (seed, schedule) in order and say `line(i, seed, schedule, trial)` for each, in plan
-        order. When `concurrent()`, up to `ctx.session.jobs` at a time (`run.pool.ordered`), the run ids
-        taken in plan order first, so that ids, lines and verdicts are those of `-j 1`; a trial not started
-        when the budget is spent is left out."""
-        from killpoint.run.pool import ordered
-
-        plan = self.in_shard(ctx, plan, lambda item: (item[1], item[0]))
-        trials: list[Trial] = []
-        if not self.concurrent():
-            for i, (seed, schedule) in enumerate(plan, 1):
-                if stop_on_budget and ctx.over_budget():
-                    break
-                trial = self.trial(ctx, schedule) if seed is None else self.trial(ctx, schedule, seed)
-                ctx.say(line(i, seed, schedule, trial))
-                if ctx.on_trial is not None:
-                    ctx.on_trial(self.name, i, len(plan), trial.outcome)
-                trials.append(trial)
-            return self._cut(ctx, trials, plan, stop_on_budget)
-        ids = [ctx.session.next_run_id(self.name) for _ in plan]
-
-        def task(seed: int | None, schedule: Schedule, run_id: str) -> Trial | None:
-            if stop_on_budget and ctx.over_budget():
-                return None
-            return self.trial(ctx, schedule, seed, run_id=run_id)
-
-        def done(i: int, trial: Trial | None) -> None:
-            if trial is not None and len(trials) == i:  # after a budget stop, nothing more is counted
-                ctx.say(line(i + 1, plan[i][0], plan[i][1], trial))
-                if ctx.on_trial is not None:
-                    ctx.on_trial(self.name, i + 1, len(plan), trial.outcome)
-                trials.append(trial)
-
-        ordered([lambda s=s, r=r: task(*s, r) for s, r in zip(plan, ids, strict=True)], ctx.session.jobs, done)
-        return self._cut(ctx, trials, plan, stop_on_budget)
-
-    def _cut(self, ctx: Context, trials: list[Trial], plan: Sequence[object], stop_on_budget: bool) -> list[Trial]:
-        """`trials`; when the budget left part of `plan` out, say so and keep it in `budget_cuts` (only the
-        random part of a scenario is ever cut: its exhaustive part depends on the agent alone)."""
-        if stop_on_budget and len(trials) < len(plan):
-            note = f"random: {len(trials)} of {len(plan)} schedules, the budget of {ctx.budget:g} s ran out"
-            self.budget_cuts = (*self.budget_cuts, note)
-            ctx.say(f"{self.name}: {note}")
-        return trials
-
-    def in_shard(self, ctx: Context, plan: Sequence[T], label: Callable[[T], tuple[Schedule | str, int | None]]) -> list[T]:
-        """The items of `plan` this job runs under `--shard K/N` (all of them without it), in plan order.
-        One item is one trial, named by `label(item)`: (its schedule, or the scenario's own label for it;
-        its seed or None), so whether this shard runs it is `Shard.owns(scenario, label, seed)`, a pure
-        function of the name; the items left out are counted in `left_to_other_shards`. A negative control
-        is one unit (its finding is judged over all its trials together): one shard runs all of it."""
-        if ctx.shard is None:
-            return list(plan)
-        if self.expected_finding:
-            kept = list(plan) if ctx.shard.owns(self.name, "negative-control") else []
-        else:
-            kept = [item for item in plan if ctx.shard.owns(self.name, *label(item))]
-        if len(kept) < len(plan):
-            self.left_to_other_shards += len(plan) - len(kept)
-            ctx.say(f"{self.name}: shard {ctx.shard} runs {len(kept)} of {len(plan)} trials; the other shards run the rest")
-        return kept
 
     def step_points(self, ctx: Context) -> dict[str, list[str]]:
         return step_points(ctx.session.baseline(self.options(ctx.session.options), self.agent(ctx)))
@@ -215,7 +113,7 @@ class Scenario:
 
     def exhaustive(self, ctx: Context) -> list[Trial]:
         schedules = exhaustive(self.step_points(ctx), self.actions_in(ctx))
-        return self._run_plan(ctx, [(None, s) for s in schedules],
+        return run_plan(self, ctx, [(None, s) for s in schedules],
                               lambda i, _seed, schedule, trial:
                               f"{self.name}: [{i}/{len(schedules)}] {schedule} -> {trial.outcome}")
 
@@ -228,7 +126,7 @@ class Scenario:
 
     def random(self, ctx: Context, count: int, *, stop_on_budget: bool = False) -> list[Trial]:
         plan = self.random_plan(ctx, count)
-        return self._run_plan(ctx, list(plan),
+        return run_plan(self, ctx, list(plan),
                               lambda i, seed, schedule, trial:
                               f"{self.name}: random [{i}/{len(plan)}] seed {seed} {schedule} -> {trial.outcome}",
                               stop_on_budget)
@@ -238,51 +136,8 @@ class Scenario:
         return self.exhaustive(ctx) + self.random(ctx, ctx.random_count, stop_on_budget=True)
 
     shrink_budget = 36
-    """Trials all shrinking of one scenario may run (each failure's share is at most 12)."""
-
-    def shrink(self, ctx: Context, failing: Trial, max_tries: int = 12) -> Trial:
-        """The fewest faults (`faults.shrink`) for which the same checker still fails; the trial of it, its
-        `shrunk_from` naming the failing schedule it came from (the failing trial itself if none is smaller)."""
-        return self._shrink(ctx, failing, max_tries)[0]
-
-    def _shrink(self, ctx: Context, failing: Trial, max_tries: int) -> tuple[Trial, int]:
-        """`shrink`, and how many trials it ran."""
-        checker = failing.failing()[0].checker
-        tried: dict[str, Trial] = {}
-
-        def still_fails(candidate: Schedule) -> bool:
-            trial = tried[str(candidate)] = self.trial(ctx, candidate)
-            return any(v.checker == checker for v in trial.failing())
-
-        best = shrink(failing.schedule, still_fails, max_tries)
-        found = tried.get(str(best))
-        if found is None:
-            return failing, len(tried)
-        found.shrunk_from = failing.schedule
-        ctx.say(f"{self.name}: shrunk {failing.schedule} ({len(failing.schedule)} faults) to {best} "
-                f"({len(best)} fault{'s' if len(best) != 1 else ''}) in {len(tried)} trials")
-        return found, len(tried)
-
-    def with_shrunk(self, ctx: Context, trials: list[Trial]) -> list[Trial]:
-        """`trials`, plus every failing multi-fault schedule shrunk to the fewest faults that still fail, within
-        `shrink_budget` trials in all, each shrunk trial saying what it was shrunk from; two failures that shrink
-        to the same schedule add it once (a negative control's findings are not shrunk: they are expected)."""
-        if self.expected_finding:
-            return trials
-        out = list(trials)
-        known: set[str] = set()
-        spent = 0
-        for t in [t for t in trials if t.outcome == "fail" and len(t.schedule) > 1]:
-            tries = min(12, self.shrink_budget - spent)
-            if tries <= 0:
-                ctx.say(f"{self.name}: shrink budget spent; {t.schedule} is shown as found")
-                break
-            small, ran = self._shrink(ctx, t, tries)
-            spent += max(1, ran)
-            if small is not t and str(small.schedule) not in known:
-                known.add(str(small.schedule))
-                out.append(small)
-        return out
+    """Trials all shrinking of one scenario may run (`run.shrinking.with_shrunk`; each failure's share is at
+    most 12)."""
 
     # ---- policy: what the trials add up to -----------------------------------------------------------
     def skipped(self, ctx: Context, started: float) -> ScenarioResult | None:

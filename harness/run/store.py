@@ -25,6 +25,7 @@ from pathlib import Path
 from killpoint.env.stepmodule import AgentSpec
 from killpoint.faults.schedule import Schedule, ScheduleError
 from killpoint.run.bounded import read_bounded
+from killpoint.run.plans import in_shard
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 
@@ -86,7 +87,7 @@ def replay(store: FailureStore | None, scenario: Scenario, ctx: Context) -> list
     if store is None or scenario.expected_finding:
         return []
     # under --shard K/N a stored schedule is one more trial of the plan: one shard replays it, not all
-    schedules = scenario.in_shard(ctx, store.schedules(scenario.agent(ctx), scenario.name), lambda s: (s, None))
+    schedules = in_shard(scenario, ctx, store.schedules(scenario.agent(ctx), scenario.name), lambda s: (s, None))
     trials = []
     for i, schedule in enumerate(schedules, 1):
         trial = scenario.trial(ctx, schedule)

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # the machinery (psycopg, the environment) is imported when a
 
     from killpoint.env.environment import Environment
     from killpoint.env.launcher import Incarnation
+    from killpoint.env.previous import PreviousCode
     from killpoint.run.controller import RunController
 
 Setup = Callable[["psycopg.Connection", str], dict | None]
@@ -55,6 +56,30 @@ class Upgrade:
 
     previous: AgentSpec
     between: Setup | None = None
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """How `Session.trial` runs and judges a schedule, beyond the session's defaults.
+
+    `options`: the run's options (None: the session's); `checkers`: what judges it; `setup` prepares the
+    database before the first incarnation; `agent`: the code it runs (None: the session's); `baseline`: the
+    crash-free evidence to judge against (None: the session's, run once); `upgrade`: run the schedule under
+    the previous code first (`Upgrade`); `observe` adds options for the checkers from the ended run (e.g.
+    the tail of each worker's log); `alone`: judged without a crash-free baseline."""
+
+    options: RunOptions | None = None
+    checkers: tuple[CheckerRef, ...] = CRASH_CHECKERS
+    setup: Setup | None = None
+    agent: AgentSpec | None = None
+    baseline: Evidence | None = None
+    upgrade: Upgrade | None = None
+    observe: Observe | None = None
+    alone: bool = False
+
+
+PLAIN = TrialSpec()
+"""The session's defaults: the crash checkers, the session's agent and options, against its baseline."""
 
 
 class CrashFreeFailure(KillpointError):
@@ -136,7 +161,9 @@ class Trial:
 class Session:
     """Shared state of the trials of one harness invocation."""
 
-    def __init__(self, env: Environment, history: History, agent: AgentSpec, options: RunOptions) -> None:
+    def __init__(self, env: Environment, history: History, agent: AgentSpec, options: RunOptions, *,
+                 jobs: int = 1, run_id_suffix: str = "", skip_checkers: frozenset[str] = frozenset(),
+                 previous_code: PreviousCode | None = None) -> None:
         self.env = env
         self.history = history
         self.agent = agent
@@ -144,17 +171,20 @@ class Session:
         self._baselines: dict[str, Evidence] = {}
         self._counter = 0
         self._prepared: set[str] = set()
-        self.jobs = 1
+        self.jobs = jobs
         """How many schedules of a scenario may run at the same time (`-j`); 1: one after another."""
-        self.run_id_suffix = ""
+        self.run_id_suffix = run_id_suffix
         """Ends every run id (`crash-points-3.gw1`): sessions sharing one database (pytest-xdist workers)
         each name their runs apart, since an id one takes is not yet in the database when another looks."""
         self._ids = threading.Lock()  # run ids: one counter, whichever thread asks
         self._shared = threading.RLock()  # the baseline cache and the prepared schemas
         self.trials: list[Trial] = []
         """Every trial this session judged, in order (what `verdicts.json` lists for a pytest session)."""
-        self.skip_checkers: frozenset[str] = frozenset()
+        self.skip_checkers = skip_checkers
         """Checkers the user turned off (`--skip-checker NAME`): left out of every trial's judgement."""
+        self.previous_code = previous_code
+        """What the session knows of the agent's previous code from git (`--previous-steps git:REF`, or the
+        default looked up on first use), for the schema scenarios; None: the session looks for none."""
 
     def next_run_id(self, prefix: str) -> str:
         """`prefix-N` (then `run_id_suffix`), N counting this session's runs. On a database that already saw
@@ -242,25 +272,21 @@ class Session:
         _raise_unless_finished(agent, second)
         return second
 
-    def trial(self, schedule: Schedule, *, prefix: str = "run", seed: int | None = None,
-              options: RunOptions | None = None, checkers: Iterable[CheckerRef] = CRASH_CHECKERS,
-              setup: Setup | None = None, agent: AgentSpec | None = None,
-              baseline: Evidence | None = None, upgrade: Upgrade | None = None,
-              observe: Observe | None = None, alone: bool = False, explicit: bool = True,
-              run_id: str | None = None) -> Trial:
-        """Run `schedule` and judge it with `checkers` against the baseline.
+    def trial(self, schedule: Schedule, spec: TrialSpec = PLAIN, *, prefix: str = "run", seed: int | None = None,
+              explicit: bool = True, run_id: str | None = None) -> Trial:
+        """Run `schedule` as `spec` says (`TrialSpec`) and judge it against the baseline.
 
-        With `upgrade`, the schedule is run under the previous code for one incarnation first (a fault
-        pauses or kills it), `upgrade.between` reads what it left, and `agent` then finishes the run
-        crash-free; the evidence covers both. `observe` adds options for the checkers from the ended run
-        (e.g. the tail of each worker's log). `alone`: judged without a crash-free baseline. `explicit`: the
-        schedule was written by a user (a fault that never fires leaves the trial unknown); generated
-        schedules pass False. `run_id`: the id `next_run_id` gave this trial beforehand (schedules run at
-        the same time are numbered in schedule order, not in the order they end); None takes the next."""
-        options = options or self.options
-        agent = agent or self.agent
+        With `spec.upgrade`, the schedule is run under the previous code for one incarnation first (a fault
+        pauses or kills it), `upgrade.between` reads what it left, and the agent then finishes the run
+        crash-free; the evidence covers both. The run id is `prefix-N`. `explicit`: the schedule was written
+        by a user (a fault that never fires leaves the trial unknown); generated schedules pass False.
+        `run_id`: the id `next_run_id` gave this trial beforehand (schedules run at the same time are
+        numbered in schedule order, not in the order they end); None takes the next."""
+        options = spec.options or self.options
+        agent = spec.agent or self.agent
+        upgrade, baseline = spec.upgrade, spec.baseline
         self.check_steps(schedule, upgrade.previous if upgrade is not None else agent)
-        base = None if alone else baseline if baseline is not None else self.baseline(options, agent)
+        base = None if spec.alone else baseline if baseline is not None else self.baseline(options, agent)
         run_id = run_id or self.next_run_id(prefix)
         earlier: list = []
         extra: dict = {}
@@ -271,7 +297,7 @@ class Session:
         if getattr(self.env, "effects", None):
             flags["effects"] = dict(self.env.effects)  # ... through the same proxies (--effect)
         if upgrade is not None:
-            first, extra = self.drive(run_id, schedule, replace(options, max_incarnations=1), setup,
+            first, extra = self.drive(run_id, schedule, replace(options, max_incarnations=1), spec.setup,
                                       upgrade.previous)
             earlier = first.incarnations
             if upgrade.between is not None:
@@ -279,12 +305,12 @@ class Session:
                     extra.update(upgrade.between(conn, run_id) or {})
             ctl, _ = self.drive(run_id, Schedule(), options, None, agent)
         else:
-            ctl, extra = self.drive(run_id, schedule, options, setup, agent)
-        if observe is not None:
-            extra.update(observe([*earlier, *ctl.incarnations]) or {})
+            ctl, extra = self.drive(run_id, schedule, options, spec.setup, agent)
+        if spec.observe is not None:
+            extra.update(spec.observe([*earlier, *ctl.incarnations]) or {})
         extra.update(flags)
         trial = self.judge(run_id, schedule, seed, ctl.evidence(agent.own_effects_sql, extra, also=earlier), base,
-                           checkers)
+                           spec.checkers)
         trial.steps, trial.run_dir = agent.module, self.env.run_dir
         return trial
 

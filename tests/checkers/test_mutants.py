@@ -27,8 +27,8 @@ import pytest
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.process import bounded_rework
 from killpoint.env.postgres import PostgresHandle
-from killpoint.faults.schedule import Schedule
 from killpoint.events import FaultFired, Point
+from killpoint.faults.schedule import Schedule
 from killpoint.run.scenario import Context, find, registry
 from tests.gallery import mutants as gallery_mutants
 from tests.gallery.mutants import BY_NAME, MUTANTS, PREVIOUS_CODE, Mutant

@@ -10,9 +10,9 @@ from dataclasses import replace
 from killpoint import __version__
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict
-from killpoint.faults.schedule import Schedule
-from killpoint.report.text import junit_xml
 from killpoint.events import RunBegin, RunEnd
+from killpoint.faults.schedule import Schedule
+from killpoint.report.junit import junit_xml
 from killpoint.run.scenario import ScenarioResult
 from killpoint.run.trial import Trial
 

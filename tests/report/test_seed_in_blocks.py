@@ -3,7 +3,6 @@ for `run` and `explore`, the run's base seed: in the CLI's text, in JUnit, and i
 
 from __future__ import annotations
 
-import argparse
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -14,8 +13,10 @@ import pytest
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict
 from killpoint.cli.commands import finish
+from killpoint.cli.config import Invocation
 from killpoint.faults.schedule import Schedule
 from killpoint.report.text import trial_block
+from killpoint.run.config import SessionConfig
 from killpoint.run.scenario import ScenarioResult
 from killpoint.run.trial import Trial
 from killpoint.testing import TrialFailed, expect
@@ -63,8 +64,8 @@ def test_every_cli_failure_block_and_junit_case_carries_the_base_seed(command: s
                                                                       capsys: pytest.CaptureFixture) -> None:
     session = SimpleNamespace(agent=SimpleNamespace(module="my.steps", digest="abc"), options=SimpleNamespace(grace=5.0),
                               env=SimpleNamespace(run_dir=tmp_path, worker_cmd=None, adapter=SimpleNamespace(name="checkpoints")))
-    args = argparse.Namespace(junit=str(tmp_path / "junit.xml"), quiet=True)
-    code = finish(args, session, results(), {"command": command, "seed": 42})  # type: ignore[arg-type]
+    inv = Invocation(SessionConfig("my.steps", tmp_path), junit=str(tmp_path / "junit.xml"), quiet=True)
+    code = finish(inv, session, results(), {"command": command, "seed": 42})  # type: ignore[arg-type]
     assert code == 1
     shown = blocks(capsys.readouterr().out)
     assert len(shown) == 3, shown
@@ -78,9 +79,9 @@ def test_every_cli_failure_block_and_junit_case_carries_the_base_seed(command: s
 def test_a_replay_block_carries_the_trials_seed_and_no_base_seed(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     session = SimpleNamespace(agent=SimpleNamespace(module="my.steps", digest="abc"), options=SimpleNamespace(grace=5.0),
                               env=SimpleNamespace(run_dir=tmp_path, worker_cmd=None, adapter=SimpleNamespace(name="checkpoints")))
-    args = argparse.Namespace(junit=None, quiet=True)
+    inv = Invocation(SessionConfig("my.steps", tmp_path), quiet=True)
     result = ScenarioResult("crash-points", "fail", [trial("crash-points-1", "email:effect.applied:kill", 9)], 1.0)
-    finish(args, session, [result], {"command": "replay", "seed": 9})  # type: ignore[arg-type]
+    finish(inv, session, [result], {"command": "replay", "seed": 9})  # type: ignore[arg-type]
     (block,) = blocks(capsys.readouterr().out)
     assert "\n  seed:     9\n" in block, block  # a replay's seed names the trial; it is no base seed
 

@@ -15,8 +15,8 @@ from killpoint.checkers import run_checkers
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import combine
 from killpoint.env.postgres import PostgresHandle
-from killpoint.faults.schedule import Schedule, ScheduleError
 from killpoint.events import RunEvidence
+from killpoint.faults.schedule import Schedule, ScheduleError
 from killpoint.run.trial import Session
 from tests.helpers.harness import harness_session
 from tests.helpers.sandbox import Sandbox

@@ -9,6 +9,7 @@ from killpoint.checkers.verdict import Verdict
 from killpoint.faults.schedule import Schedule
 from killpoint.report.text import trial_block
 from killpoint.run.scenario import Context, Scenario
+from killpoint.run.shrinking import with_shrunk
 from killpoint.run.trial import Trial
 
 FATAL = "email:effect.applied:kill"
@@ -39,7 +40,7 @@ def test_every_failure_is_shrunk_and_says_from_what_to_what() -> None:
     found = [sc.trial(ctx, Schedule.parse(s), seed=i) for i, s in enumerate(
         ["plan:step.start:kill," + FATAL + ",record:step.start:term", "charge:step.start:kill," + FATAL,
          "plan:step.start:term,charge:step.start:term", "plan:step.start:kill"])]
-    out = sc.with_shrunk(ctx, found)
+    out = with_shrunk(sc, ctx, found)
     shrunk = out[len(found):]
     assert [(str(t.schedule), str(t.shrunk_from)) for t in shrunk] == [
         (FATAL, "plan:step.start:kill," + FATAL + ",record:step.start:term"),
@@ -57,7 +58,7 @@ def test_shrinking_stops_at_its_budget_and_says_so() -> None:
     found = [sc.trial(ctx, Schedule.parse(f"plan:step.start:kill,record:step.start:kill,{FATAL}")),
              sc.trial(ctx, Schedule.parse(f"record:step.start:kill,plan:step.start:term,{FATAL}"))]
     before = len(sc.ran)
-    sc.with_shrunk(ctx, found)
+    with_shrunk(sc, ctx, found)
     assert len(sc.ran) - before <= 2
     assert any("shrink budget spent" in s for s in said), said
 
@@ -67,4 +68,4 @@ def test_a_negative_controls_findings_are_not_shrunk() -> None:
     sc.expected_finding = True
     ctx = context([])
     found = [sc.trial(ctx, Schedule.parse(f"plan:step.start:kill,{FATAL}"))]
-    assert sc.with_shrunk(ctx, found) == found and len(sc.ran) == 1
+    assert with_shrunk(sc, ctx, found) == found and len(sc.ran) == 1

@@ -4,7 +4,6 @@ or when something else fails."""
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import time
 from collections.abc import Iterator
@@ -14,9 +13,11 @@ import pytest
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import failed, passed
 from killpoint.cli.commands import finish
+from killpoint.cli.config import Invocation
 from killpoint.env.postgres import PostgresHandle
 from killpoint.faults.schedule import Schedule
 from killpoint.report.text import trial_block
+from killpoint.run.config import SessionConfig
 from killpoint.run.scenario import Context, ScenarioResult
 from killpoint.run.trial import Session, Trial
 from killpoint.scenarios.non_idempotent_downstream import NonIdempotentDownstream
@@ -62,7 +63,8 @@ def test_the_window_is_found_and_counted_as_expected(outcome: tuple[list[Trial],
 def test_the_run_command_reports_it_as_an_expected_finding(outcome: tuple[list[Trial], ScenarioResult],
                                                             session: Session, capsys: pytest.CaptureFixture[str]) -> None:
     _, result = outcome
-    code = finish(argparse.Namespace(junit=None), session, [result], {"command": "run"})
+    code = finish(Invocation(SessionConfig(session.agent.module, session.env.run_dir)), session, [result],
+                  {"command": "run"})
     out = capsys.readouterr().out
     assert code == 0  # an expected finding is neither a pass nor a failure of the suite
     assert out.splitlines()[1].startswith("EXPECTED ")

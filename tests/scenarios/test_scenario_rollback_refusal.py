@@ -7,9 +7,9 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from killpoint.checkers import Evidence
+from killpoint.events import Note
 from killpoint.faults.schedule import Schedule
 from killpoint.report.text import trial_block
-from killpoint.events import Note
 from killpoint.run.scenario import Context, ScenarioResult
 from killpoint.run.trial import Session, Trial
 from killpoint.scenarios.rollback_refusal import KINDS, RollbackRefusal, refusal_explained

@@ -6,8 +6,8 @@ its row lock (no deadlock). A store without the monotonic guard lets the zombie 
 from __future__ import annotations
 
 from killpoint.checkers import CHECKERS, Evidence
-from killpoint.faults.schedule import Schedule
 from killpoint.events import Event, FaultFired
+from killpoint.faults.schedule import Schedule
 from killpoint.run.scenario import Context, ScenarioResult
 from killpoint.run.trial import Session, Trial
 from killpoint.scenarios.zombie_worker import ZombieWorker

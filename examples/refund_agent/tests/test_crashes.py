@@ -5,7 +5,7 @@ imported the agent, once per test session; each ``trial`` runs the agent under o
 judges it against a crash-free run. ``conftest.py`` picks the agent (the ``killpoint_steps`` fixture).
 """
 
-from killpoint import RunOptions, Schedule, load_agent
+from killpoint import RunOptions, Schedule, TrialSpec, load_agent
 
 
 def test_a_refund_is_booked_once_when_the_worker_dies_after_the_ledger_booked_it(killpoint_session):
@@ -33,7 +33,7 @@ def test_several_faults_in_one_run(killpoint_session):
 
 def test_an_escalated_request_is_emailed_once_and_never_refunded(killpoint_session):
     escalated = RunOptions(params={"reason": "changed-mind"})  # initial_state(params): not a refundable reason
-    trial = killpoint_session.trial(Schedule.parse("notify:effect.applied:kill"), options=escalated)
+    trial = killpoint_session.trial(Schedule.parse("notify:effect.applied:kill"), TrialSpec(options=escalated))
     assert trial.outcome == "pass", trial.failing()
     assert [e["service"] for e in trial.evidence.effects] == ["mailer"]
     assert trial.evidence.final["state"]["decision"] == "escalated"
@@ -41,6 +41,6 @@ def test_an_escalated_request_is_emailed_once_and_never_refunded(killpoint_sessi
 
 def test_a_key_made_per_attempt_books_the_refund_twice(killpoint_session):
     trial = killpoint_session.trial(Schedule.parse("refund:effect.applied:kill"),
-                                    agent=load_agent("acme_refunds.keyless"))
+                                    TrialSpec(agent=load_agent("acme_refunds.keyless")))
     assert trial.outcome == "fail"
     assert "exactly_once" in [v.checker for v in trial.failing()]

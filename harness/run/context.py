@@ -1,0 +1,49 @@
+"""What a scenario gets from the command that runs it (`Context`): the session, the user's choices (seed,
+budget, named scenarios, actions, shard), and where to say how it goes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from killpoint.faults.shard import Shard
+
+if TYPE_CHECKING:
+    from killpoint.run.checkpoint_store import CheckpointStore
+    from killpoint.run.trial import Session
+
+
+@dataclass
+class Context:
+    """What a scenario gets: the session, the base seed, a time budget for random exploration, and a
+    way to report progress."""
+
+    session: Session
+    seed: int = 0
+    budget: float = 60.0
+    say: Callable[[str], None] = lambda _msg: None
+    random_count: int = 8
+    started: float = field(default_factory=time.monotonic)
+    previous_steps: str | None = None
+    """The agent's previous code (`--previous-steps pkg.module`), for the schema scenarios."""
+    explicit: bool = False
+    """The user wrote the schedules (`replay --schedule`): a fault that never fires leaves a trial unknown."""
+    named: tuple[str, ...] = ()
+    """The scenarios the user named (`--scenario`); empty when the whole suite runs."""
+    actions: tuple[str, ...] = ()
+    """The fault actions the user allowed (`--actions kill,term`); empty: every scenario's own."""
+    shard: Shard | None = None
+    """`--shard K/N`: only the schedules of this shard run (`faults.shard`); None: all of them."""
+    on_trial: Callable[[str, int, int, str], None] | None = None
+    """Called after each trial of a plan as (scenario, done, total, outcome): the progress display."""
+    checkpoints: CheckpointStore | None = None
+    """The checkpoints kept by earlier runs (`run.checkpoint_store`), for `stored-checkpoints`; None: off."""
+
+    def asked(self, name: str) -> bool:
+        """True when the user named scenario `name` (not merely ran the whole suite)."""
+        return name in self.named
+
+    def over_budget(self) -> bool:
+        return time.monotonic() - self.started > self.budget

@@ -1,0 +1,106 @@
+"""Running a scenario's plan of trials: which items this shard runs, in what order, how many at a time,
+and what a time budget cut.
+
+1. `in_shard(scenario, ctx, plan, label)`: the items of `plan` this job runs under `--shard K/N` (all of
+   them without it), in plan order; one item is one trial, named by `label(item)` (its schedule, or the
+   scenario's own label for it; its seed or None), so whether this shard runs it is
+   `Shard.owns(scenario, label, seed)`, a pure function of the name. The items left out are counted in
+   `scenario.left_to_other_shards`. A negative control is one unit (its finding is judged over all its
+   trials together): one shard runs all of it.
+2. `run_plan(scenario, ctx, plan, line, stop_on_budget)`: the shard's items of `plan` (seed, schedule), each
+   `scenario.trial`, said as `line(i, seed, schedule, trial)` and counted by `ctx.on_trial`, in plan order.
+   When `scenario.concurrent()`, up to `ctx.session.jobs` at a time (`run.pool.ordered`), the run ids taken
+   in plan order first, so that ids, lines and verdicts are those of `-j 1`.
+3. With `stop_on_budget`, a trial not started when the budget is spent is left out, and what was cut is
+   said and kept in `scenario.budget_cuts` (only the random part of a scenario is ever cut: its exhaustive
+   part depends on the agent alone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from killpoint.faults.schedule import Schedule
+
+if TYPE_CHECKING:
+    from killpoint.run.context import Context
+    from killpoint.run.trial import Trial
+
+T = TypeVar("T")
+
+
+class Planned(Protocol):
+    """What of a scenario (`run.scenario.Scenario`) its plans need: its name, whether it is a negative
+    control, where shards and budget cuts are counted, and how one trial runs."""
+
+    name: str
+    expected_finding: bool
+    left_to_other_shards: int
+    budget_cuts: tuple[str, ...]
+
+    def concurrent(self) -> bool: ...
+
+    def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None, run_id: str | None = None) -> Trial: ...
+
+
+Line = Callable[[int, "int | None", Schedule, "Trial"], str]
+"""The progress line of the i-th trial of a plan (1-based), from its seed, schedule and judged trial."""
+
+
+def in_shard(scenario: Planned, ctx: Context, plan: Sequence[T],
+             label: Callable[[T], tuple[Schedule | str, int | None]]) -> list[T]:
+    """Flow step 1: the items of `plan` this shard runs."""
+    if ctx.shard is None:
+        return list(plan)
+    if scenario.expected_finding:
+        kept = list(plan) if ctx.shard.owns(scenario.name, "negative-control") else []
+    else:
+        kept = [item for item in plan if ctx.shard.owns(scenario.name, *label(item))]
+    if len(kept) < len(plan):
+        scenario.left_to_other_shards += len(plan) - len(kept)
+        ctx.say(f"{scenario.name}: shard {ctx.shard} runs {len(kept)} of {len(plan)} trials; the other shards run "
+                "the rest")
+    return kept
+
+
+def run_plan(scenario: Planned, ctx: Context, plan: list[tuple[int | None, Schedule]], line: Line,
+             stop_on_budget: bool = False) -> list[Trial]:
+    """Flow steps 2-3: the trials of the shard's part of `plan`, in plan order."""
+    from killpoint.run.pool import ordered
+
+    plan = in_shard(scenario, ctx, plan, lambda item: (item[1], item[0]))
+    trials: list[Trial] = []
+
+    def done(i: int, trial: Trial | None) -> None:
+        if trial is not None and len(trials) == i:  # after a budget stop, nothing more is counted
+            ctx.say(line(i + 1, plan[i][0], plan[i][1], trial))
+            if ctx.on_trial is not None:
+                ctx.on_trial(scenario.name, i + 1, len(plan), trial.outcome)
+            trials.append(trial)
+
+    if not scenario.concurrent():
+        for i, (seed, schedule) in enumerate(plan):
+            if stop_on_budget and ctx.over_budget():
+                break
+            done(i, scenario.trial(ctx, schedule) if seed is None else scenario.trial(ctx, schedule, seed))
+        return _cut(scenario, ctx, trials, plan, stop_on_budget)
+    ids = [ctx.session.next_run_id(scenario.name) for _ in plan]
+
+    def task(seed: int | None, schedule: Schedule, run_id: str) -> Trial | None:
+        if stop_on_budget and ctx.over_budget():
+            return None
+        return scenario.trial(ctx, schedule, seed, run_id=run_id)
+
+    ordered([lambda s=s, r=r: task(*s, r) for s, r in zip(plan, ids, strict=True)], ctx.session.jobs, done)
+    return _cut(scenario, ctx, trials, plan, stop_on_budget)
+
+
+def _cut(scenario: Planned, ctx: Context, trials: list[Trial], plan: Sequence[object],
+         stop_on_budget: bool) -> list[Trial]:
+    """Flow step 3: `trials`; when the budget left part of `plan` out, say so and keep it in `budget_cuts`."""
+    if stop_on_budget and len(trials) < len(plan):
+        note = f"random: {len(trials)} of {len(plan)} schedules, the budget of {ctx.budget:g} s ran out"
+        scenario.budget_cuts = (*scenario.budget_cuts, note)
+        ctx.say(f"{scenario.name}: {note}")
+    return trials
