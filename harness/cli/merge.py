@@ -36,7 +36,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from killpoint.errors import UsageError
-from killpoint.run.history import Event, History
+from killpoint.events import encode
+from killpoint.run.history import History
+
+Event = dict[str, Any]
+"""One history event as its JSON object (`killpoint.events.encode`)."""
 
 if TYPE_CHECKING:  # the suite is imported when a merge runs, not when the parser is built
     from killpoint.faults.schedule import Schedule
@@ -90,7 +94,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from killpoint.cli import validate  # noqa: PLC0415
     from killpoint.report.text import scenario_line  # noqa: PLC0415
 
-    validate.check_paths(args)
+    validate.check_paths(args.out, args.junit)
     runs = [read(p) for p in find_run_dirs([Path(d) for d in args.dirs])]
     for note in check_one_agent(runs):
         print(f"note: {note}")
@@ -159,7 +163,8 @@ def read(path: Path) -> RunDir:
     except (OSError, ValueError):
         meta = {}
     history = path / "history.jsonl"
-    events = History.read(history)[0] if history.is_file() else []
+    # as JSON objects: merging renames and renumbers them (flow steps 3 and 4) before they are written again
+    events = [encode(e) for e in History.read(history)[0]] if history.is_file() else []
     return RunDir(path, verdicts, meta if isinstance(meta, dict) else {}, events)
 
 

@@ -25,8 +25,10 @@ from killpoint.env.launcher import Incarnation, Launcher
 from killpoint.env.listener import RunListener
 from killpoint.env.postgres import provide
 from killpoint.env.postgres.reaper import destroy, new_cluster_dir
+from killpoint.errors import UsageError
 from killpoint.fake_services import Services
 from killpoint.fake_services.hooks import Decision
+from killpoint.fake_services.script import ScriptError
 
 
 class Environment:
@@ -44,7 +46,8 @@ class Environment:
     def __init__(self, *, postgres: str = "auto", dsn: str | None = None, allow_any_dsn: bool = False,
                  spawn: str = "fork", worker_cmd: str | None = None, preload: list[str] | None = None,
                  run_dir: Path, say: Callable[[str], None] | None = None, schema: Callable | None = None,
-                 effects: Mapping[str, str] | None = None, adapter: Adapter | None = None) -> None:
+                 effects: Mapping[str, str] | None = None, adapter: Adapter | None = None,
+                 model_script: object = None) -> None:
         self._postgres, self._dsn, self._allow_any_dsn = postgres, dsn, allow_any_dsn
         self._spawn, self._worker_cmd, self._preload = spawn, worker_cmd, preload or []
         self.run_dir = run_dir
@@ -52,6 +55,9 @@ class Environment:
         self._schema = schema
         self.effects: dict[str, str] = dict(effects or {})
         """`--effect` upstreams (name -> URL), each behind a recording proxy of the fake services."""
+        self._model_script = model_script
+        """How the model fakes answer (a step module's `MODEL_SCRIPT`, docs/tools.md); None: the script
+        `KILLPOINT_MODEL_SCRIPT` names, else the default policy."""
         self._stack = contextlib.ExitStack()
         self._listeners: dict[str, RunListener] = {}
         self._sqlbarriers: dict[str, sqlbarrier.SqlBarrier] = {}
@@ -100,7 +106,12 @@ class Environment:
                     self._held_table = True
             else:
                 audit.ensure_table(conn)
-        self.services = Services.start(hook=self._service_hook, upstreams=self.effects)
+        try:
+            self.services = Services.start(hook=self._service_hook, upstreams=self.effects, script=self._model_script)
+        except ScriptError as exc:
+            raise UsageError("bad-model-script", f"the model script cannot be used: {exc}",
+                             "fix MODEL_SCRIPT in the step module or the file KILLPOINT_MODEL_SCRIPT names "
+                             "(docs/tools.md)") from None
         stack.callback(self.services.stop)
         self.barrier = BarrierServer(self.socket_path, self._worker_point, self._worker_note)
         stack.callback(self.barrier.close)

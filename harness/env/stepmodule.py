@@ -102,6 +102,12 @@ def import_env(agent: AgentSpec) -> dict[str, str]:
     return {"PYTHONPATH": os.pathsep.join(p for p in rest if p)}
 
 
+def model_script(agent: AgentSpec) -> object:
+    """The step module's `MODEL_SCRIPT` (how the model fakes answer its requests, docs/tools.md), or None."""
+    with isolated(agent.module, agent.path):
+        return getattr(importlib.import_module(agent.module), "MODEL_SCRIPT", None)
+
+
 def load(module: str, path: str | None = None) -> AgentSpec:
     """Import `module` and check the contract; every violation is one UsageError naming it and the fix.
     With `path`, the version of the module in that folder, imported in isolation (`isolated`)."""

@@ -9,7 +9,8 @@ wired, for the command line, the pytest plugin and the points cache.
    a bad `git:REF` is refused here; the default is looked up on first use).
 4. Start the environment (Postgres, the fake services, the fork server or the black-box worker's adapter).
 5. Yield the `Session`, given everything at construction: options, jobs (1 under an adapter that cannot
-   drive runs at the same time, said through `say`), the run-id suffix, the skipped checkers, the
+   drive runs at the same time, and no more than a `--dsn` database's connection limit allows, each said
+   through `say`), the run-id suffix, the skipped checkers, the
    previous code.
 6. Interrupted (Ctrl-C, SIGTERM, an exit), the history says so (`session.interrupted`, by `interrupted_by`)
    before everything is torn down. On every path the environment stops, the history closes and the
@@ -44,7 +45,7 @@ def open_session(config: SessionConfig, say: Say | None = None) -> Iterator[Sess
     from killpoint.adapters import get
     from killpoint.env.environment import Environment
     from killpoint.env.previous import Checkouts, PreviousCode, is_git
-    from killpoint.env.stepmodule import ensure_schema, load
+    from killpoint.env.stepmodule import ensure_schema, load, model_script
     from killpoint.run.history import History
     from killpoint.run.trial import Session
 
@@ -60,12 +61,17 @@ def open_session(config: SessionConfig, say: Say | None = None) -> Iterator[Sess
         with Environment(postgres=config.postgres, dsn=config.dsn, allow_any_dsn=config.allow_any_dsn,
                          spawn=config.spawn, worker_cmd=config.worker_cmd, preload=[agent.module],
                          run_dir=config.run_dir, say=say, schema=ensure_schema, effects=config.effects,
-                         adapter=adapter) as env:
+                         adapter=adapter, model_script=model_script(agent)) as env:
             jobs = config.jobs
             if adapter is not None and not adapter.concurrent_runs and jobs > 1:
                 if say is not None:
                     say(f"--adapter {adapter.name}: one run at a time ({adapter.serial_reason})")
                 jobs = 1
+            fit = max(1, env.pg.jobs_that_fit(jobs))  # a --dsn database's connection limit (one run fits: checked at open)
+            if fit < jobs:
+                if say is not None:
+                    say(f"--dsn: {fit} run(s) at a time (the database's connection limit allows no more)")
+                jobs = fit
             yield Session(env, history, agent, config.options, jobs=jobs, run_id_suffix=config.run_id_suffix,
                           skip_checkers=config.skip_checkers, previous_code=previous)
     except (KeyboardInterrupt, SystemExit) as exc:

@@ -109,6 +109,11 @@ class PostgresHandle(ABC):
         """The database name ``create_database(name)`` uses (providers may add a prefix)."""
         return db_name(name)
 
+    def jobs_that_fit(self, jobs: int) -> int:
+        """The most runs at once, at most `jobs`, whose connections the server allows. An owned server is
+        started with room for any `-j`; a `--dsn` database may have a connection limit (`DsnServer`)."""
+        return jobs
+
     def crash(self) -> None:
         """Stop the server at once, as a power cut would. Only owned servers; others raise ``UsageError``."""
         raise self._not_owned("crash")
