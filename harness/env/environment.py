@@ -25,6 +25,7 @@ from killpoint.env.launcher import Incarnation, Launcher
 from killpoint.env.listener import RunListener
 from killpoint.env.postgres import provide
 from killpoint.env.postgres.reaper import destroy, new_cluster_dir
+from killpoint.env.worker_env import import_env
 from killpoint.errors import UsageError
 from killpoint.fake_services import Services
 from killpoint.fake_services.hooks import Decision
@@ -85,9 +86,17 @@ class Environment:
         tmp = new_cluster_dir("env")
         stack.callback(destroy, tmp)
         self.socket_path = tmp / "kp.sock"
-        # The fork servers import the agent (about a second) while Postgres and the fakes start; `ready`
-        # below waits for them.
-        forks = None if self._worker_cmd or self._spawn == "exec" else ForkLauncher(self._preload, wait=False)
+        try:
+            self.services = Services.start(hook=self._service_hook, upstreams=self.effects, script=self._model_script)
+        except ScriptError as exc:
+            raise UsageError("bad-model-script", f"the model script cannot be used: {exc}",
+                             "fix MODEL_SCRIPT in the step module or the file KILLPOINT_MODEL_SCRIPT names "
+                             "(docs/tools.md)") from None
+        stack.callback(self.services.stop)
+        # The fork servers import the agent (about a second) while Postgres starts, under the environment
+        # their incarnations get (no real credential, the SDKs pointed at the fakes); `ready` below waits.
+        forks = None if self._worker_cmd or self._spawn == "exec" else \
+            ForkLauncher(self._preload, env=import_env(self.services), wait=False)
         if forks is not None:
             stack.callback(forks.close)  # if the start fails before the launcher's own close is registered
         self.pg = stack.enter_context(provide(kind=self._postgres, dsn=self._dsn, allow_any_dsn=self._allow_any_dsn,
@@ -106,13 +115,6 @@ class Environment:
                     self._held_table = True
             else:
                 audit.ensure_table(conn)
-        try:
-            self.services = Services.start(hook=self._service_hook, upstreams=self.effects, script=self._model_script)
-        except ScriptError as exc:
-            raise UsageError("bad-model-script", f"the model script cannot be used: {exc}",
-                             "fix MODEL_SCRIPT in the step module or the file KILLPOINT_MODEL_SCRIPT names "
-                             "(docs/tools.md)") from None
-        stack.callback(self.services.stop)
         self.barrier = BarrierServer(self.socket_path, self._worker_point, self._worker_note)
         stack.callback(self.barrier.close)
         launcher: Launcher
