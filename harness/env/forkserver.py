@@ -42,6 +42,7 @@ from typing import Any
 
 import psutil
 
+from killpoint.env import egress
 from killpoint.env.postgres import conninfo
 from killpoint.env.procutil import become_subreaper, decode_status, die_with_parent, wait_gone
 
@@ -99,6 +100,8 @@ def _become(argv: list[str], env: dict[str, str], log: str | None, conn: Any = N
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     os.environ.clear()
     os.environ.update(env)
+    egress.install_from_env()  # this incarnation's hosts (the server's were the session's: the same)
+    egress.flush()  # what the server's import of the agent tried, reported to this run
     if _prepend_paths(env.get("PYTHONPATH", "")) and conn is not None:
         conn.close()  # the worker's modules come from elsewhere now: its session is its own to open
         conn = None
@@ -316,6 +319,7 @@ def serve(modules: list[str], standby: bool = True) -> int:
     stopping: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
     become_subreaper()
+    egress.install_from_env()  # before the agent is imported: its import-time connections are checked too
     for name in modules:
         importlib.import_module(name)
     importlib.import_module("killpoint.reference_agent.worker").parser()

@@ -11,12 +11,12 @@ import json
 import os
 from typing import TYPE_CHECKING, Protocol
 
-from killpoint.env import credentials
+from killpoint.env import credentials, egress
+from killpoint.env.fakes_env import service_env
 from killpoint.env.postgres import conninfo, libpq_env
 
 if TYPE_CHECKING:
     from killpoint.env.environment import Environment
-    from killpoint.fake_services import Services
 
 
 class WorkerKnobs(Protocol):
@@ -42,6 +42,7 @@ def incarnation_env(env: Environment, inc: str, run_id: str | None, options: Wor
     out.update({
         "DATABASE_URL": conninfo.for_worker(env.pg.dsn, inc),  # PGOPTIONS/PGAPPNAME yield to the DSN's
         **service_env(env.services, run_id),
+        egress.ALLOW_VAR: env.egress_allowed,
         "KILLPOINT_SOCKET": str(env.socket_path),
         "KILLPOINT_INCARNATION": inc,
         "KILLPOINT_RUN_ID": run_id or "",
@@ -58,36 +59,6 @@ def incarnation_env(env: Environment, inc: str, run_id: str | None, options: Wor
     })
     out.update(options.extra_env)
     return out
-
-
-def service_env(svc: Services, run_id: str | None) -> dict[str, str]:
-    """The variables naming the fake services (and the SDKs' base-URL variables pointing at them) for
-    `run_id`; with None, URLs with the `{run_id}` slot the reference runtime fills in per run (a queue
-    worker's, and the fork server's while it imports the agent: a client an agent builds at import
-    reaches the fakes too). `NO_PROXY` keeps a user's proxy out of the way to them."""
-
-    def url(service: str) -> str:
-        return svc.url(service, run_id) if run_id is not None else f"{svc.base_url(service)}/runs/{{run_id}}"
-
-    return {
-        "MAILER_URL": url("mailer"),
-        "LEDGER_URL": url("ledger"),
-        "WEBHOOK_URL": url("webhook"),
-        "ANTHROPIC_BASE_URL": url("model"),
-        "STRIPE_BASE_URL": url("stripe"),
-        "RESEND_API_URL": url("resend"),
-        "RESEND_BASE_URL": url("resend"),
-        "OPENAI_BASE_URL": url("openai") + "/v1",
-        "NO_PROXY": "127.0.0.1,localhost",
-        **{up.env_var: url(name) for name, up in svc.upstreams.items()},  # --effect: the recording proxies
-    }
-
-
-def import_env(svc: Services) -> dict[str, str]:
-    """The environment the fork servers import the agent under: the shell's without its credentials
-    (`credentials.scrubbed`), the fake keys, and the services' URLs (`service_env` without a run), as
-    each incarnation it forks will have them."""
-    return {**credentials.scrubbed(os.environ), **service_env(svc, None)}
 
 
 def pg_options(existing: str | None, inc: str) -> str:
