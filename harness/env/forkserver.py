@@ -1,8 +1,9 @@
 """The fork server: a process that has already imported the agent, and forks incarnations on request.
 
 `import anthropic` alone costs about a second; a fork from a process that imported it costs a few
-milliseconds. Run as `python -m killpoint.env.forkserver MODULE [MODULE...]`; it imports the modules, says
-`{"op": "ready"}` on stdout, then reads JSON commands on stdin, one per line:
+milliseconds. Run as `python -m killpoint.env.forkserver MODULE [MODULE...] --protocol-fd=N`; it imports the
+modules, says `{"op": "ready"}` on descriptor N (a pipe of the harness's: stdout is the agent's, which may
+print while it is imported; stdout without the option), then reads JSON commands on stdin, one per line:
 
     {"op": "spawn", "inc": "w3", "argv": ["RUN_ID"], "env": {...}, "log": "/path/w3.log"}
 
@@ -206,9 +207,17 @@ def _prepend_paths(pythonpath: str) -> bool:
     return True
 
 
+PROTOCOL_FD_ARG = "--protocol-fd"
+"""`--protocol-fd=N`: the descriptor the server says its messages on (not stdout, which the agent may
+print to while it is imported); stdout without it."""
+
+_said: Any = None
+
+
 def _say(msg: dict) -> None:
-    sys.__stdout__.write(json.dumps(msg) + "\n")
-    sys.__stdout__.flush()
+    out = _said or sys.__stdout__
+    out.write(json.dumps(msg) + "\n")
+    out.flush()
 
 
 PIPE_BUF_SAFE = 65536
@@ -331,7 +340,7 @@ def serve(modules: list[str], standby: bool = True) -> int:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the harness decides when we stop
     stdin = sys.stdin.buffer
-    server = _Server(standby, [rfd, wfd, stdin.fileno()])
+    server = _Server(standby, [rfd, wfd, stdin.fileno(), *([_said.fileno()] if _said else [])])
     buf = b""
     me = os.getpid()
     _say({"op": "ready", "pid": me})
@@ -457,4 +466,7 @@ def _reap(server: _Server) -> None:
 
 if __name__ == "__main__":
     args = sys.argv[1:]
+    for arg in [a for a in args if a.startswith(PROTOCOL_FD_ARG + "=")]:
+        _said = os.fdopen(int(arg.partition("=")[2]), "w")
+        args.remove(arg)
     sys.exit(serve([a for a in args if a != "--no-standby"], standby="--no-standby" not in args))
