@@ -36,6 +36,7 @@ import os
 import select
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,7 +61,9 @@ def _child(argv: list[str], env: dict[str, str], log: str | None, fds: list[int]
 
 def _exit_with(body: Callable[[], int]) -> None:
     """In a forked child: run `body` and exit with its code (a `SystemExit`'s, or 1 with the traceback on
-    stderr for any other exception), flushing the standard streams first. Never returns."""
+    stderr for any other exception), after waiting for its non-daemon threads as an interpreter's shutdown
+    does (so an agent that leaves one running hangs here as it would under `--spawn exec`), flushing the
+    standard streams first. Never returns."""
     code = 1
     try:
         code = body()
@@ -70,7 +73,15 @@ def _exit_with(body: Callable[[], int]) -> None:
         traceback.print_exc()
         code = 1
     finally:
+        _join_threads()
         _exit(code)
+
+
+def _join_threads() -> None:
+    """Wait for every non-daemon thread, as `Py_FinalizeEx` does (`threading._shutdown`, which also runs
+    the `threading._register_atexit` hooks: concurrent.futures' executors join their workers there)."""
+    with contextlib.suppress(BaseException):
+        threading._shutdown()  # type: ignore[attr-defined]
 
 
 def _detach(fds: list[int]) -> None:
