@@ -11,6 +11,7 @@ import importlib
 from collections.abc import Callable, Iterable
 
 from killpoint.checkers.effects import context_fidelity, exactly_once
+from killpoint.checkers.egress import blocked, no_egress
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.faults import commits_survive, faults_injected, retries_keep_keys
 from killpoint.checkers.outcome import completes, cost_accounted, hung, same_final_state
@@ -36,10 +37,17 @@ CHECKERS: dict[str, Checker] = {
     "commits_survive": commits_survive,
     "retries_keep_keys": retries_keep_keys,
     "faults_injected": faults_injected,
+    "no_egress": no_egress,
 }
 
 ALWAYS = ("faults_injected",)
 """Checkers every trial is judged by, whatever its scenario asks for."""
+
+
+def always(ev: Evidence) -> tuple[str, ...]:
+    """The checkers `ev` is judged by whatever its scenario asks for: `ALWAYS`, and `no_egress` when a
+    worker tried to reach a host off the machine (only then, so an ordinary run's verdicts stay as they were)."""
+    return (*ALWAYS, "no_egress") if blocked(ev) else ALWAYS
 
 CRASH_CHECKERS = ("completes", "exactly_once", "same_final_state", "no_rewind", "bounded_rework",
                   "context_fidelity", "cost_accounted", "drains_on_sigterm", "fenced_zombie", "no_orphans")
@@ -92,5 +100,5 @@ def run_checkers(checkers: Iterable[CheckerRef], ev: Evidence, base: Evidence | 
     return out
 
 
-__all__ = ["ALWAYS", "CHECKERS", "CRASH_CHECKERS", "Checker", "CheckerRef", "Evidence", "Verdict", "combine", "ref",
+__all__ = ["ALWAYS", "always", "CHECKERS", "CRASH_CHECKERS", "Checker", "CheckerRef", "Evidence", "Verdict", "combine", "ref",
            "resolve", "run_checkers"]

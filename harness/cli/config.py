@@ -63,6 +63,7 @@ def invocation(args: argparse.Namespace, command: str, label: str | None = None)
     session = SessionConfig(
         steps=args.steps, run_dir=run_dir, postgres=args.postgres, dsn=args.dsn, allow_any_dsn=args.allow_any_dsn,
         spawn=args.spawn, worker_cmd=args.worker_cmd, adapter=args.adapter, effects=effects,
+        allow_egress=tuple(getattr(args, "allow_egress", ()) or ()),
         options=RunOptions(grace=args.grace, exit_codes=exit_codes), jobs=args.jobs or default_jobs(),
         skip_checkers=skip_checkers, previous_steps=args.previous_steps, previous_code=True)
     named = args.scenario or ()

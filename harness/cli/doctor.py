@@ -38,7 +38,22 @@ def survey() -> list[tuple[str, str]]:
     why = embedded.probe()
     bindir = embedded.bundled_bindir()
     rows.append(("embedded", f"not usable: {why}" if why else f"pgserver binaries at {bindir}"))
-    return rows
+    return [*rows, *guards()]
+
+
+def guards() -> list[tuple[str, str]]:
+    """(name, finding) rows for what keeps a crash test on this machine (docs/contracts.md, "Nothing
+    leaves the machine"): the egress guard and the credentials scrubbed from workers."""
+    from killpoint.env import credentials  # noqa: PLC0415
+
+    hook = "available" if hasattr(sys, "addaudithook") else "NOT available (Python < 3.8): workers unguarded"
+    found = sorted(k for k in os.environ if credentials.is_secret(k))
+    return [
+        ("egress", f"audit hook {hook}: Python workers (fork server and --spawn exec) reach only loopback, the "
+                   f"--dsn server and --allow-egress hosts; --worker-cmd workers are not guarded"),
+        ("secrets", f"{len(found)} credential variable(s) in this shell, none passed to a worker"
+                    + (f" ({', '.join(found)})" if found else "") + f"; fakes for {', '.join(credentials.FAKE_KEYS)}"),
+    ]
 
 
 def run(

@@ -8,6 +8,7 @@ first two, and Ctrl-C or an exception in a run tears everything down in reverse 
 from __future__ import annotations
 
 import contextlib
+import os
 import select
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -20,6 +21,7 @@ from killpoint.adapters import Adapter, CheckpointsAdapter, table_exists
 from killpoint.env import audit, sqlbarrier
 from killpoint.env.barrier import BarrierServer
 from killpoint.env.exec_launcher import ExecLauncher
+from killpoint.env.fakes_env import import_env
 from killpoint.env.fork_launcher import ForkLauncher
 from killpoint.env.launcher import Incarnation, Launcher
 from killpoint.env.listener import RunListener
@@ -47,7 +49,7 @@ class Environment:
                  spawn: str = "fork", worker_cmd: str | None = None, preload: list[str] | None = None,
                  run_dir: Path, say: Callable[[str], None] | None = None, schema: Callable | None = None,
                  effects: Mapping[str, str] | None = None, adapter: Adapter | None = None,
-                 model_script: object = None) -> None:
+                 model_script: object = None, allow_egress: tuple[str, ...] = ()) -> None:
         self._postgres, self._dsn, self._allow_any_dsn = postgres, dsn, allow_any_dsn
         self._spawn, self._worker_cmd, self._preload = spawn, worker_cmd, preload or []
         self.run_dir = run_dir
@@ -58,6 +60,8 @@ class Environment:
         self._model_script = model_script
         """How the model fakes answer (a step module's `MODEL_SCRIPT`, docs/tools.md); None: the script
         `KILLPOINT_MODEL_SCRIPT` names, else the default policy."""
+        self.egress_allowed = egress_hosts(dsn, allow_egress)
+        """What a Python worker may reach besides loopback (`egress.ALLOW_VAR`'s value; `*`: anything)."""
         self._stack = contextlib.ExitStack()
         self._listeners: dict[str, RunListener] = {}
         self._sqlbarriers: dict[str, sqlbarrier.SqlBarrier] = {}
@@ -85,9 +89,17 @@ class Environment:
         tmp = new_cluster_dir("env")
         stack.callback(destroy, tmp)
         self.socket_path = tmp / "kp.sock"
-        # The fork servers import the agent (about a second) while Postgres and the fakes start; `ready`
-        # below waits for them.
-        forks = None if self._worker_cmd or self._spawn == "exec" else ForkLauncher(self._preload, wait=False)
+        try:
+            self.services = Services.start(hook=self._service_hook, upstreams=self.effects, script=self._model_script)
+        except ScriptError as exc:
+            raise UsageError("bad-model-script", f"the model script cannot be used: {exc}",
+                             "fix MODEL_SCRIPT in the step module or the file KILLPOINT_MODEL_SCRIPT names "
+                             "(docs/tools.md)") from None
+        stack.callback(self.services.stop)
+        # The fork servers import the agent (about a second) while Postgres starts, under the environment
+        # their incarnations get (no real credential, the SDKs pointed at the fakes); `ready` below waits.
+        forks = None if self._worker_cmd or self._spawn == "exec" else \
+            ForkLauncher(self._preload, env=import_env(self.services, self.egress_allowed), wait=False)
         if forks is not None:
             stack.callback(forks.close)  # if the start fails before the launcher's own close is registered
         self.pg = stack.enter_context(provide(kind=self._postgres, dsn=self._dsn, allow_any_dsn=self._allow_any_dsn,
@@ -106,13 +118,6 @@ class Environment:
                     self._held_table = True
             else:
                 audit.ensure_table(conn)
-        try:
-            self.services = Services.start(hook=self._service_hook, upstreams=self.effects, script=self._model_script)
-        except ScriptError as exc:
-            raise UsageError("bad-model-script", f"the model script cannot be used: {exc}",
-                             "fix MODEL_SCRIPT in the step module or the file KILLPOINT_MODEL_SCRIPT names "
-                             "(docs/tools.md)") from None
-        stack.callback(self.services.stop)
         self.barrier = BarrierServer(self.socket_path, self._worker_point, self._worker_note)
         stack.callback(self.barrier.close)
         launcher: Launcher
@@ -121,6 +126,9 @@ class Environment:
             launcher = forks
         else:
             launcher = ExecLauncher.from_shell(self._worker_cmd) if self._worker_cmd else ExecLauncher()
+        if self._worker_cmd and self._say is not None and self.egress_allowed != "*":
+            self._say("egress guard: off for --worker-cmd workers (only Python workers of the reference runtime "
+                      "are guarded): make sure every SDK points at its fake (docs/contracts.md)")
         launcher.on_start = self._on_start
         launcher.on_exit = self._on_exit
         self.launcher = launcher
@@ -244,6 +252,23 @@ class Environment:
         listener = self._listener(inc.run_id)
         if listener is not None:
             listener.on_exit(inc)
+
+
+def egress_hosts(dsn: str | None, allow: tuple[str, ...]) -> str:
+    """`egress.ALLOW_VAR`'s value: the `--dsn` server's hosts (its `host`/`hostaddr`, else PGHOST and
+    PGHOSTADDR; a unix socket folder needs none) and `allow`; `*` if `allow` has it."""
+    if "*" in allow:
+        return "*"
+    hosts: list[str] = []
+    if dsn:
+        try:
+            params = psycopg.conninfo.conninfo_to_dict(dsn)
+        except psycopg.Error:
+            params = {}
+        for key, var in (("host", "PGHOST"), ("hostaddr", "PGHOSTADDR")):
+            value = str(params.get(key) or os.environ.get(var) or "")
+            hosts += [h for h in value.split(",") if h and not h.startswith("/")]
+    return ",".join(dict.fromkeys([*hosts, *allow]))
 
 
 POOL_SIZE = 8

@@ -69,7 +69,8 @@ class ExecLauncher(Launcher):
         if self._command is None:
             # -P: the import path is the PYTHONPATH the harness gave (the project's folder, after an earlier
             # version's folder when one runs: killpoint.env.previous), not the cwd put before it
-            full = [sys.executable, "-P", "-m", "killpoint.reference_agent.worker", *argv]
+            # run by the egress guard's entry (killpoint.env.egress), which guards it before the agent is imported
+            full = [sys.executable, "-P", "-m", "killpoint.env.egress", *argv]
         else:
             full = [part.replace("{run_id}", run_id) for part in self._command]
         incarnation = self._new(inc, run_id, role, log)

@@ -21,6 +21,7 @@ from collections.abc import Callable
 import psutil
 
 from killpoint.env import proctable, vitals
+from killpoint.env.forkserver import PROTOCOL_FD_ARG
 from killpoint.env.launcher import HASH_SEEDS, Incarnation, IncarnationSeeds, Launcher
 from killpoint.env.proctable import TAG_VAR, kill_all
 from killpoint.env.procutil import die_with_parent, wait_gone
@@ -33,11 +34,21 @@ class _ForkServer:
     def __init__(self, modules: list[str], env: dict[str, str], on_message: Callable[[dict], None],
                  standby: bool = True) -> None:
         self._standby_on = standby
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "killpoint.env.forkserver", *modules, *([] if standby else ["--no-standby"])],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, process_group=0, preexec_fn=die_with_parent,
-        )
+        # The server speaks on a pipe of its own: the agent's stdout (a print at import) is not the protocol.
+        rfd, wfd = os.pipe()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "killpoint.env.forkserver", *modules, *([] if standby else ["--no-standby"]),
+                 f"{PROTOCOL_FD_ARG}={wfd}"],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(wfd,),
+                env=env, process_group=0, preexec_fn=die_with_parent,
+            )
+        except BaseException:
+            os.close(rfd)
+            raise
+        finally:
+            os.close(wfd)
+        self._said = os.fdopen(rfd, "rb")
         self._on_message = on_message
         self.spawned: queue.Queue[dict] = queue.Queue()
         self.spawn_lock = threading.Lock()  # one spawn request in flight at a time
@@ -54,8 +65,7 @@ class _ForkServer:
 
     def ready(self) -> None:
         """Wait for the server's `ready` line (it has imported the agent) and start reading its messages."""
-        assert self._proc.stdout is not None
-        first = self._proc.stdout.readline()
+        first = self._said.readline()
         if not first:
             err = self._proc.stderr.read().decode(errors="replace").strip().splitlines() if self._proc.stderr else []
             self._proc.wait()
@@ -67,8 +77,7 @@ class _ForkServer:
         self._reader.start()
 
     def _read(self) -> None:
-        assert self._proc.stdout is not None
-        for line in self._proc.stdout:
+        for line in self._said:
             msg = json.loads(line)
             if msg.get("op") == "spawned":
                 self._live.add(msg["pid"])
@@ -164,7 +173,7 @@ class _ForkServer:
             self._proc.wait()
         if self._reader is not None:
             self._reader.join(timeout=5)
-        for stream in (self._proc.stdout, self._proc.stderr):
+        for stream in (self._said, self._proc.stderr):
             if stream:
                 stream.close()
 

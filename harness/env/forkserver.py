@@ -1,8 +1,9 @@
 """The fork server: a process that has already imported the agent, and forks incarnations on request.
 
 `import anthropic` alone costs about a second; a fork from a process that imported it costs a few
-milliseconds. Run as `python -m killpoint.env.forkserver MODULE [MODULE...]`; it imports the modules, says
-`{"op": "ready"}` on stdout, then reads JSON commands on stdin, one per line:
+milliseconds. Run as `python -m killpoint.env.forkserver MODULE [MODULE...] --protocol-fd=N`; it imports the
+modules, says `{"op": "ready"}` on descriptor N (a pipe of the harness's: stdout is the agent's, which may
+print while it is imported; stdout without the option), then reads JSON commands on stdin, one per line:
 
     {"op": "spawn", "inc": "w3", "argv": ["RUN_ID"], "env": {...}, "log": "/path/w3.log"}
 
@@ -35,6 +36,7 @@ import os
 import select
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,6 +44,7 @@ from typing import Any
 
 import psutil
 
+from killpoint.env import egress
 from killpoint.env.postgres import conninfo
 from killpoint.env.procutil import become_subreaper, decode_status, die_with_parent, wait_gone
 
@@ -58,7 +61,9 @@ def _child(argv: list[str], env: dict[str, str], log: str | None, fds: list[int]
 
 def _exit_with(body: Callable[[], int]) -> None:
     """In a forked child: run `body` and exit with its code (a `SystemExit`'s, or 1 with the traceback on
-    stderr for any other exception), flushing the standard streams first. Never returns."""
+    stderr for any other exception), after waiting for its non-daemon threads as an interpreter's shutdown
+    does (so an agent that leaves one running hangs here as it would under `--spawn exec`), flushing the
+    standard streams first. Never returns."""
     code = 1
     try:
         code = body()
@@ -68,7 +73,15 @@ def _exit_with(body: Callable[[], int]) -> None:
         traceback.print_exc()
         code = 1
     finally:
+        _join_threads()
         _exit(code)
+
+
+def _join_threads() -> None:
+    """Wait for every non-daemon thread, as `Py_FinalizeEx` does (`threading._shutdown`, which also runs
+    the `threading._register_atexit` hooks: concurrent.futures' executors join their workers there)."""
+    with contextlib.suppress(BaseException):
+        threading._shutdown()  # type: ignore[attr-defined]
 
 
 def _detach(fds: list[int]) -> None:
@@ -99,6 +112,8 @@ def _become(argv: list[str], env: dict[str, str], log: str | None, conn: Any = N
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     os.environ.clear()
     os.environ.update(env)
+    egress.install_from_env()  # this incarnation's hosts (the server's were the session's: the same)
+    egress.flush()  # what the server's import of the agent tried, reported to this run
     if _prepend_paths(env.get("PYTHONPATH", "")) and conn is not None:
         conn.close()  # the worker's modules come from elsewhere now: its session is its own to open
         conn = None
@@ -203,9 +218,17 @@ def _prepend_paths(pythonpath: str) -> bool:
     return True
 
 
+PROTOCOL_FD_ARG = "--protocol-fd"
+"""`--protocol-fd=N`: the descriptor the server says its messages on (not stdout, which the agent may
+print to while it is imported); stdout without it."""
+
+_said: Any = None
+
+
 def _say(msg: dict) -> None:
-    sys.__stdout__.write(json.dumps(msg) + "\n")
-    sys.__stdout__.flush()
+    out = _said or sys.__stdout__
+    out.write(json.dumps(msg) + "\n")
+    out.flush()
 
 
 PIPE_BUF_SAFE = 65536
@@ -316,6 +339,7 @@ def serve(modules: list[str], standby: bool = True) -> int:
     stopping: list[int] = []
     signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
     become_subreaper()
+    egress.install_from_env()  # before the agent is imported: its import-time connections are checked too
     for name in modules:
         importlib.import_module(name)
     importlib.import_module("killpoint.reference_agent.worker").parser()
@@ -327,7 +351,7 @@ def serve(modules: list[str], standby: bool = True) -> int:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the harness decides when we stop
     stdin = sys.stdin.buffer
-    server = _Server(standby, [rfd, wfd, stdin.fileno()])
+    server = _Server(standby, [rfd, wfd, stdin.fileno(), *([_said.fileno()] if _said else [])])
     buf = b""
     me = os.getpid()
     _say({"op": "ready", "pid": me})
@@ -453,4 +477,7 @@ def _reap(server: _Server) -> None:
 
 if __name__ == "__main__":
     args = sys.argv[1:]
+    for arg in [a for a in args if a.startswith(PROTOCOL_FD_ARG + "=")]:
+        _said = os.fdopen(int(arg.partition("=")[2]), "w")
+        args.remove(arg)
     sys.exit(serve([a for a in args if a != "--no-standby"], standby="--no-standby" not in args))

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from killpoint.env import timelimit
+from killpoint.env import credentials, egress, timelimit
 from killpoint.errors import UsageError
 from killpoint.reference_agent.step_module import (  # the harness's one gate to the agent (tests/meta/test_imports.py)
     DEFAULT_STEPS,
@@ -119,7 +119,9 @@ def load(module: str, path: str | None = None) -> AgentSpec:
         return replace(spec, path=path)
     limit = timelimit.import_seconds()
     try:
-        mod = timelimit.within(limit, lambda: import_step_module(module))
+        # imported here as in a worker: no real key, no connection off the machine (docs/contracts.md)
+        with credentials.hidden(), egress.guarding():
+            mod = timelimit.within(limit, lambda: import_step_module(module))
     except BadStepModule as exc:
         raise UsageError("bad-steps-module", exc.message, exc.fix) from None
     except timelimit.TimedOut:

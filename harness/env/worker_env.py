@@ -11,6 +11,8 @@ import json
 import os
 from typing import TYPE_CHECKING, Protocol
 
+from killpoint.env import credentials, egress
+from killpoint.env.fakes_env import service_env
 from killpoint.env.postgres import conninfo, libpq_env
 
 if TYPE_CHECKING:
@@ -35,27 +37,12 @@ def incarnation_env(env: Environment, inc: str, run_id: str | None, options: Wor
     With `run_id` None the incarnation is a queue worker serving many runs: its service URLs carry the
     `{run_id}` slot that the runtime fills in per run, so each request still lands under its run's prefix.
     """
-    svc = env.services
-
-    def url(service: str) -> str:
-        return svc.url(service, run_id) if run_id is not None else f"{svc.base_url(service)}/runs/{{run_id}}"
-
     # libpq's variables are the user's settings for the user's servers: on one killpoint owns they go
-    out = dict(os.environ) if not env.pg.owned else libpq_env.without(os.environ)
+    out = credentials.scrubbed(os.environ if not env.pg.owned else libpq_env.without(os.environ))
     out.update({
         "DATABASE_URL": conninfo.for_worker(env.pg.dsn, inc),  # PGOPTIONS/PGAPPNAME yield to the DSN's
-        "MAILER_URL": url("mailer"),
-        "LEDGER_URL": url("ledger"),
-        "WEBHOOK_URL": url("webhook"),
-        "ANTHROPIC_BASE_URL": url("model"),
-        "ANTHROPIC_API_KEY": "killpoint-fake-key",
-        "STRIPE_BASE_URL": url("stripe"),
-        "STRIPE_API_KEY": "sk_test_killpoint",
-        "RESEND_API_URL": url("resend"),
-        "RESEND_BASE_URL": url("resend"),
-        "RESEND_API_KEY": "re_killpoint",
-        "OPENAI_BASE_URL": url("openai") + "/v1",
-        "OPENAI_API_KEY": "sk-killpoint",
+        **service_env(env.services, run_id),
+        egress.ALLOW_VAR: env.egress_allowed,
         "KILLPOINT_SOCKET": str(env.socket_path),
         "KILLPOINT_INCARNATION": inc,
         "KILLPOINT_RUN_ID": run_id or "",
@@ -68,9 +55,7 @@ def incarnation_env(env: Environment, inc: str, run_id: str | None, options: Wor
         "KILLPOINT_SLOW_STEPS": ",".join(options.slow_steps),
         "PGAPPNAME": inc,
         "PGOPTIONS": pg_options(out.get("PGOPTIONS"), inc),
-        "NO_PROXY": "127.0.0.1,localhost",
         "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), out.get("PYTHONPATH")) if p),
-        **{up.env_var: url(name) for name, up in svc.upstreams.items()},  # --effect: the recording proxies
     })
     out.update(options.extra_env)
     return out

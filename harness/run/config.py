@@ -28,6 +28,8 @@ class SessionConfig:
     spawn: str = "fork"
     """Incarnations from a preloaded fork server (`fork`) or fresh interpreters (`exec`)."""
     worker_cmd: str | None = None
+    allow_egress: tuple[str, ...] = ()
+    """Hosts a worker may reach besides loopback and the --dsn server (`--allow-egress`; `*`: any)."""
     """A black-box worker's command (`--worker-cmd`), or None: the reference runtime."""
     adapter: str | None = None
     """The adapter that reads a black-box worker's records (`--adapter`), or None: the default."""

@@ -61,7 +61,8 @@ def open_session(config: SessionConfig, say: Say | None = None) -> Iterator[Sess
         with Environment(postgres=config.postgres, dsn=config.dsn, allow_any_dsn=config.allow_any_dsn,
                          spawn=config.spawn, worker_cmd=config.worker_cmd, preload=[agent.module],
                          run_dir=config.run_dir, say=say, schema=ensure_schema, effects=config.effects,
-                         adapter=adapter, model_script=model_script(agent)) as env:
+                         adapter=adapter, model_script=model_script(agent),
+                         allow_egress=config.allow_egress) as env:
             jobs = config.jobs
             if adapter is not None and not adapter.concurrent_runs and jobs > 1:
                 if say is not None:

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from killpoint.checkers import (
-    ALWAYS,
     CRASH_CHECKERS,
     CheckerRef,
     Evidence,
     Verdict,
+    always,
     combine,
     ref,
     run_checkers,
@@ -329,7 +329,7 @@ def judge(history: History, run_id: str, schedule: Schedule, seed: int | None, e
     """Judge a run's recorded evidence with `checkers` against the baseline `base`, and record the verdict
     event (which checkers, which baseline, what each concluded) that `killpoint judge` reproduces."""
     checkers = list(checkers)
-    checkers += [c for c in ALWAYS if c not in checkers]
+    checkers += [c for c in always(ev) if c not in checkers]
     trial = Trial(run_id, schedule, seed, ev, run_checkers(checkers, ev, base))
     history.add(Judged(run_id=run_id, outcome=trial.outcome, schedule=str(schedule), seed=seed,
                        checkers=[ref(c) for c in checkers], baseline=base.run_id if base is not None else None,

@@ -92,7 +92,8 @@ def test_the_clean_run_passes_every_crash_checker() -> None:
 
 
 def test_every_checker_is_covered_here() -> None:
-    assert set(CHECKERS) == set(VIOLATIONS) | {"refuses_newer_version", "migrates_older_version", "faults_injected"}
+    assert set(CHECKERS) == set(VIOLATIONS) | {"refuses_newer_version", "migrates_older_version", "faults_injected",
+                                                       "no_egress"}  # no_egress: tests/checkers/test_no_egress.py
 
 
 def test_faults_injected_is_unknown_when_a_fault_was_missed_or_an_explicit_one_never_fired() -> None:

@@ -1,0 +1,72 @@
+"""Nothing leaves the machine (issue 25 item 1): a step that connects to a host off the machine (TEST-NET
+203.0.113.1, which never answers: the guard refuses before any packet) is refused and reported with host,
+port and step, and the session exits non-zero, even when the agent swallows the error; with
+`--allow-egress` the guard lets it through (the connection then fails on its own, which is fine). A client
+that connects while the module is imported is reported too. Under `--spawn fork` and `--spawn exec`."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers.sandbox import Sandbox
+
+AGENT = '''
+import socket
+from killpoint.reference_agent.invoice_agent import MIGRATIONS, OWN_EFFECTS_SQL, START, STATE_VERSION, initial_state
+from killpoint.reference_agent.invoice_agent import STEPS as _STEPS
+
+
+def _reach():
+    try:
+        socket.create_connection(("203.0.113.1", 443), timeout=0.3).close()
+    except OSError:
+        pass  # the agent swallows it: the guard's report must not depend on the agent
+
+
+if {at_import}:
+    _reach()
+
+
+def charge(cp, ctx):
+    if not {at_import}:
+        _reach()
+    return _STEPS["charge"](cp, ctx)
+
+
+STEPS = {{**_STEPS, "charge": charge}}
+'''
+
+REPLAY = ("replay", "--scenario", "crash-points", "--schedule", "email:effect.applied:kill", "--postgres", "local")
+
+
+def _run(sandbox: Sandbox, spawn: str, at_import: bool, *extra: str):
+    (sandbox.cwd / "egress_agent.py").write_text(AGENT.format(at_import=at_import))
+    return sandbox.run(*REPLAY, "--steps", "egress_agent", "--spawn", spawn, "--out", str(sandbox.out), *extra)
+
+
+@pytest.mark.parametrize("spawn", ["fork", "exec"])
+def test_a_step_reaching_off_the_machine_is_refused_and_named(sandbox: Sandbox, spawn: str) -> None:
+    done = _run(sandbox, spawn, False)
+    text = done.stdout + done.stderr
+    assert done.returncode != 0, text[-3000:]
+    assert "203.0.113.1:443 at step charge" in text, text[-3000:]
+    assert "--allow-egress" in text and "Traceback" not in done.stderr, text[-3000:]
+
+
+@pytest.mark.parametrize("spawn", ["fork", "exec"])
+def test_a_connection_at_import_is_refused_and_named(sandbox: Sandbox, spawn: str) -> None:
+    done = _run(sandbox, spawn, True)
+    text = done.stdout + done.stderr
+    assert done.returncode != 0, text[-3000:]
+    assert "203.0.113.1:443" in text, text[-3000:]
+
+
+def test_allow_egress_lets_the_host_through(sandbox: Sandbox) -> None:
+    done = _run(sandbox, "fork", False, "--allow-egress", "203.0.113.1")
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    assert "egress blocked" not in done.stdout + done.stderr and "no_egress" not in done.stdout
+
+
+def test_doctor_says_which_guard_is_active(sandbox: Sandbox) -> None:
+    done = sandbox.run("doctor", "--postgres", "local")
+    assert "egress" in done.stdout and "--worker-cmd workers are not guarded" in done.stdout, done.stdout

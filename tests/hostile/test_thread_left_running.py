@@ -1,0 +1,36 @@
+"""The two spawn modes judge an agent the same way (issue 29 item 8): a step that leaves a non-daemon thread
+running keeps a real interpreter from exiting; a forked worker waits for it too, so both modes say the
+run hung (it once passed under the fork server and hung only under `--spawn exec`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers.sandbox import Sandbox
+
+AGENT = '''
+import threading
+from killpoint.reference_agent.invoice_agent import MIGRATIONS, OWN_EFFECTS_SQL, START, STATE_VERSION, initial_state
+from killpoint.reference_agent.invoice_agent import STEPS as _STEPS
+
+_never = threading.Event()
+
+
+def record(cp, ctx):
+    threading.Thread(target=_never.wait, name="left-running").start()  # BUG: not daemon, never ends
+    return _STEPS["record"](cp, ctx)
+
+
+STEPS = {**_STEPS, "record": record}
+'''
+
+
+@pytest.mark.parametrize("spawn", ["fork", "exec"])
+def test_a_thread_left_running_is_a_hang_under_both_spawns(sandbox: Sandbox, spawn: str) -> None:
+    (sandbox.cwd / "threads_agent.py").write_text(AGENT)
+    done = sandbox.run("replay", "--scenario", "crash-points", "--schedule", "email:effect.applied:kill",
+                       "--steps", "threads_agent", "--spawn", spawn, "--postgres", "local",
+                       "--out", str(sandbox.out))
+    text = done.stdout + done.stderr
+    assert done.returncode != 0, text[-3000:]
+    assert "hung" in text.lower(), text[-3000:]
