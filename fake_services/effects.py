@@ -3,7 +3,7 @@
 For each request:
 
 1. parse the body (``spec.parse``: JSON, or Stripe's form encoding) and record the attempt (``pending``),
-   fingerprinted by ``spec.fingerprint``; then refuse, with nothing applied (``rejected``): a missing
+   fingerprinted by ``spec.fingerprint``, with its endpoint (``POST /v1/refunds``: the effect's too); then refuse, with nothing applied (``rejected``): a missing
    API key when ``spec.auth`` (401), a body that fails ``spec.validate`` (400; the API's own status),
    a reference ``spec.resolve`` cannot find among the run's effects (a refund of an unknown charge);
 2. hook and static faults at ``effect.received``: error -> 503, overload -> the API's overload answer
@@ -204,7 +204,7 @@ def handle_effect(spec: EffectSpec, request: Request) -> Reply:
     except BadRequest as exc:  # unparsable body: still an attempt, rejected
         problem = exc.message
     attempt = journal.begin(spec.service, request.run_id, key, digest(spec.fingerprint(request.route, payload)),
-                            request.route)
+                            request.route, request.method)
     request.attempt = attempt
     order = attempt["order"]
 

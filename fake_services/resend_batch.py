@@ -47,7 +47,8 @@ def batch_endpoint(spec: EffectSpec, validate: Callable[[Any], Problem | None],
             problem = check_batch(payload, validate)
         except BadRequest as exc:
             payload, problem = None, Problem(exc.message)
-        attempt = journal.begin(spec.service, request.run_id, key, digest(payload), request.route)
+        attempt = journal.begin(spec.service, request.run_id, key, digest(payload), request.route,
+                                request.method)
         request.attempt = attempt
         order = attempt["order"]
 
