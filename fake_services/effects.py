@@ -3,7 +3,7 @@
 For each request:
 
 1. parse the body (``spec.parse``: JSON, or Stripe's form encoding) and record the attempt (``pending``),
-   fingerprinted by ``spec.fingerprint``; then refuse, with nothing applied (``rejected``): a missing
+   fingerprinted by ``spec.fingerprint``, with its endpoint (``POST /v1/refunds``: the effect's too); then refuse, with nothing applied (``rejected``): a missing
    API key when ``spec.auth`` (401), a body that fails ``spec.validate`` (400; the API's own status),
    a reference ``spec.resolve`` cannot find among the run's effects (a refund of an unknown charge);
 2. hook and static faults at ``effect.received``: error -> 503, overload -> the API's overload answer
@@ -14,8 +14,9 @@ For each request:
    (``deduplicated``); a seen key with another fingerprint -> the API's idempotency error (``rejected``):
    422 ``idempotency_error``; Stripe 400 ``idempotency_error``; Resend 409 ``invalid_idempotent_request``;
 4. hook and static faults at ``effect.applied`` (only for a request that applied something):
-   drop -> reset (``dropped``, the effect stays), error or overload -> 500 (``injected-error``, the effect
-   stays);
+   drop -> reset (``dropped``, the effect stays); error -> 500, overload -> the API's overload answer
+   (503; Stripe and Resend: 429) (``injected-error``, the effect stays: the ambiguous failure, applied
+   yet answered as failed);
 5. otherwise 200 with the response (``applied``).
 
 Every answer, error or not, is worded by the spec's :class:`Dialect` (status, body shape, headers), so each
@@ -75,8 +76,8 @@ class Dialect:
     ``{"error": {"type", "message"}}``; subclasses (Stripe, Resend) speak their API's shape.
 
     Kinds of error: ``invalid`` (400), ``unauthenticated`` (401), ``not_found`` (404), ``conflict``
-    (idempotency, 422), ``unavailable`` (injected before applying, 503), ``overload`` (injected overload
-    before applying, 503), ``failed`` (injected after applying, 500).
+    (idempotency, 422), ``unavailable`` (injected before applying, 503), ``overload`` (injected overload,
+    before or after applying, 503), ``failed`` (injected error after applying, 500).
     """
 
     STATUS: ClassVar[dict[str, int]] = {
@@ -203,7 +204,7 @@ def handle_effect(spec: EffectSpec, request: Request) -> Reply:
     except BadRequest as exc:  # unparsable body: still an attempt, rejected
         problem = exc.message
     attempt = journal.begin(spec.service, request.run_id, key, digest(spec.fingerprint(request.route, payload)),
-                            request.route)
+                            request.route, request.method)
     request.attempt = attempt
     order = attempt["order"]
 
@@ -248,7 +249,8 @@ def handle_effect(spec: EffectSpec, request: Request) -> Reply:
         return finish("dropped", Reply.dropped(), effect_id=effect["id"])
     if decision.action != "go":
         message = f"fake {spec.service}: injected {decision.action} after applying"
-        return finish("injected-error", talk.error("failed", message, order), effect_id=effect["id"])
+        kind = "overload" if decision.action == "overload" else "failed"
+        return finish("injected-error", talk.error(kind, message, order), effect_id=effect["id"])
     return finish("applied", talk.ok(effect["response"], order), effect_id=effect["id"])
 
 

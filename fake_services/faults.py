@@ -14,11 +14,16 @@ Shape (every key optional; ``set`` replaces the settings of the services it name
   before anything is applied: model 529 ``overloaded_error``, openai, stripe and resend 429.
 - ``drop_next: N``: the next N requests that apply an effect apply it, then the connection is reset;
   for the model and openai, the next N requests get a reset and no answer.
+- ``error_applied_next: N`` (effect services): the next N requests that apply an effect apply it, then
+  are answered 500: the ambiguous failure (``effect.applied:error``).
+- ``overload_applied_next: N`` (stripe, resend): the next N requests that apply an effect apply it, then
+  get the API's overload answer, 429 (``effect.applied:overload``).
 - ``delay_ms: D``: every request waits D milliseconds on arrival.
 - ``retry_after_ms: R`` (model, openai; default 10): sent as ``retry-after-ms`` with a 429/500/529, which
   the anthropic and openai SDKs obey instead of their 0.5 s-and-up backoff. 0 sends no header.
 
-Counters count down as they fire; overload fires before error, error before drop. A hook's decision
+Counters count down as they fire; overload fires before error, error before drop (on arrival and after
+applying alike). A hook's decision
 other than ``go`` wins over the static faults, which are then left untouched.
 """
 
@@ -31,13 +36,19 @@ from typing import Any
 from .hooks import Decision
 
 SERVICES: tuple[str, ...] = ("mailer", "ledger", "webhook", "model", "stripe", "resend", "openai")
-KEYS: tuple[str, ...] = ("error_next", "drop_next", "overload_next", "delay_ms", "retry_after_ms")
+KEYS: tuple[str, ...] = ("error_next", "drop_next", "overload_next", "error_applied_next", "overload_applied_next",
+                         "delay_ms", "retry_after_ms")
 ONLY_FOR: dict[str, tuple[str, ...]] = {
     "overload_next": ("model", "openai", "stripe", "resend"),  # the services with an overload answer of their own
+    "error_applied_next": ("mailer", "ledger", "webhook", "stripe", "resend"),  # the services that apply effects
+    "overload_applied_next": ("stripe", "resend"),
     "retry_after_ms": ("model", "openai"),  # the SDKs that obey retry-after-ms
 }
 DEFAULT_RETRY_AFTER_MS = 10
 ARRIVAL_POINTS: tuple[str, ...] = ("effect.received", "model.request")
+AFTER_APPLYING: dict[str, str] = {"overload_applied_next": "overload", "error_applied_next": "error",
+                                  "drop_next": "drop"}
+"""The counters that fire at ``effect.applied``, in the order they are tried, and the action of each."""
 
 
 def validate(faults: Any) -> dict[str, dict[str, int]]:
@@ -100,11 +111,11 @@ class Faults:
             if point in ARRIVAL_POINTS:
                 order = ("overload_next", "error_next") + (("drop_next",) if point == "model.request" else ())
             else:
-                order = ("drop_next",)
+                order = tuple(AFTER_APPLYING)
             for counter in order:
                 if settings.get(counter, 0) > 0:
                     settings[counter] -= 1
-                    action = counter.removesuffix("_next")
+                    action = AFTER_APPLYING.get(counter) or counter.removesuffix("_next")
                     break
         if action == "go":
             return Decision.slow(delay) if delay else Decision.GO

@@ -19,8 +19,8 @@ go          go on                          send the response                answ
 slow        sleep ``delay_ms``, go on      sleep, send the response         sleep, answer
 error       503, nothing applied           500, the effect stays applied    500 (``api_error``;
                                                                             openai ``server_error``)
-overload    as error (stripe, resend: 429  as error                         529 ``overloaded_error``
-            rate limit), nothing applied                                    (openai: 429)
+overload    as error (stripe, resend: 429  as error (stripe, resend: 429;   529 ``overloaded_error``
+            rate limit), nothing applied   the proxy: 500), stays applied   (openai: 429)
 drop        reset the connection, nothing  reset the connection, the effect reset the connection, no
             applied                        stays applied                    answer
 =========== ============================== ================================ ==========================

@@ -7,14 +7,17 @@ Contract:
 - An *attempt* is one request to a service: ``order``, ``service`` (mailer | ledger | webhook | model |
   stripe | resend | openai; reads such as Stripe's retrieve are not attempts),
   ``run_id``, ``key`` (the Idempotency-Key header or None), ``payload_digest``, ``outcome``, ``status``
-  (HTTP status sent, None for a drop), ``path``, ``t`` (``time.monotonic()`` at arrival). ``outcome`` is
+  (HTTP status sent, None for a drop), ``path``, ``endpoint`` (``METHOD path``, e.g. ``POST /v1/refunds``;
+  only when the service named its method), ``t`` (``time.monotonic()`` at arrival). ``outcome`` is
   ``pending`` while the request is in flight (e.g. held by the hook), then one of applied |
   deduplicated | rejected | injected-error | dropped, or ``internal-error`` (the hook raised, or a bug
   of the fake), or ``upstream-error`` (the recording proxy could not reach the service behind it).
   ``client_gone: True`` is added when the response could not be written.
 - An *effect* is listed apart, once per applied effect: ``order``, ``service``, ``run_id``, ``key``,
   ``payload_digest``, ``payload``, ``id``, ``response``, ``attempt`` (order of the attempt that applied
-  it), ``t``. "Retried but deduplicated" is two attempts and one effect; "done twice" is two effects.
+  it), ``t``, and its attempt's ``endpoint`` when it has one: with the service, the effect's identity (a
+  confirm or a capture names its object only in the path). "Retried but deduplicated" is two attempts and
+  one effect; "done twice" is two effects.
 - Idempotency keys are scoped per (service, run_id).
 - Readers (``attempts``, ``effects``, ``model_requests``) get deep copies. A reader of one run reads
   that run's records only (kept per run as they come): its cost does not grow with the session's length.
@@ -77,14 +80,18 @@ class Journal:
             records = self._session(kind) if run_id is None else self._runs.get(run_id, {}).get(kind, [])
             return [copy.deepcopy(r) for r in records]
 
-    def begin(self, service: str, run_id: str, key: str | None, payload_digest: str, path: str) -> Record:
-        """Record an arriving attempt (outcome ``pending``) and return it, for :meth:`finish`."""
+    def begin(self, service: str, run_id: str, key: str | None, payload_digest: str, path: str,
+              method: str | None = None) -> Record:
+        """Record an arriving attempt (outcome ``pending``) and return it, for :meth:`finish`; with
+        ``method``, its ``endpoint`` is ``METHOD path``."""
         with self._lock:
             attempt: Record = {
                 "order": self._tick(), "service": service, "run_id": run_id, "key": key,
                 "payload_digest": payload_digest, "outcome": "pending", "status": None, "path": path,
                 "t": time.monotonic(),
             }
+            if method is not None:
+                attempt["endpoint"] = f"{method} {path}"
             self._keep("attempts", attempt)
             return attempt
 
@@ -129,6 +136,8 @@ class Journal:
                 "payload_digest": attempt["payload_digest"], "payload": payload,
                 "id": effect_id, "response": response, "attempt": attempt["order"], "t": time.monotonic(),
             }
+            if "endpoint" in attempt:
+                effect["endpoint"] = attempt["endpoint"]
             self._keep("effects", effect)
             self._by_id[(service, run_id, effect_id)] = effect
             if dedupe and key is not None:

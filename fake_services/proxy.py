@@ -236,7 +236,7 @@ class ProxyServer(FakeServer):
         if raw_query:
             payload["query"] = raw_query
         key = request.headers.get("idempotency-key")
-        attempt = journal.begin(up.name, request.run_id, key, digest(payload), request.route)
+        attempt = journal.begin(up.name, request.run_id, key, digest(payload), request.route, request.method)
         request.attempt = attempt
 
         def finish(outcome: str, reply: Reply, **extra: Any) -> Reply:

@@ -47,7 +47,8 @@ def batch_endpoint(spec: EffectSpec, validate: Callable[[Any], Problem | None],
             problem = check_batch(payload, validate)
         except BadRequest as exc:
             payload, problem = None, Problem(exc.message)
-        attempt = journal.begin(spec.service, request.run_id, key, digest(payload), request.route)
+        attempt = journal.begin(spec.service, request.run_id, key, digest(payload), request.route,
+                                request.method)
         request.attempt = attempt
         order = attempt["order"]
 
@@ -88,8 +89,9 @@ def batch_endpoint(spec: EffectSpec, validate: Callable[[Any], Problem | None],
         if decision.action == "drop":
             return finish("dropped", Reply.dropped(), effect_ids=ids)
         if decision.action != "go":
-            return finish("injected-error", talk.error("failed", f"fake {spec.service}: injected {decision.action} "
-                                                                 "after applying", order), effect_ids=ids)
+            kind = "overload" if decision.action == "overload" else "failed"
+            return finish("injected-error", talk.error(kind, f"fake {spec.service}: injected {decision.action} "
+                                                             "after applying", order), effect_ids=ids)
         return finish("applied", talk.ok(body, order), effect_ids=ids)
 
     return serve

@@ -2,8 +2,10 @@
 must keep the same idempotency keys so that every effect still happens once.
 
 Faults, each at every step that reaches its point: `error` (5xx before applying, at effect.received and
-model.request), `drop` (the effect applied, the connection reset before the answer, at effect.applied),
-`slow` (latency), `overload` (the model answers 529). Then a few random multi-fault schedules of them.
+model.request; after applying, at effect.applied: the ambiguous failure), `drop` (the effect applied, the
+connection reset before the answer, at effect.applied), `slow` (latency), `overload` (the model answers 529;
+at effect.applied, the service's overload answer after applying). Then a few random multi-fault schedules
+of them.
 Judged by every crash checker (exactly_once, bounded_rework and context_fidelity among them), plus
 `retries_keep_keys`: every request the services saw carried a key the crash-free run used.
 """

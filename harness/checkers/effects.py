@@ -14,15 +14,19 @@ MAX_LINES = 24
 
 
 def _effect_keys(ev: Evidence, volatile: frozenset[str] = frozenset()) -> Counter:
-    """Each effect as (service, key, payload), with the payload fields in `volatile` (`effect.SERVICE.FIELD`,
-    found to differ between two crash-free runs) left out."""
+    """Each effect as (service, endpoint, key, payload): its identity is its service and endpoint (`POST
+    /v1/refunds`, with run-specific ids in the path replaced by placeholders; None in a history that did
+    not record it: one endpoint per service), then its key; the payload fields in `volatile`
+    (`effect.SERVICE.FIELD`, found to differ between two crash-free runs) are left out."""
     keys: Counter = Counter()
     for e in ev.effects:
         service = e.get("service")
         payload = mask(ev.normalize(e.get("payload")), f"effect.{service}", volatile)
-        keys[(service, ev.normalize(e.get("key")), json.dumps(payload, sort_keys=True))] += 1
+        keys[(service, ev.normalize(e.get("endpoint")), ev.normalize(e.get("key")),
+              json.dumps(payload, sort_keys=True))] += 1
     for row in ev.own_effects:
-        keys[("own-db", None, json.dumps(mask(ev.normalize(row), "own", volatile), sort_keys=True, default=str))] += 1
+        keys[("own-db", None, None,
+              json.dumps(mask(ev.normalize(row), "own", volatile), sort_keys=True, default=str))] += 1
     return keys
 
 

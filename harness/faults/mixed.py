@@ -8,7 +8,8 @@ retry. No single fault, and no schedule of one kind of fault, finds it.
    two, so that a service fault and a process fault fit), not a constant: a longer agent gets longer
    schedules.
 2. `pairs(step_points)`: the systematic part. For each service fault a step can meet (`error` at
-   `effect.received` or `model.request`, the points the crash-free run reached), one schedule with a kill
+   `effect.received`, `effect.applied` (the ambiguous failure: applied, then a 5xx) or `model.request`,
+   the points the crash-free run reached), one schedule with a kill
    right after it: at the same step's `checkpoint.committed`, and at the next step's `step.start`, in step
    order. Pure: same steps, same pairs.
 3. `mixed_from_seed(seed, step_points, budget)`: a random schedule of 2..budget faults, a pure function of
@@ -29,7 +30,8 @@ from killpoint.faults.schedule import Fault, Schedule, _Rng, derive_seed, fault_
 StepPoints = Mapping[str, Sequence[str]]
 
 SERVICE_ACTIONS: tuple[str, ...] = ("error", "drop")
-"""The service faults a mixed schedule draws from (a 5xx before applying; an answer lost after applying)."""
+"""The service faults a mixed schedule draws from (a 5xx before or after applying; an answer lost after
+applying), at every point each fits (`faults.points.fits`)."""
 PROCESS_MIX: tuple[str, ...] = ("kill", "term")
 """The process faults a mixed schedule draws from."""
 

@@ -21,11 +21,13 @@ PROCESS_ACTIONS = frozenset({"kill", "term", "stop", "db-crash"})
 ACTION_POINTS: dict[str, frozenset[str]] = {
     **{a: frozenset(POINTS) for a in PROCESS_ACTIONS},
     "drop": frozenset({"effect.applied"}),
-    "error": frozenset({"effect.received", "model.request"}),
+    "error": frozenset({"effect.received", "effect.applied", "model.request"}),
     "slow": frozenset({"effect.received", "model.request"}),
-    "overload": frozenset({"model.request"}),
+    "overload": frozenset({"effect.applied", "model.request"}),
 }
-"""For each action, the points where it means something (a drop needs an applied effect, and so on)."""
+"""For each action, the points where it means something (a drop needs an applied effect, and so on).
+`error` and `overload` at `effect.applied` are the ambiguous failure: the service applied the request,
+then answered 5xx (or its overload answer, 429/529), so the client cannot tell it was done."""
 
 
 def fits(action: str, point: str) -> bool:

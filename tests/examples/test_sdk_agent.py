@@ -34,7 +34,7 @@ pytest.importorskip("stripe")
 pytest.importorskip("resend")
 pytest.importorskip("openai")
 REPLAY = re.compile(r"^\s*replay:\s+(killpoint replay .*)$", re.MULTILINE)
-EXTRA_CHARGE = re.compile(r"extra x\d+: stripe key=\S+ \{\"amount\": \"12500\"")
+EXTRA_CHARGE = re.compile(r"extra x\d+: stripe POST /v1/\S+ key=\S+ \{\"amount\": \"12500\"")
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,8 @@ def test_each_service_error_is_paired_with_a_kill_after_it() -> None:
     assert "email:effect.received:error,record:step.start:kill" in plan
     assert "charge:effect.received:error,charge:checkpoint.committed:kill" in plan
     assert "plan:model.request:error,validate:step.start:kill" in plan
-    assert len(plan) == 8  # 4 steps meet a service point, 2 kills after each
+    assert "email:effect.applied:error,record:step.start:kill" in plan  # the ambiguous failure, then a kill
+    assert len(plan) == 12  # 6 service points in 4 steps (email, charge: received and applied), 2 kills after each
     assert all(len(Schedule.parse(s, STEP_POINTS)) == 2 for s in plan)
 
 

@@ -67,7 +67,7 @@ def test_a_failing_run_shows_evidence_replay_effects_and_log_tails(failing_repor
     section = re.search(r"<section class=failure id='failure-(crash-points-\d+)'>(.*?)</section>", page, re.S)
     assert section, page[:2000]
     run_id, body = section.group(1), section.group(2)
-    assert "<b>exactly_once</b>: fail" in body and "extra x1: mailer key=" in body
+    assert "<b>exactly_once</b>: fail" in body and "extra x1: mailer POST /v1/emails key=" in body
     assert (f"killpoint replay --scenario crash-points --schedule &#x27;email:effect.applied:kill&#x27; "
             f"--steps {BROKEN_AGENT}") in body
     dups = re.findall(r"<tr class=dup><td>\d+</td><td>(\w+)</td>", body)
