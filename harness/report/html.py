@@ -14,6 +14,7 @@ from pathlib import Path
 
 from killpoint.errors import UsageError
 from killpoint.events import Event
+from killpoint.report.causes import from_record, group
 from killpoint.report.html_run import failure_section, legend_html, timeline_svg
 from killpoint.run.history import History
 
@@ -69,6 +70,28 @@ def _verdicts(run_dir: Path) -> tuple[list[dict], str | None]:
     return (data, None) if ok else ([], f"{path} is not in the shape killpoint writes; the verdict tables are left out")
 
 
+def _failures(run_dir: Path, verdicts: list[dict], events: list[Event], meta: dict) -> list[str]:
+    """The failing runs, one section per cause (`report.causes`): its representative in full, then a line
+    naming where else it was met, each run linked to its timeline."""
+    findings = [from_record(sc["scenario"], sc["outcome"], t) for sc in verdicts
+                for t in sorted(sc["trials"], key=lambda t: (t["outcome"] != "fail", str(t.get("schedule") or "").count(",")))
+                if t["outcome"] not in ("pass", "n/a")]
+    if not findings:
+        return []
+    groups = group(findings)
+    out = [f"<h2>Failures ({len(findings)} runs, {len(groups)} cause{'s' if len(groups) != 1 else ''})</h2>"]
+    for g in groups:
+        rep = g.representative
+        out.append(failure_section(run_dir, rep.scenario, rep.ref, events, meta))  # type: ignore[arg-type]
+        also = g.also_line()
+        if also:
+            runs = ", ".join(f"<a href='#run-{html.escape(f.run_id)}' id='failure-{html.escape(f.run_id)}'>"
+                             f"{html.escape(f.scenario)} {html.escape(f.run_id)}</a> <code>{html.escape(f.schedule)}</code>"
+                             for f in g.others)
+            out.append(f"<p class=also>{html.escape(also)}: {runs}</p>")
+    return out
+
+
 def draw(run_dir: Path) -> tuple[Path, list[str]]:
     """`render`, and what it had to skip of a torn or corrupt run directory, one line each."""
     history_path = run_dir / "history.jsonl"
@@ -113,10 +136,7 @@ def draw(run_dir: Path) -> tuple[Path, list[str]]:
                        f"</code></td><td><a href='#run-{html.escape(t['run_id'])}'>{html.escape(t['run_id'])}</a></td>"
                        f"<td class=d>{html.escape(detail)}</td></tr>")
         out.append("</table></details>")
-    failing = [(sc["scenario"], t) for sc in verdicts for t in sc["trials"] if t["outcome"] not in ("pass", "n/a")]
-    if failing:
-        out.append(f"<h2>Failures ({len(failing)})</h2>")
-        out.extend(failure_section(run_dir, name, t, events, meta) for name, t in failing)
+    out.extend(_failures(run_dir, verdicts, events, meta))
     runs: dict[str, list[Event]] = {}
     for e in events:
         if e.run_id:
