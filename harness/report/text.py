@@ -32,9 +32,12 @@ NO_FAULT = "(none: no fault injected)"
 """An empty schedule's line: a crash-free run, or one that only resumed a checkpoint (stored-checkpoints)."""
 
 
-def trial_block(scenario: str, t: Trial, steps: str, title: str = "FAILED", base_seed: int | None = None) -> list[str]:
+def trial_block(scenario: str, t: Trial, steps: str, title: str = "FAILED", base_seed: int | None = None,
+                seed_text: str | None = None) -> list[str]:
     """The failure in full: checkers that failed with their evidence, seed (`seed_line`), schedule, replay
-    line. `base_seed`: the base seed of the run the trial belongs to (`run`, `explore`), if any."""
+    line. `base_seed`: the base seed of the run the trial belongs to (`run`, `explore`), if any;
+    `seed_text`: what the seed line says of a trial with no seed, when the caller knows better than
+    "explicit" (a schedule Hypothesis drew)."""
     lines = [f"--- {title}: {scenario} run {t.run_id}"]
     for v in t.verdicts:
         if v.outcome in ("pass", "n/a"):
@@ -44,7 +47,7 @@ def trial_block(scenario: str, t: Trial, steps: str, title: str = "FAILED", base
     lines.extend(f"  {line}" for line in crash_lines(t.evidence.crashes))
     if t.unfired():
         lines.append(f"  not fired (the run never reached them): {', '.join(t.unfired())}")
-    lines.append(f"  seed:     {seed_line(t, base_seed)}")
+    lines.append(f"  seed:     {seed_text if seed_text and t.seed is None else seed_line(t, base_seed)}")
     lines.append(f"  schedule: {t.schedule or NO_FAULT}")
     if t.shrunk_from is not None:
         n, m = len(t.shrunk_from), len(t.schedule)

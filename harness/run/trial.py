@@ -151,11 +151,35 @@ class Trial:
         self.outcome = combine(self.verdicts)
 
     def failing(self) -> list[Verdict]:
-        return [v for v in self.verdicts if v.outcome == "fail"]
+        """The verdicts that failed: a list whose repr is the finding (`Failing`), for `assert ..., trial.failing()`."""
+        return Failing([v for v in self.verdicts if v.outcome == "fail"], self)
+
+    def __repr__(self) -> str:
+        """Short: run id, schedule, outcome and the checkers that did not pass (the evidence is the block's,
+        `killpoint.explain(trial)`)."""
+        bad = [v.checker for v in self.verdicts if v.outcome not in ("pass", "n/a")]
+        return (f"Trial({self.run_id} {str(self.schedule) or 'crash-free'}: {self.outcome}"
+                + (f", {', '.join(bad)}" if bad else "") + ")")
 
     def unfired(self) -> list[str]:
         """Faults of the schedule the run never reached (nothing was injected for them)."""
         return [u for e in self.evidence.events if isinstance(e, RunEnd) for u in e.unfired or []]
+
+
+class Failing(list):
+    """A trial's failing verdicts (a plain list to read), whose repr is what a reader of a failed assertion
+    wants: each checker that did not pass and why, the schedule and the replay line (`testing.summary`)."""
+
+    def __init__(self, verdicts: Iterable[Verdict], trial: Trial) -> None:
+        super().__init__(verdicts)
+        self.trial = trial
+
+    def __repr__(self) -> str:
+        if self.trial.outcome == "pass":
+            return super().__repr__()
+        from killpoint.testing import summary  # the report's words, imported when shown
+
+        return summary(self.trial)
 
 
 class Session:
