@@ -269,6 +269,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 trials = with_shrunk(scenario, ctx, stored + scenario.run(ctx))
                 remember(failure_store(inv), scenario, ctx, trials)
                 results.append(scenario.result(trials, started))
+                if display is not None:
+                    display.ended(results[-1])  # a scenario with no per-trial progress gets its line
             except CrashFreeFailure as exc:  # the scenario's own agent fails without faults
                 ctx.say(f"{scenario.name}: {exc.message}")
                 results.append(ScenarioResult(scenario.name, "fail", [], time.monotonic() - started,
