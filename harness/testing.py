@@ -29,7 +29,7 @@ from pathlib import Path
 from killpoint.checkers.verdict import combine
 from killpoint.run.scenario import Context, ScenarioResult, find
 from killpoint.run.shrinking import with_shrunk
-from killpoint.run.trial import Session, Trial
+from killpoint.run.trial import Failing, Session, Trial
 
 SHOWN = 3
 """Failing trials of a scenario shown in full in an assertion message."""
@@ -94,6 +94,9 @@ def summary(trial: Trial, scenario: str | None = None) -> str:
     bad = [v.checker for v in trial.verdicts if v.outcome not in ("pass", "n/a")]
     return (f"{trial.outcome.upper()}: {name} run {trial.run_id}: {', '.join(bad) or 'no checker decided'}\n"
             f"  replay: {replay_line(name, trial, trial.steps or DEFAULT_STEPS)}")
+
+
+Failing.shown_by = summary  # flow step 5: `trial.failing()` reads as the finding
 
 
 def expect(result: Trial | ScenarioResult, scenario: str | None = None) -> None:

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from killpoint.checkers import (
     ALWAYS,
@@ -168,18 +168,20 @@ class Trial:
 
 class Failing(list):
     """A trial's failing verdicts (a plain list to read), whose repr is what a reader of a failed assertion
-    wants: each checker that did not pass and why, the schedule and the replay line (`testing.summary`)."""
+    wants: the checkers that did not pass and the replay line. `shown_by` writes it (`testing.summary`, set
+    when `killpoint.testing` is imported, as the pytest plugin does; the report's words live there, not in
+    the run); without it, the repr is a plain list's."""
+
+    shown_by: ClassVar[Callable[[Trial], str] | None] = None
 
     def __init__(self, verdicts: Iterable[Verdict], trial: Trial) -> None:
         super().__init__(verdicts)
         self.trial = trial
 
     def __repr__(self) -> str:
-        if self.trial.outcome == "pass":
+        if self.trial.outcome == "pass" or Failing.shown_by is None:
             return super().__repr__()
-        from killpoint.testing import summary  # the report's words, imported when shown
-
-        return summary(self.trial)
+        return Failing.shown_by(self.trial)
 
 
 class Session:

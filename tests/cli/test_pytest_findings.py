@@ -105,6 +105,8 @@ def dup(run_id: str = "crash-points-3") -> Trial:
 
 
 def test_failing_is_a_list_whose_repr_is_the_finding() -> None:
+    import killpoint.testing  # noqa: F401  (the plugin's session fixture imports it: it sets Failing.shown_by)
+
     failing = dup().failing()
     assert [v.checker for v in failing] == ["exactly_once"] and failing == [dup().verdicts[1]]
     assert repr(failing) == ("FAIL: crash-points run crash-points-3: exactly_once\n"
