@@ -23,11 +23,14 @@ A user's crash tests:
 3. At the session's end the run directory gets `verdicts.json` and `meta.json` (`testing.write_session`),
    and the terminal summary names it. Under pytest-xdist every worker is its own session with its own run
    directory (named after the worker); the workers may share one database (`--killpoint-dsn`), so each
-   names its runs after itself (`run-3.gw1`) and no two workers drive the same run id.
+   names its runs after itself (`run-3.gw1`) and no two workers drive the same run id. A worker hands its
+   run directory to the controller (`workeroutput`), whose terminal summary names every worker's.
+4. Run directories go under `--killpoint-out`, else under `.killpoint/runs/` of pytest's rootdir (named
+   `TIME-pytest-PID[-WORKER]`), where they outlive pytest's temporary directories (it keeps three).
 
 Choose the agent with `--killpoint-steps pkg.module` (or the `killpoint_steps` fixture), the database
 with `--killpoint-postgres` / `--killpoint-dsn`, and where run directories go with `--killpoint-out`
-(default: pytest's temporary directory).
+(default: `.killpoint/runs/` under pytest's rootdir).
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--killpoint-jobs", action="store", type=int, default=None,
                     help="schedules of a scenario run at the same time (default: the number of cores)")
     group.addoption("--killpoint-out", action="store", default=None,
-                    help="where the session's run directory goes (default: pytest's temporary directory)")
+                    help="where the session's run directory goes (default: .killpoint/runs under the rootdir)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -93,9 +96,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("killpoint_schedule", schedules, ids=[str(s) for s in schedules])
 
 
+WORKER_RUN_DIRS = "killpoint_run_dirs"
+"""The key of a pytest-xdist worker's `workeroutput` that carries its run directories to the controller."""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:  # noqa: ANN001
+    """Flow step 3 (xdist controller): a worker ended; keep the run directories it handed over."""
+    dirs = getattr(node, "workeroutput", {}).get(WORKER_RUN_DIRS, [])
+    node.config.stash.setdefault(RUN_DIRS, []).extend(Path(d) for d in dirs)
+
+
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:  # noqa: ANN001
     """Flow step 3: name the run directories (verdicts.json, history.jsonl, worker logs)."""
-    for run_dir in config.stash.get(RUN_DIRS, []):
+    for run_dir in sorted(config.stash.get(RUN_DIRS, []), key=str):
         terminalreporter.write_line(f"killpoint run directory: {run_dir} (killpoint report {run_dir})")
 
 
@@ -106,19 +120,17 @@ def _steps(config: pytest.Config) -> str:
 
 
 def session_config(config: pytest.Config, steps: str, tmp_path_factory: pytest.TempPathFactory) -> SessionConfig:
-    """The session's configuration from the plugin's options. Its run directory: under `--killpoint-out`
-    (named after the time, pid and xdist worker), else a fresh folder of pytest's temporary directory. Under
+    """The session's configuration from the plugin's options. Its run directory (flow step 4): under
+    `--killpoint-out`, else under `.killpoint/runs` of the rootdir, named after the time, pid and xdist
+    worker (`tmp_path_factory` is no longer used: pytest deletes all but its last three sessions'). Under
     pytest-xdist each worker names its runs after itself, after the number, so the scenario a run id names
     (before its last `-`) is unchanged."""
     from killpoint.cli.args import default_jobs
     from killpoint.run.config import SessionConfig
 
-    out = config.getoption("--killpoint-out")
+    out = config.getoption("--killpoint-out") or config.rootpath / ".killpoint" / "runs"
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if out:
-        run_dir = Path(out) / f"{time.strftime('%Y%m%d-%H%M%S')}-pytest-{os.getpid()}{'-' + worker if worker else ''}"
-    else:
-        run_dir = tmp_path_factory.mktemp(f"killpoint-run{'-' + worker if worker else ''}")
+    run_dir = Path(out) / f"{time.strftime('%Y%m%d-%H%M%S')}-pytest-{os.getpid()}{'-' + worker if worker else ''}"
     dsn = config.getoption("--killpoint-dsn")
     return SessionConfig(steps=steps, run_dir=run_dir, dsn=dsn,
                          postgres="dsn" if dsn else config.getoption("--killpoint-postgres"),
@@ -159,6 +171,8 @@ def killpoint_session(pytestconfig: pytest.Config, killpoint_steps: str, _killpo
             write_session(session, _killpoint_results, {"command": "pytest",
                                                         "xdist_worker": os.environ.get("PYTEST_XDIST_WORKER")})
             pytestconfig.stash[RUN_DIRS].append(config.run_dir)
+            if hasattr(pytestconfig, "workeroutput"):  # an xdist worker: the controller prints the summary
+                pytestconfig.workeroutput.setdefault(WORKER_RUN_DIRS, []).append(str(config.run_dir))
 
 
 @pytest.fixture

@@ -13,10 +13,15 @@ layer over this module; nothing here needs pytest except `expect` on a skipped s
 4. `write_session(session, results)` writes `meta.json` and `verdicts.json` in the session's run directory:
    the scenarios run whole, and every other trial grouped under the scenario its run id names, so
    `killpoint report` and `killpoint judge` read a pytest session like a CLI run.
+5. pytest shows the finding first: `expect` and its helpers hide their own frames (`__tracebackhide__`), a
+   trial's `failing()` list shows `summary(trial)` (the checkers that did not pass, the replay line) in
+   `assert trial.outcome == "pass", trial.failing()` (`explain(trial)` gives the whole block), and a schedule Hypothesis drew
+   (no seed, not written by the user, inside a `@given` test) says so in its seed line.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -24,7 +29,7 @@ from pathlib import Path
 from killpoint.checkers.verdict import combine
 from killpoint.run.scenario import Context, ScenarioResult, find
 from killpoint.run.shrinking import with_shrunk
-from killpoint.run.trial import Session, Trial
+from killpoint.run.trial import Failing, Session, Trial
 
 SHOWN = 3
 """Failing trials of a scenario shown in full in an assertion message."""
@@ -48,20 +53,55 @@ def scenario_of(trial: Trial) -> str:
     return DEFAULT_SCENARIO if prefix in ("", "run") else prefix
 
 
+HYPOTHESIS_DRAWN = "none (drawn by Hypothesis, not from a seed: the schedule below replays it)"
+"""The seed line of a schedule a Hypothesis test drew (flow step 5)."""
+
+
+def drawn_by_hypothesis(trial: Trial) -> bool:
+    """Flow step 5: `trial`'s schedule was drawn by Hypothesis: no seed, not written by the user
+    (`Session.trial(..., explicit=False)`), and it is judged inside a running Hypothesis test."""
+    if trial.seed is not None or not len(trial.schedule) or trial.evidence.replay.explicit:
+        return False
+    if "hypothesis" not in sys.modules:
+        return False
+    from hypothesis.control import currently_in_test_context
+
+    return currently_in_test_context()
+
+
 def explain(trial: Trial, scenario: str | None = None) -> str:
     """The failure block of `trial` (see the flow above), with its run directory; for any outcome."""
+    __tracebackhide__ = True  # noqa: F841  (pytest: the finding first, not killpoint's source)
     from killpoint.env.stepmodule import DEFAULT_STEPS
     from killpoint.report.text import trial_block
 
     title = "FAILED" if trial.outcome == "fail" else trial.outcome.upper()
-    lines = trial_block(scenario or scenario_of(trial), trial, trial.steps or DEFAULT_STEPS, title)
+    lines = trial_block(scenario or scenario_of(trial), trial, trial.steps or DEFAULT_STEPS, title,
+                        seed_text=HYPOTHESIS_DRAWN if drawn_by_hypothesis(trial) else None)
     if trial.run_dir is not None:
         lines.append(f"  run dir:  {trial.run_dir} (history.jsonl, worker logs; killpoint report {trial.run_dir})")
     return "\n".join(lines)
 
 
+def summary(trial: Trial, scenario: str | None = None) -> str:
+    """Flow step 5: the finding in two lines, short enough for pytest to show whole in an assertion message
+    (it cuts an object's repr at 240 characters): the outcome, scenario, run and checkers that did not pass,
+    then the replay line (which names the schedule). `explain` gives the evidence."""
+    from killpoint.env.stepmodule import DEFAULT_STEPS
+    from killpoint.report.text import replay_line
+
+    name = scenario or scenario_of(trial)
+    bad = [v.checker for v in trial.verdicts if v.outcome not in ("pass", "n/a")]
+    return (f"{trial.outcome.upper()}: {name} run {trial.run_id}: {', '.join(bad) or 'no checker decided'}\n"
+            f"  replay: {replay_line(name, trial, trial.steps or DEFAULT_STEPS)}")
+
+
+Failing.shown_by = summary  # flow step 5: `trial.failing()` reads as the finding
+
+
 def expect(result: Trial | ScenarioResult, scenario: str | None = None) -> None:
     """Return if `result` passed; raise `TrialFailed` with the failure block otherwise (flow steps 1-2)."""
+    __tracebackhide__ = True  # noqa: F841  (pytest: the finding first, not killpoint's source)
     if isinstance(result, Trial):
         if result.outcome != "pass":
             raise TrialFailed(explain(result, scenario).splitlines())

@@ -147,13 +147,7 @@ def trial_progress(inv: Invocation) -> TrialProgress | None:
 def finish(inv: Invocation, s: Session, results: list[ScenarioResult], meta: dict,
            display: TrialProgress | None = None) -> int:
     """Print the summary and the failures in full; write the run dir and JUnit; return the exit code."""
-    from killpoint.report.text import (
-        replay_line,
-        run_seed,
-        scenario_line,
-        trial_block,
-        write_run_dir,
-    )
+    from killpoint.report.text import failure_blocks, run_seed, scenario_line, write_run_dir
 
     if display is not None:
         display.close()  # the bar stops before the summary
@@ -163,23 +157,13 @@ def finish(inv: Invocation, s: Session, results: list[ScenarioResult], meta: dic
     print()
     for r in results:
         print(scenario_line(r))
-    first: str | None = None  # the replay line of the first real failure (else of the first unknown)
-    first_fails = False
-    for r in results:
-        # real failures before unknowns, then fewest faults first (a shrunk schedule leads); the rest are in
-        # verdicts.json and the HTML report
-        shown = sorted((t for t in r.trials if t.outcome not in ("pass", "n/a")),
-                       key=lambda t: (t.outcome != "fail", len(t.schedule)))
-        for t in shown[:SHOWN_PER_SCENARIO]:
-            title = "EXPECTED FINDING" if r.outcome == "expected" else t.outcome.upper()
-            print()
-            print("\n".join(trial_block(r.name, t, s.agent.module, title, run_seed(meta))))
-        if len(shown) > SHOWN_PER_SCENARIO:
-            print(f"\n... and {len(shown) - SHOWN_PER_SCENARIO} more of {r.name}: "
-                  f"{s.env.run_dir / 'verdicts.json'}, or killpoint report {s.env.run_dir}")
-        if shown and r.outcome in ("fail", "unknown") and (first is None or (not first_fails
-                                                                          and shown[0].outcome == "fail")):
-            first, first_fails = replay_line(r.name, shown[0], s.agent.module), shown[0].outcome == "fail"
+    # one block per cause (a shrunk, fewest-fault schedule leads; where else it was met is counted under it);
+    # the rest are in verdicts.json and the HTML report
+    blocks, first = failure_blocks(results, s.agent.module, run_seed(meta),
+                                   f"{s.env.run_dir / 'verdicts.json'}, or killpoint report {s.env.run_dir}",
+                                   SHOWN_PER_SCENARIO)
+    for line in blocks:
+        print(line)
     write_run_dir(s.env.run_dir, results, {**meta, "steps": s.agent.module, "steps_digest": s.agent.digest,
                                           "worker_cmd": s.env.worker_cmd, "grace": s.options.grace,
                                           "adapter": s.env.adapter.name,
@@ -285,6 +269,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                 trials = with_shrunk(scenario, ctx, stored + scenario.run(ctx))
                 remember(failure_store(inv), scenario, ctx, trials)
                 results.append(scenario.result(trials, started))
+                if display is not None:
+                    display.ended(results[-1])  # a scenario with no per-trial progress gets its line
             except CrashFreeFailure as exc:  # the scenario's own agent fails without faults
                 ctx.say(f"{scenario.name}: {exc.message}")
                 results.append(ScenarioResult(scenario.name, "fail", [], time.monotonic() - started,

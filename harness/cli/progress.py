@@ -5,7 +5,12 @@
 2. The scenario loops call it once per judged trial (`Context.on_trial(scenario, done, total, trial)`); a
    new scenario name starts a new task (bar or line prefix). The ETA is the mean time per trial so far times
    the trials left (unknown before the first trial).
-3. `close()` stops the bar (the summary is printed after it); plain lines need no closing.
+3. A scenario runs its trials in phases (`crash-points`: every single fault, then random schedules), each a
+   plan counted from 1: a phase that starts (`done == 1`) after another adds to what the scenario did, so
+   its count and total run on (`crash-points` ends at 48/48, not 8/8).
+4. `ended(result)`: a scenario that ran its trials its own way (no plan, so no call per trial) gets its
+   bar or line when it ends, its trials done of as many.
+5. `close()` stops the bar (the summary is printed after it); plain lines need no closing.
 """
 
 from __future__ import annotations
@@ -43,13 +48,33 @@ class TrialProgress:
         self._tasks: dict[str, Any] = {}
         self._started: dict[str, float] = {}
         self._failures: dict[str, int] = {}
+        self._done: dict[str, int] = {}  # per scenario, the trials counted so far (every phase)
+        self._base: dict[str, int] = {}  # per scenario, the trials of its phases before the current one
 
     @classmethod
     def for_terminal(cls, console: Console) -> TrialProgress:
         return cls(console, is_live(console))
 
     def __call__(self, scenario: str, done: int, total: int, outcome: str) -> None:
-        """Flow step 2: one more trial of `scenario` was judged `outcome` (`done` of `total`)."""
+        """Flow steps 2-3: one more trial of `scenario` was judged `outcome` (`done` of `total` of its phase)."""
+        if done == 1 and scenario in self._done:  # a new phase: count on from the earlier ones
+            self._base[scenario] = self._done[scenario]
+        base = self._base.get(scenario, 0)
+        done, total = base + done, base + total
+        self._done[scenario] = done
+        self._show(scenario, done, total, outcome)
+
+    def ended(self, result: Any) -> None:  # noqa: ANN401  (a ScenarioResult)
+        """Flow step 4: `result`'s scenario ended; if it never counted a trial here, show its trials now."""
+        if result.name in self._done or not result.trials:
+            return
+        self._started[result.name] = time.monotonic() - result.elapsed
+        n = len(result.trials)
+        self._failures[result.name] = sum(t.outcome == "fail" for t in result.trials[:-1])
+        self._done[result.name] = n
+        self._show(result.name, n, n, result.trials[-1].outcome)
+
+    def _show(self, scenario: str, done: int, total: int, outcome: str) -> None:
         started = self._started.setdefault(scenario, time.monotonic())
         if outcome == "fail":
             self._failures[scenario] = self._failures.get(scenario, 0) + 1

@@ -12,6 +12,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from killpoint.errors import UsageError
 from killpoint.faults.points import ACTIONS, POINTS, fits
@@ -83,6 +84,10 @@ class Schedule:
 
     def __len__(self) -> int:
         return len(self.faults)
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # noqa: ANN401
+        """How Hypothesis (and IPython) print a schedule, e.g. a falsifying example: its text, as code."""
+        p.text(f"Schedule.parse({str(self)!r})")
 
     def __iter__(self) -> Iterator[Fault]:
         return iter(self.faults)

@@ -1,9 +1,12 @@
 """`killpoint report RUN_DIR`: an HTML timeline of a run directory (history.jsonl + verdicts.json).
 
-A summary table of the scenarios (naming the runs that failed), then each scenario's trials (the non-passing
-first, opened), then each failing run in full (`html_run.failure_section`: evidence, replay command,
-attempts and effects, log tails), then one SVG timeline per run (`html_run.timeline_svg`: labelled lanes
-and steps; the timelines of failing runs opened). Self-contained: no script, no network.
+The run's metadata (`meta.json`: command, step module and digest, seed, killpoint's version, Python,
+platform...), a summary table of the scenarios (naming the runs that failed), then each scenario's trials
+(the non-passing first, opened), then the failing runs, one per cause (`report.causes`; `html_run.
+failure_section`: evidence, replay command, a link to its timeline, attempts and effects, log tails; where
+else the cause was met, linked), then one SVG timeline per run (`timeline.timeline_svg`: labelled lanes,
+steps, faults, attempts and effects, a time axis; the timelines of failing runs opened). Self-contained: no
+script, no network.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from pathlib import Path
 
 from killpoint.errors import UsageError
 from killpoint.events import Event
-from killpoint.report.html_run import failure_section, legend_html, timeline_svg
+from killpoint.report.causes import from_record, group
+from killpoint.report.html_run import failure_section
+from killpoint.report.timeline import legend_html, timeline_svg
 from killpoint.run.history import History
 
 _CSS = """body{font:13px system-ui,sans-serif;margin:1.5em}h2{margin-top:1.6em}
@@ -26,7 +31,8 @@ td{white-space:nowrap}td.d{white-space:normal;overflow-wrap:anywhere}details{mar
 .summary{margin-bottom:1em}.summary th{border-bottom:1px solid #999}
 tr.dup td{background:#fdd;color:#900;font-weight:bold}pre{background:#f7f7f7;padding:4px;margin:2px 0;white-space:pre-wrap}
 .failure{border-left:4px solid #b00;padding-left:.8em;margin:1.2em 0}.records th{border-bottom:1px solid #999}
-.legend span{margin-right:1.2em;white-space:nowrap}svg.timeline{display:block;margin:.4em 0}"""
+.legend span{margin-right:1.2em;white-space:nowrap}svg.timeline{display:block;margin:.4em 0}
+table.meta th{text-align:left;padding-right:1em;color:#555}p.also{margin:.2em 0 1.2em 1.2em}"""
 
 
 def render(run_dir: Path) -> Path:
@@ -41,6 +47,20 @@ def _meta(run_dir: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+META_FIRST = ("command", "steps", "steps_digest", "seed", "killpoint", "python", "platform")
+"""The metadata shown first, in this order; any other scalar key of meta.json follows, sorted."""
+
+
+def meta_table(meta: dict) -> str:
+    """The run's metadata as a table (`meta.json`'s scalar values, `none` for a first key without one, e.g. the
+    seed of an explicit schedule; lists and objects are left out)."""
+    keys = [k for k in META_FIRST if k in meta] + sorted(k for k in meta if k not in META_FIRST)
+    rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td class=d>{html.escape('none' if meta[k] is None else str(meta[k]))}"
+                   "</td></tr>" for k in keys
+                   if isinstance(meta[k], (str, int, float, bool)) or (meta[k] is None and k in META_FIRST))
+    return f"<table class=meta>{rows}</table>" if rows else "<p>(no meta.json)</p>"
 
 
 def _drawable(events: list[Event]) -> tuple[list[Event], int]:
@@ -69,6 +89,28 @@ def _verdicts(run_dir: Path) -> tuple[list[dict], str | None]:
     return (data, None) if ok else ([], f"{path} is not in the shape killpoint writes; the verdict tables are left out")
 
 
+def _failures(run_dir: Path, verdicts: list[dict], events: list[Event], meta: dict) -> list[str]:
+    """The failing runs, one section per cause (`report.causes`): its representative in full, then a line
+    naming where else it was met, each run linked to its timeline."""
+    findings = [from_record(sc["scenario"], sc["outcome"], t) for sc in verdicts
+                for t in sorted(sc["trials"], key=lambda t: (t["outcome"] != "fail", str(t.get("schedule") or "").count(",")))
+                if t["outcome"] not in ("pass", "n/a")]
+    if not findings:
+        return []
+    groups = group(findings)
+    out = [f"<h2>Failures ({len(findings)} runs, {len(groups)} cause{'s' if len(groups) != 1 else ''})</h2>"]
+    for g in groups:
+        rep = g.representative
+        out.append(failure_section(run_dir, rep.scenario, rep.ref, events, meta))  # type: ignore[arg-type]
+        also = g.also_line()
+        if also:
+            runs = ", ".join(f"<a href='#run-{html.escape(f.run_id)}' id='failure-{html.escape(f.run_id)}'>"
+                             f"{html.escape(f.scenario)} {html.escape(f.run_id)}</a> <code>{html.escape(f.schedule)}</code>"
+                             for f in g.others)
+            out.append(f"<p class=also>{html.escape(also)}: {runs}</p>")
+    return out
+
+
 def draw(run_dir: Path) -> tuple[Path, list[str]]:
     """`render`, and what it had to skip of a torn or corrupt run directory, one line each."""
     history_path = run_dir / "history.jsonl"
@@ -85,7 +127,7 @@ def draw(run_dir: Path) -> tuple[Path, list[str]]:
         notes.append(why)
     meta = _meta(run_dir)
     out = [f"<!doctype html><html lang=en><meta charset=utf-8><title>killpoint {html.escape(run_dir.name)}</title>",
-           f"<style>{_CSS}</style><h1>killpoint run {html.escape(run_dir.name)}</h1>",
+           f"<style>{_CSS}</style><h1>killpoint run {html.escape(run_dir.name)}</h1>", meta_table(meta),
            "<table class=summary><tr><th>scenario</th><th>outcome</th><th>trials</th><th>seconds</th>"
            "<th>failed runs</th></tr>"]
     for sc in verdicts:
@@ -113,16 +155,14 @@ def draw(run_dir: Path) -> tuple[Path, list[str]]:
                        f"</code></td><td><a href='#run-{html.escape(t['run_id'])}'>{html.escape(t['run_id'])}</a></td>"
                        f"<td class=d>{html.escape(detail)}</td></tr>")
         out.append("</table></details>")
-    failing = [(sc["scenario"], t) for sc in verdicts for t in sc["trials"] if t["outcome"] not in ("pass", "n/a")]
-    if failing:
-        out.append(f"<h2>Failures ({len(failing)})</h2>")
-        out.extend(failure_section(run_dir, name, t, events, meta) for name, t in failing)
+    out.extend(_failures(run_dir, verdicts, events, meta))
     runs: dict[str, list[Event]] = {}
     for e in events:
         if e.run_id:
             runs.setdefault(e.run_id, []).append(e)
     out.append("<h2>Timelines</h2><p>One lane per incarnation (named at its left); step starts, faults and "
-               "process ends are labelled above their lane.</p>" + legend_html())
+               "process ends are labelled above their lane; the fake services' attempts and effects are on the "
+               "services lane; seconds since the run began run along the axis.</p>" + legend_html())
     for run_id, evs in runs.items():
         mark = " (failed)" if run_id in bad_runs else ""
         out.append(f"<details{' open' if run_id in bad_runs else ''} id='run-{html.escape(run_id)}'>"

@@ -12,13 +12,17 @@
    marked by a property, its block in <system-out>.
 4. Each suite carries the run's seed, killpoint's version and the step module and its digest as
    properties, and what a time budget cut, if anything.
-5. Every string put into the XML is `xml_text`: ANSI escapes removed, characters XML 1.0 cannot hold
+5. A failure of a cause met at several schedules (`report.causes`) that is not the cause's representative
+   says so: its message ends `(same cause as SCENARIO [TESTCASE])`, naming the representative's testcase,
+   and its text starts with that line; the representative's text ends with where else the cause was met.
+6. Every string put into the XML is `xml_text`: ANSI escapes removed, characters XML 1.0 cannot hold
    written as `\\xNN`, so any worker output gives a well-formed file.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from junitparser import (
     Error,
@@ -33,7 +37,8 @@ from junitparser import (
 )
 
 from killpoint import __version__
-from killpoint.report.text import run_seed, trial_block, trial_seconds
+from killpoint.report.causes import Group
+from killpoint.report.text import failure_groups, run_seed, trial_block, trial_seconds
 from killpoint.run.scenario import ScenarioResult
 from killpoint.run.trial import Trial
 
@@ -45,7 +50,7 @@ NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def xml_text(text: str) -> str:
-    """Flow step 5: `text` without ANSI escapes, every other character XML cannot hold written as `\\xNN`
+    """Flow step 6: `text` without ANSI escapes, every other character XML cannot hold written as `\\xNN`
     (or `\\uNNNN`), so that it reads the same in a CI dashboard and never breaks the file."""
     return NOT_XML.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}",
                        ANSI.sub("", text))
@@ -67,7 +72,9 @@ def junit_xml(results: list[ScenarioResult], steps: str, meta: dict | None = Non
     """The JUnit XML document of `results` (see the module docstring), as text."""
     meta = meta or {}
     root = JUnitXml()
-    suites = [_suite(r, steps, meta) for r in results]
+    groups = {id(f.ref): g for g in failure_groups(results) for f in g.members}
+    names = {id(t): name for r in results for t, name in zip(r.trials, testcase_names(r.trials), strict=True)}
+    suites = [_suite(r, steps, meta, lambda t: _grouped(t, groups, names)) for r in results]
     for suite in suites:
         root.add_testsuite(suite)
     root.update_statistics()  # counts; it also sets each suite's time to the sum of its cases' times...
@@ -77,7 +84,20 @@ def junit_xml(results: list[ScenarioResult], steps: str, meta: dict | None = Non
     return '<?xml version="1.0" encoding="utf-8"?>\n' + root.tostring().decode("utf-8") + "\n"
 
 
-def _suite(r: ScenarioResult, steps: str, meta: dict) -> TestSuite:
+def _grouped(t: Trial, groups: dict[int, Group], names: dict[int, str]) -> tuple[str | None, str | None]:
+    """Flow step 5: (the line naming the representative of `t`'s cause, if `t` is not it; where else the
+    cause was met, if `t` is its representative)."""
+    g = groups.get(id(t))
+    if g is None or not g.others:
+        return None, None
+    rep = g.representative
+    if rep.ref is t:
+        return None, g.also_line()
+    return f"same cause as {rep.scenario} [{names[id(rep.ref)]}]", None
+
+
+def _suite(r: ScenarioResult, steps: str, meta: dict,
+           grouped: Callable[[Trial], tuple[str | None, str | None]]) -> TestSuite:
     """Flow steps 1 and 4: the testsuite of one scenario."""
     suite = TestSuite(xml_text(r.name))
     props = {"killpoint.version": __version__, "killpoint.steps": steps, "killpoint.seed": meta.get("seed"),
@@ -95,7 +115,7 @@ def _suite(r: ScenarioResult, steps: str, meta: dict) -> TestSuite:
     if r.outcome in ("error", "interrupted") or (r.outcome in ("fail", "unknown") and not r.trials):
         cases.append(_scenario_case(r, Error(xml_text(r.reason or r.outcome))))
     base = run_seed(meta)
-    cases.extend(_trial_case(r, t, name, steps, base)
+    cases.extend(_trial_case(r, t, name, steps, base, grouped(t))
                  for t, name in zip(r.trials, testcase_names(r.trials), strict=True))
     suite.add_testcases(cases)
     return suite
@@ -108,8 +128,10 @@ def _scenario_case(r: ScenarioResult, result: Skipped | Error) -> TestCase:
     return case
 
 
-def _trial_case(r: ScenarioResult, t: Trial, name: str, steps: str, base: int | None) -> TestCase:
-    """Flow steps 2 and 3: the testcase of one trial."""
+def _trial_case(r: ScenarioResult, t: Trial, name: str, steps: str, base: int | None,
+                grouped: tuple[str | None, str | None] = (None, None)) -> TestCase:
+    """Flow steps 2, 3 and 5: the testcase of one trial."""
+    same, also = grouped
     case = TestCase(xml_text(name), xml_text(r.name), round(trial_seconds(t), 3))
     if t.outcome == "fail" and r.outcome == "expected":
         holder = Properties()
@@ -119,8 +141,9 @@ def _trial_case(r: ScenarioResult, t: Trial, name: str, steps: str, base: int | 
         case.append(SystemOut(xml_text("\n".join(block))))
     elif t.outcome == "fail":
         first = t.failing()[0]
-        failure = Failure(xml_text(f"{first.checker}: {first.reason}"))
-        failure.text = xml_text("\n".join(trial_block(r.name, t, steps, base_seed=base)))
+        failure = Failure(xml_text(f"{first.checker}: {first.reason}" + (f" ({same})" if same else "")))
+        block = trial_block(r.name, t, steps, base_seed=base)
+        failure.text = xml_text("\n".join(([same] if same else []) + block + ([f"  {also}"] if also else [])))
         case.append(failure)
     elif t.outcome == "unknown":
         error = Error("unknown: the checkers could not decide")

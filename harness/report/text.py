@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from killpoint import __version__
+from killpoint.report.causes import Group, from_trial, group
 from killpoint.run.scenario import ScenarioResult, replay_command
 from killpoint.run.trial import Trial, crash_lines
 
@@ -31,9 +32,12 @@ NO_FAULT = "(none: no fault injected)"
 """An empty schedule's line: a crash-free run, or one that only resumed a checkpoint (stored-checkpoints)."""
 
 
-def trial_block(scenario: str, t: Trial, steps: str, title: str = "FAILED", base_seed: int | None = None) -> list[str]:
+def trial_block(scenario: str, t: Trial, steps: str, title: str = "FAILED", base_seed: int | None = None,
+                seed_text: str | None = None) -> list[str]:
     """The failure in full: checkers that failed with their evidence, seed (`seed_line`), schedule, replay
-    line. `base_seed`: the base seed of the run the trial belongs to (`run`, `explore`), if any."""
+    line. `base_seed`: the base seed of the run the trial belongs to (`run`, `explore`), if any;
+    `seed_text`: what the seed line says of a trial with no seed, when the caller knows better than
+    "explicit" (a schedule Hypothesis drew)."""
     lines = [f"--- {title}: {scenario} run {t.run_id}"]
     for v in t.verdicts:
         if v.outcome in ("pass", "n/a"):
@@ -43,13 +47,52 @@ def trial_block(scenario: str, t: Trial, steps: str, title: str = "FAILED", base
     lines.extend(f"  {line}" for line in crash_lines(t.evidence.crashes))
     if t.unfired():
         lines.append(f"  not fired (the run never reached them): {', '.join(t.unfired())}")
-    lines.append(f"  seed:     {seed_line(t, base_seed)}")
+    lines.append(f"  seed:     {seed_text if seed_text and t.seed is None else seed_line(t, base_seed)}")
     lines.append(f"  schedule: {t.schedule or NO_FAULT}")
     if t.shrunk_from is not None:
         n, m = len(t.shrunk_from), len(t.schedule)
         lines.append(f"  shrunk:   from {t.shrunk_from} ({n} faults) to {m} fault{'s' if m != 1 else ''}")
     lines.append(f"  replay:   {replay_line(scenario, t, steps)}")
     return lines
+
+
+def failure_groups(results: list[ScenarioResult]) -> list[Group]:
+    """The non-passing trials of `results` grouped by cause (`report.causes`), each scenario's real failures
+    before its undecided ones, fewest faults first; a group's representative is a `Trial` (`ref`)."""
+    findings = [from_trial(r.name, r.outcome, t) for r in results
+                for t in sorted((t for t in r.trials if t.outcome not in ("pass", "n/a")),
+                                key=lambda t: (t.outcome != "fail", len(t.schedule)))]
+    return group(findings)
+
+
+def failure_blocks(results: list[ScenarioResult], steps: str, base_seed: int | None, more: str,
+                   per_scenario: int = 3) -> tuple[list[str], str | None]:
+    """The failures as the CLI prints them, and the replay line of the first real failure (else of the first
+    undecided one) of a failing scenario. One block per cause (`trial_block` of its representative, then
+    where else it was met), at most `per_scenario` causes shown per scenario of their representative; the
+    rest counted (`... and N more of SCENARIO: ` + `more`)."""
+    out: list[str] = []
+    shown: dict[str, int] = {}
+    hidden: dict[str, int] = {}
+    first: tuple[bool, str] | None = None  # (is a real failure, replay line)
+    outcomes = {r.name: r.outcome for r in results}
+    for g in failure_groups(results):
+        rep = g.representative
+        t: Trial = rep.ref  # type: ignore[assignment]
+        if outcomes[rep.scenario] in ("fail", "unknown") and (first is None or (not first[0] and rep.outcome == "fail")):
+            first = rep.outcome == "fail", replay_line(rep.scenario, t, steps)
+        if shown.get(rep.scenario, 0) >= per_scenario:
+            hidden[rep.scenario] = hidden.get(rep.scenario, 0) + len(g.members)
+            continue
+        shown[rep.scenario] = shown.get(rep.scenario, 0) + 1
+        out.append("")
+        out.extend(trial_block(rep.scenario, t, steps, rep.title, base_seed))
+        also = g.also_line()
+        if also:
+            out.append(f"  {also}")
+    for name, n in hidden.items():
+        out.append(f"\n... and {n} more of {name}: {more}")
+    return out, first[1] if first else None
 
 
 def seed_line(t: Trial, base_seed: int | None = None) -> str:
@@ -69,13 +112,16 @@ def replay_line(scenario: str, t: Trial, steps: str) -> str:
 
 
 def write_run_dir(run_dir: Path, results: list[ScenarioResult], meta: dict) -> None:
-    """meta.json (seed, versions, step module digest) and verdicts.json (every trial) in the run dir."""
+    """meta.json (seed, versions, step module digest) and verdicts.json (every trial; a shrunk one names the
+    schedule it was shrunk from, `shrunk_from`) in the run dir."""
     meta = {**meta, "killpoint": __version__, "python": sys.version.split()[0], "platform": platform.platform()}
     (run_dir / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
     verdicts = [{"scenario": r.name, "outcome": r.outcome, "reason": r.reason, "cut": r.cut,
                  "elapsed": round(r.elapsed, 3),
                  "trials": [{"run_id": t.run_id, "schedule": str(t.schedule), "seed": t.seed, "outcome": t.outcome,
-                             "verdicts": [v.to_dict() for v in t.verdicts]} for t in r.trials]}
+                             "verdicts": [v.to_dict() for v in t.verdicts],
+                             **({"shrunk_from": str(t.shrunk_from)} if t.shrunk_from is not None else {})}
+                            for t in r.trials]}
                 for r in results]
     (run_dir / "verdicts.json").write_text(json.dumps(verdicts, indent=2))
 

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from killpoint.checkers import (
     CRASH_CHECKERS,
@@ -151,11 +151,37 @@ class Trial:
         self.outcome = combine(self.verdicts)
 
     def failing(self) -> list[Verdict]:
-        return [v for v in self.verdicts if v.outcome == "fail"]
+        """The verdicts that failed: a list whose repr is the finding (`Failing`), for `assert ..., trial.failing()`."""
+        return Failing([v for v in self.verdicts if v.outcome == "fail"], self)
+
+    def __repr__(self) -> str:
+        """Short: run id, schedule, outcome and the checkers that did not pass (the evidence is the block's,
+        `killpoint.explain(trial)`)."""
+        bad = [v.checker for v in self.verdicts if v.outcome not in ("pass", "n/a")]
+        return (f"Trial({self.run_id} {str(self.schedule) or 'crash-free'}: {self.outcome}"
+                + (f", {', '.join(bad)}" if bad else "") + ")")
 
     def unfired(self) -> list[str]:
         """Faults of the schedule the run never reached (nothing was injected for them)."""
         return [u for e in self.evidence.events if isinstance(e, RunEnd) for u in e.unfired or []]
+
+
+class Failing(list):
+    """A trial's failing verdicts (a plain list to read), whose repr is what a reader of a failed assertion
+    wants: the checkers that did not pass and the replay line. `shown_by` writes it (`testing.summary`, set
+    when `killpoint.testing` is imported, as the pytest plugin does; the report's words live there, not in
+    the run); without it, the repr is a plain list's."""
+
+    shown_by: ClassVar[Callable[[Trial], str] | None] = None
+
+    def __init__(self, verdicts: Iterable[Verdict], trial: Trial) -> None:
+        super().__init__(verdicts)
+        self.trial = trial
+
+    def __repr__(self) -> str:
+        if self.trial.outcome == "pass" or Failing.shown_by is None:
+            return super().__repr__()
+        return Failing.shown_by(self.trial)
 
 
 class Session:

@@ -9,10 +9,15 @@ import os
 import re
 import shutil
 import subprocess
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
+from killpoint import __version__
+from killpoint.events import Attempt, Effect, Point
+from killpoint.report.html_run import duplicates
+from killpoint.report.timeline import placed, service_offset
 from tests.helpers import REPO
 from tests.helpers.harness import BROKEN_AGENT
 from tests.helpers.sandbox import Sandbox
@@ -109,3 +114,83 @@ def test_the_page_loads_in_headless_chromium_without_console_errors(failing_repo
     pic = subprocess.run([chromium, *flags, f"--screenshot={shot}", url], capture_output=True, text=True, timeout=180)
     assert pic.returncode == 0 and shot.is_file() and shot.stat().st_size > 10_000, pic.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+class Page(HTMLParser):
+    """The elements of a report page, as (tag, attributes) in document order, and each element's text."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.elements: list[tuple[str, dict[str, str]]] = []
+        self.texts: list[str] = []
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.elements.append((tag, {k: v or "" for k, v in attrs}))
+
+    def handle_data(self, data: str) -> None:
+        self.texts.append(data)
+
+    def having(self, tag: str, **attrs: str) -> list[dict[str, str]]:
+        return [a for t, a in self.elements if t == tag and all(a.get(k.rstrip("_")) == v for k, v in attrs.items())]
+
+
+def test_the_page_has_metadata_effects_on_the_timeline_an_axis_and_links_to_it(
+        failing_report: tuple[Path, str]) -> None:
+    """Parsed with html.parser (no browser needed): the elements the report promises are there."""
+    _, page = failing_report
+    parsed = Page(page)
+    assert parsed.having("table", class_="meta")
+    meta = re.search(r"<table class=meta>(.*?)</table>", page, re.S).group(1)
+    for key, value in (("steps", BROKEN_AGENT), ("seed", "none"), ("command", "replay"), ("killpoint", __version__)):
+        assert f"<tr><th>{key}</th><td class=d>{value}</td></tr>" in meta, (key, meta)
+    run_id = re.search(r"id='failure-(crash-points-\d+)'", page).group(1)
+    assert parsed.having("a", class_="to-timeline", href=f"#run-{run_id}")  # the failure links to its timeline
+    assert parsed.having("details", id=f"run-{run_id}", open="")
+    svg = re.search(rf"<details open id='run-{run_id}'>.*?(<svg class=timeline.*?</svg>)", page, re.S).group(1)
+    ticks = Page(svg)
+    assert len(ticks.having("rect", class_="ev effect")) == 3  # the charge and the email twice
+    assert len(ticks.having("rect", class_="ev attempt")) >= 3
+    assert "services" in ticks.texts and "mailer twice" in ticks.texts and "ledger" in ticks.texts
+    assert ticks.having("g", class_="axis") and "seconds" in ticks.texts and "0" in ticks.texts
+    # on the history's clock: the first mail before the first incarnation was killed, the second after it
+    titles = [(what.strip(), float(t)) for what, t in re.findall(r"<title>([^<@]*)@ ([\d.]+)s</title>", svg)]
+    mails = [t for what, t in titles if what.startswith("effect mailer")]
+    ends = [t for what, t in titles if what.startswith("inc.end")]
+    assert len(mails) == 2 and mails[0] <= ends[0] <= mails[1], titles
+
+
+def test_same_payload_under_another_key_is_marked_a_duplicate() -> None:
+    effects = [{"service": "ledger", "key": "a", "payload": {"n": 1}}, {"service": "ledger", "key": "b", "payload": {"n": 1}},
+               {"service": "ledger", "key": "c", "payload": {"n": 2}}, {"service": "mailer", "key": None, "payload": {"n": 1}},
+               {"service": "mailer", "key": None, "payload": {"n": 1}}, {"service": "webhook", "key": "k", "payload": 1},
+               {"service": "webhook", "key": "k", "payload": 2}]
+    assert duplicates(effects) == {0: "same payload, another key", 1: "same payload, another key",
+                                   3: "same payload, no key", 4: "same payload, no key", 5: "same key", 6: "same key"}
+
+
+def test_the_services_lane_is_placed_on_the_history_clock() -> None:
+    evs = [Point(i=0, t=1.0, run_id="r", inc="r#1", step="email", point="effect.received"),
+           Point(i=1, t=1.5, run_id="r", inc="r#1", step="email", point="effect.applied"),
+           Attempt(i=2, t=9.0, run_id="r", record={"service": "mailer", "t": 101.0}),
+           Effect(i=3, t=9.0, run_id="r", record={"service": "mailer", "t": 101.5, "key": None})]
+    assert service_offset(evs) == 100.0
+    assert [(t, lane) for t, e, lane in placed(evs) if lane == "services"] == [(1.0, "services"), (1.5, "services")]
+    assert service_offset(evs[2:]) is None and all(lane != "services" for _, _, lane in placed(evs[2:]))
+
+
+def test_chromium_draws_the_effects_the_axis_and_the_metadata(failing_report: tuple[Path, str], chromium: str,
+                                                              tmp_path: Path) -> None:
+    """What a browser builds of the page (its DOM after parsing, SVG included) has the new parts."""
+    run_dir, page = failing_report
+    run_id = re.search(r"id='failure-(crash-points-\d+)'", page).group(1)
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
+             f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([chromium, *flags, "--dump-dom", (run_dir / "report.html").as_uri()],
+                         capture_output=True, text=True, timeout=180)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    parsed = Page(dom.stdout)
+    assert parsed.having("table", class_="meta") and parsed.having("g", class_="axis")
+    assert len(parsed.having("rect", class_="ev effect")) >= 3 and parsed.having("rect", class_="ev attempt")
+    link = parsed.having("a", class_="to-timeline")
+    assert link and link[0]["href"] == f"#run-{run_id}" and parsed.having("details", id=f"run-{run_id}")
