@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--openai-upstream", default=None, metavar="URL",
                    help="the OpenAI API to record from, e.g. https://api.openai.com/v1")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the killpoint command to run, e.g. run --steps M")
-    p.set_defaults(func=cmd_record)
+    p.set_defaults(func=cmd_record, commands=sub)
 
 
 def cmd_record(args: argparse.Namespace) -> int:
@@ -58,11 +58,10 @@ def cmd_record(args: argparse.Namespace) -> int:
         except cassette.CassetteError as exc:
             raise UsageError("bad-cassette", f"the cassette cannot be used: {exc}",
                              "fix or remove the file, or name another with --cassette") from None
-        from killpoint.cli import main  # noqa: PLC0415 - main registers this module
-
-        inner = main.parser().parse_args(command)
-        if getattr(inner, "func", None) is None:
+        parser = args.commands.choices.get(command[0])
+        if parser is None:
             raise UsageError("no-command", f"unknown command {command[0]!r}", "run killpoint --help for the commands")
+        inner = parser.parse_args(command[1:])
         return int(inner.func(inner) or 0)
 
 
