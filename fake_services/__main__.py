@@ -4,8 +4,8 @@ NAME is one of mailer (which also serves the webhook), ledger, model (Anthropic)
 
 Prints ``fake NAME listening on http://HOST:PORT`` and serves until SIGTERM or SIGINT, then exits 0.
 A port already in use is one line on stderr and exit 2. The admin interface is at ``/_admin/``.
-The model fakes answer by the script ``KILLPOINT_MODEL_SCRIPT`` names (``script.py``); one that cannot be
-read is one line on stderr and exit 2.
+The model fakes answer by the script ``KILLPOINT_MODEL_SCRIPT`` names (``script.py``), then the cassette
+``KILLPOINT_MODEL_CASSETTE`` names (``cassette.py``); one that cannot be read is one line on stderr and exit 2.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import sys
 import threading
 from types import FrameType
 
+from .cassette import CassetteError
 from .script import ScriptError
 from .server import POLL_SECONDS
 from .services import SERVERS, build_server
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         state = State()
-    except ScriptError as exc:
+    except (ScriptError, CassetteError) as exc:
         print(f"fake {args.service}: {exc}", file=sys.stderr)
         return 2
     try:

@@ -13,7 +13,8 @@ with the SDK, which appends ``/v1/messages``):
   The same messages always get the same answer, so a replayed step sees what the first run saw.
 - ``stream: true`` is answered as server-sent events (message_start ... message_stop).
 - tools (``tools``, ``tool_choice``; ``messages_tools.py``) and structured output (``output_config.format``):
-  the answer is the turn the user's script (``script.py``) or the default policy (``policy.py``) gives:
+  the answer is the turn the user's script (``script.py``), a recorded cassette (``cassette.py``) or the
+  default policy (``policy.py``) gives:
   ``tool_use`` blocks (ids ``toolu_…``, ``stop_reason`` ``tool_use``, streamed as ``input_json_delta``) or
   text (JSON for structured output); the digest then also covers the tools, the choice and the schema.
 - every reply carries a ``request-id`` header; the SDK's ``x-stainless-retry-count`` is recorded.
@@ -35,12 +36,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from . import messages_tools
 from .canon import DIGEST_LENGTH, canonical_json, text_digest
+from .cassette import Cassette, NotInCassette, UpstreamFailed
 from .effects import info_for
 from .policy import default_text
 from .schema_values import NoValue
@@ -94,11 +96,22 @@ def call_text(call: Call) -> str:
     return canonical_json({"model": call.model, "system": call.system, "messages": call.messages, **shape})
 
 
-def respond(call: Call, canonical: str, script: Script, call_prefix: str) -> Answer:
-    """The answer to ``call`` (whose :func:`call_text` is ``canonical``): the script's turn, or the default
-    policy's (``policy.py``); ``ScriptError`` / ``NoValue`` when neither can answer."""
+def respond(call: Call, canonical: str, script: Script, call_prefix: str, cassette: Cassette | None = None,
+            headers: Mapping[str, str] | None = None) -> Answer:
+    """The answer to ``call`` (whose :func:`call_text` is ``canonical``), from the first that gives one: the
+    script's pinned turn, the cassette's recording (``cassette.py``, with its recorded usage), the default
+    policy's turn (``policy.py``). ``ScriptError`` / ``NoValue`` when none can answer, ``cassette.NotAnswered``
+    when the cassette must answer and cannot (a request missing from a strict cassette)."""
     hexdigest = text_digest(canonical)
-    return answer_from(script.turn(call, hexdigest, call_prefix), hexdigest, canonical, call.max_tokens)
+    turn = script.pinned(call, hexdigest, call_prefix)
+    if turn is None and cassette is not None:
+        recorded = cassette.answer(call, hexdigest, headers or {})
+        if recorded is not None:
+            return Answer(hexdigest, recorded.turn.text, recorded.input_tokens, recorded.output_tokens,
+                          recorded.stop_reason, recorded.turn.calls)
+    if turn is None:
+        turn = script.default(call, hexdigest, call_prefix)
+    return answer_from(turn, hexdigest, canonical, call.max_tokens)
 
 
 def answer_from(turn: Turn, hexdigest: str, canonical: str, max_tokens: int | None) -> Answer:
@@ -192,8 +205,11 @@ def handle_model(api: ModelApi, request: Request) -> Reply:
     3. hook and static faults at ``model.request``: drop -> reset, overload / error -> the API's overload /
        server error, with ``x-should-retry: true`` and (unless set to 0) ``retry-after-ms``
        (``injected-error``);
-    4. otherwise the deterministic answer (``applied``): the script's or the default policy's
-       (:func:`respond`); a script that fails, or a tool schema no value satisfies, is a 400 (``rejected``).
+    4. otherwise the deterministic answer (``applied``): the script's, the cassette's or the default
+       policy's (:func:`respond`); a script that fails, or a tool schema no value satisfies, is a 400
+       (``rejected``); a request a strict cassette has no recording of is a 400 naming its digest, and an
+       upstream that fails while recording a 500, both ``rejected`` and journaled with ``cassette``
+       (``missing`` / ``upstream-failed``) and ``error`` (the message).
     """
     state = request.state
     call: Call | None = None
@@ -244,9 +260,15 @@ def handle_model(api: ModelApi, request: Request) -> Reply:
         return finish("injected-error", api.error(kind, "Overloaded" if kind == "overload" else "Internal server error",
                                                   headers))
     try:
-        ans = respond(call, canonical, state.script, api.call_prefix)
+        ans = respond(call, canonical, state.script, api.call_prefix, state.cassette, request.headers)
     except (ScriptError, NoValue) as exc:
         return finish("rejected", api.error("invalid", f"the fake model cannot answer: {exc}", headers))
+    except NotInCassette as exc:
+        record.update(cassette="missing", error=str(exc))
+        return finish("rejected", api.error("invalid", str(exc), headers))
+    except UpstreamFailed as exc:
+        record.update(cassette="upstream-failed", error=str(exc))
+        return finish("rejected", api.error("failed", str(exc), headers))
     record.update(response_text=ans.text, usage=ans.usage, stop_reason=ans.stop_reason,
                   tool_calls=[c.as_json() for c in ans.calls])
     return finish("applied", api.answer(call, ans, headers))

@@ -75,8 +75,17 @@ class Script:
     settings: Settings = field(default_factory=Settings)
 
     def turn(self, call: Call, digest: str, prefix: str) -> Turn:
-        """The answer to ``call``: the function's, else the first matching rule's answer for this round,
-        else the default policy's. Call ids are ``prefix`` + digest-derived characters, as the policy's.
+        """The answer to ``call``: :meth:`pinned`, else the default policy's."""
+        pinned = self.pinned(call, digest, prefix)
+        return self.default(call, digest, prefix) if pinned is None else pinned
+
+    def default(self, call: Call, digest: str, prefix: str) -> Turn:
+        """The default policy's answer to ``call``, with this script's settings."""
+        return default_turn(call, digest, self.settings, prefix)
+
+    def pinned(self, call: Call, digest: str, prefix: str) -> Turn | None:
+        """The answer the script pins for ``call``: the function's, else the first matching rule's answer
+        for this round, else None. Call ids are ``prefix`` + digest-derived characters, as the policy's.
         ``ScriptError`` when the function raises or an answer is not one of the documented shapes."""
         if self.function is not None:
             try:
@@ -88,7 +97,7 @@ class Script:
         for rule in self.rules:
             if rule.matches(call) and call.dialogue.rounds < len(rule.then):
                 return to_turn(rule.then[call.dialogue.rounds], call, digest, prefix)
-        return default_turn(call, digest, self.settings, prefix)
+        return None
 
 
 def to_turn(answer: Any, call: Call, digest: str, prefix: str) -> Turn:

@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import quote
 
 from . import admin, ledger, mailer, model, openai_api, resend_api, stripe_api
+from .cassette import Cassette
 from .hooks import Hook
 from .proxy import ProxyServer, Upstream, upstream
 from .script import load_script
@@ -64,13 +65,16 @@ class Services:
 
     @classmethod
     def start(cls, hook: Hook | None = None, host: str = "127.0.0.1",
-              upstreams: Mapping[str, str] | None = None, script: Any = None) -> Services:
+              upstreams: Mapping[str, str] | None = None, script: Any = None,
+              cassette: Cassette | None = None) -> Services:
         """Start every fake (the mailer also serves the webhook) on free ports, sharing one state, and a
         recording proxy (``proxy.py``) for each of ``upstreams`` (name -> base URL; ``ValueError`` for a bad
         name or URL). ``script``: how the model fakes answer (anything ``script.load_script`` takes; None:
-        the script ``KILLPOINT_MODEL_SCRIPT`` names, else the default policy; ``ScriptError`` if unreadable)."""
+        the script ``KILLPOINT_MODEL_SCRIPT`` names, else the default policy; ``ScriptError`` if unreadable).
+        ``cassette``: recorded answers replayed after the script's (``cassette.py``; None: the cassette
+        ``KILLPOINT_MODEL_CASSETTE`` names, else none; ``CassetteError`` if unreadable)."""
         ups = {name: upstream(name, url, tuple(SERVICE_SERVER)) for name, url in (upstreams or {}).items()}
-        state = State(hook, None if script is None else load_script(script))
+        state = State(hook, None if script is None else load_script(script), cassette)
         servers: dict[str, FakeServer] = {}
         try:
             for name in SERVERS:

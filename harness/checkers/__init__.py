@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable
 
-from killpoint.checkers.effects import context_fidelity, exactly_once
+from killpoint.checkers.context import context_fidelity
+from killpoint.checkers.effects import exactly_once
 from killpoint.checkers.egress import blocked, no_egress
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.faults import commits_survive, faults_injected, retries_keep_keys

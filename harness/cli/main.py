@@ -17,6 +17,7 @@ from killpoint import __version__
 from killpoint.cli import signals, validate
 from killpoint.cli.args import add_postgres_options
 from killpoint.cli.merge import add_parser as add_merge
+from killpoint.cli.record import add_parser as add_record
 from killpoint.errors import KillpointError
 
 
@@ -40,7 +41,7 @@ def add_suite_commands(sub: argparse._SubParsersAction) -> None:
 
 
 # The one place subcommands are registered.
-REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [add_doctor, add_suite_commands, add_merge]
+REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [add_doctor, add_suite_commands, add_merge, add_record]
 
 
 def parser() -> argparse.ArgumentParser:
