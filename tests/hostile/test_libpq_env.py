@@ -8,9 +8,9 @@ libpq program, and a refusal is one line and exit 2.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -53,16 +53,23 @@ def test_the_users_libpq_variables_never_reach_killpoints_own_server(sandbox: Sa
     assert sandbox.survivors() == [] and sandbox.leftover_dirs() == []
 
 
-def test_the_users_libpq_variables_are_back_after_a_session_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``provide`` (the pytest plugin runs in the user's process) puts the variables back when it ends."""
-    from killpoint.env.postgres import libpq_env
-
-    monkeypatch.setenv("PGSSLMODE", "require")
-    with libpq_env.ignored():
-        with libpq_env.ignored():
-            assert "PGSSLMODE" not in os.environ
-        assert "PGSSLMODE" not in os.environ
-    assert os.environ["PGSSLMODE"] == "require"
+def test_the_users_libpq_variables_are_back_after_a_session_in_process() -> None:
+    """``provide`` (the pytest plugin runs in the user's process) puts the variables back when it ends. In a
+    fresh interpreter: this test process may itself be inside a killpoint session (the plugin's fixture)."""
+    code = (
+        "import os\n"
+        "from killpoint.env.postgres import libpq_env\n"
+        "os.environ['PGSSLMODE'] = 'require'\n"
+        "with libpq_env.ignored():\n"
+        "    with libpq_env.ignored():\n"
+        "        assert 'PGSSLMODE' not in os.environ\n"
+        "    assert 'PGSSLMODE' not in os.environ\n"
+        "assert os.environ['PGSSLMODE'] == 'require'\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
 
 
 DSN_CASES = {

@@ -32,6 +32,8 @@ import resend
 import stripe
 
 MODEL = "gpt-4o-mini"
+PRICES_PER_MILLION_USD = (0.15, 0.60)
+"""What ``MODEL`` costs per million input and output tokens, by OpenAI's published prices."""
 SENDER = "Acme Billing <billing@acme.example>"
 RESEND_TRIES = 4
 """The resend SDK does not retry; a 5xx or a reset is retried here, with the same key."""
@@ -94,3 +96,9 @@ def send_receipt(run_id: str, invoice: dict[str, Any], payment: str, key: str) -
                 raise
             time.sleep(0.1 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+def cost_usd(usage: dict[str, int]) -> float:
+    """Dollars for one answer of ``MODEL`` (its ``usage``), rounded to a nano-dollar."""
+    per_input, per_output = PRICES_PER_MILLION_USD
+    return round((usage["input_tokens"] * per_input + usage["output_tokens"] * per_output) / 1_000_000, 9)

@@ -24,7 +24,6 @@ from killpoint.reference_agent import Checkpoint, StepContext, StepResult
 
 START = "review"
 STATE_VERSION = 1
-PRICE_PER_TOKEN_USD = 0.000001
 
 
 def initial_state(params: dict[str, Any]) -> dict[str, Any]:
@@ -35,8 +34,7 @@ def initial_state(params: dict[str, Any]) -> dict[str, Any]:
 def review(cp: Checkpoint, ctx: StepContext) -> StepResult:
     verdict, usage = billing.review(cp.run_id, cp.state["invoice"])
     ctx.point("effect.responded")
-    cost = (usage["input_tokens"] + usage["output_tokens"]) * PRICE_PER_TOKEN_USD
-    return StepResult("charge", {"verdict": verdict}, cost_usd=cost)
+    return StepResult("charge", {"verdict": verdict}, cost_usd=billing.cost_usd(usage))
 
 
 def charge(cp: Checkpoint, ctx: StepContext) -> StepResult:

@@ -43,7 +43,7 @@ def step(run_id: str, cursor: str, state: dict[str, Any], keyless: bool) -> tupl
     invoice = state["invoice"]
     if cursor == "review":
         verdict, usage = billing.review(run_id, invoice)
-        return "charge", {"verdict": verdict}, (usage["input_tokens"] + usage["output_tokens"]) * 0.000001
+        return "charge", {"verdict": verdict}, billing.cost_usd(usage)
     if cursor == "charge":
         return "receipt", {"payment": billing.charge(run_id, invoice, state["verdict"], None if keyless else key)}, 0.0
     if cursor == "receipt":
