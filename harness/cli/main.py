@@ -58,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         p = parser()  # inside the try: it imports the suite, and a Ctrl-C there is still a clean 130
         args = p.parse_args(argv)
+        validate.check_args(args)
         if getattr(args, "func", None) is None:
             p.print_help(sys.stderr)
             return 2

@@ -8,7 +8,10 @@
 3. ``check_paths(out, junit, store)`` proves ``--out`` can be created and written, and ``--junit`` written, before a
    run begins (not after an hour of trials); and, for ``run`` and ``explore`` without ``--no-store``, the
    failure store under the current directory (``.killpoint/failures``), which they write at the end.
-4. ``schedule_text`` (the type of ``--schedule``) refuses a schedule of more than ``MAX_FAULTS`` faults.
+4. ``schedule_text`` (the type of ``--schedule``) refuses a schedule of no fault (a replay of it would test
+   nothing and pass) or of more than ``MAX_FAULTS`` faults.
+5. ``check_args(args)``, once they are parsed, refuses what no single option type can see: an empty ``--dsn``
+   (it would silently mean "no DSN": a throwaway server instead of the database the user named).
 """
 
 from __future__ import annotations
@@ -89,11 +92,24 @@ def worker_cmd(text: str) -> str:
 def schedule_text(text: str) -> str:
     """``--schedule``: at most ``MAX_FAULTS`` faults (each is parsed against the agent's steps later)."""
     faults = sum(1 for token in text.split(",") if token.strip())
+    if not faults:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} holds no fault, so a replay of it would test nothing: name one, e.g. "
+            "'email:effect.applied:kill', or replay a seed with --seed N")
     if faults > MAX_FAULTS:
         raise argparse.ArgumentTypeError(
             f"a schedule of {faults} faults is more than the {MAX_FAULTS} one run can hold (each fault restarts the "
             f"worker within the run's time budget): split it into several replays, or shrink it")
     return text
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Flow step 5: what the parsed arguments hold together, refused in one UsageError each."""
+    dsn = getattr(args, "dsn", None)
+    if dsn is not None and not dsn.strip():
+        raise UsageError("dsn-empty", "--dsn is empty, which would silently start a throwaway server instead of "
+                         "using a database of yours", "give --dsn a test database's URL, e.g. "
+                         "postgresql://user@127.0.0.1:5432/app_test, or drop --dsn (killpoint then starts its own)")
 
 
 def _writable_dir(path: Path, option: str, fix: str | None = None) -> None:
