@@ -8,8 +8,10 @@ import contextlib
 import hashlib
 import importlib
 import inspect
+import json
 import os
 import re
+import signal
 import sys
 import threading
 from collections.abc import Iterator
@@ -118,23 +120,91 @@ def load(module: str, path: str | None = None) -> AgentSpec:
             spec = load(module)
         return replace(spec, path=path)
     limit = timelimit.import_seconds()
+    if module not in sys.modules:  # its import runs the user's code: first where it cannot hang or end us
+        probe(module, limit)
     try:
         mod = timelimit.within(limit, lambda: import_step_module(module))
     except BadStepModule as exc:
         raise UsageError("bad-steps-module", exc.message, exc.fix) from None
     except timelimit.TimedOut:
         sys.modules.pop(module, None)
-        raise UsageError("steps-import-timeout",
-                         f"step module {module!r} did not finish importing within {limit:g} s (does it loop or "
-                         "wait at module level?)",
-                         "move that work into a step or setup(conn), or raise KILLPOINT_IMPORT_TIMEOUT (seconds) "
-                         "if the import is only slow") from None
+        raise _timed_out(module, limit, "does it loop or wait at module level?") from None
     except SystemExit as exc:
         sys.modules.pop(module, None)
         raise UsageError("steps-import-exit", f"step module {module!r} called sys.exit({exc.code!r}) while being "
                          "imported", "remove the exit from module level (guard it with "
                          "`if __name__ == '__main__':`)") from None
     return check(mod, module)
+
+
+STARTUP_SECONDS = 10.0
+"""What a probe's interpreter may take to start, on top of the import limit (`probe`)."""
+
+_PROBE = "import sys; from killpoint.env.stepmodule import probe_child; probe_child(sys.argv[1], sys.argv[2])"
+
+
+def probe(module: str, limit: float) -> None:
+    """Import `module` first in a child process (`timelimit.in_child`), bounded from outside: a module that
+    ignores SIGALRM, swallows BaseException, raises KeyboardInterrupt or GeneratorExit, or ends its process
+    at import (`os._exit`, a signal) is one UsageError naming it, never a hang or the harness's own exit."""
+    child = timelimit.in_child([sys.executable, "-c", _PROBE, module, json.dumps(sys.path)],
+                               limit + STARTUP_SECONDS)
+    try:
+        report = json.loads(child.report) if child.report else None
+    except ValueError:
+        report = None
+    if child.exit_code is None:
+        raise _timed_out(module, limit, "it loops or waits at module level, and ignored the time limit's signal")
+    if not isinstance(report, dict):
+        how = (f"was killed by {_signal_name(-child.exit_code)}" if child.exit_code < 0
+               else f"exited with code {child.exit_code}")
+        raise UsageError("steps-import-exit", f"step module {module!r} ended its process while being imported (it "
+                         f"{how}, e.g. os._exit at module level), before it could be checked",
+                         "remove the exit from module level (guard it with `if __name__ == '__main__':`)")
+    if "timeout" in report:
+        raise _timed_out(module, limit, "does it loop or wait at module level?")
+    if "exit" in report:
+        raise UsageError("steps-import-exit", f"step module {module!r} called sys.exit({report['exit']}) while "
+                         "being imported", "remove the exit from module level (guard it with "
+                         "`if __name__ == '__main__':`)")
+    if "bad" in report:
+        raise UsageError("bad-steps-module", *report["bad"])
+    if "raised" in report:
+        raise UsageError("bad-steps-module", f"step module {module!r} raised {report['raised']} while being "
+                         "imported", f"run `python -c 'import {module}'` to see the full error")
+
+
+def probe_child(module: str, path: str) -> None:
+    """The child of `probe`: import `module` with the parent's import path, within the import limit, and
+    write what happened to the report pipe as one JSON object; then end at once (no atexit of the user's)."""
+    sys.path[:] = json.loads(path)
+    report: dict[str, object]
+    try:
+        timelimit.within(timelimit.import_seconds(), lambda: import_step_module(module))
+        report = {"ok": True}
+    except BadStepModule as exc:
+        report = {"bad": [exc.message, exc.fix]}
+    except timelimit.TimedOut:
+        report = {"timeout": True}
+    except SystemExit as exc:
+        report = {"exit": repr(exc.code)}
+    except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt, GeneratorExit...: the agent's, said as such
+        report = {"raised": _first_line(exc).rstrip(": ")}
+    os.write(int(os.environ[timelimit.REPORT_FD]), json.dumps(report).encode())
+    os._exit(0)
+
+
+def _timed_out(module: str, limit: float, why: str) -> UsageError:
+    return UsageError("steps-import-timeout", f"step module {module!r} did not finish importing within {limit:g} s "
+                      f"({why})", "move that work into a step or setup(conn), or raise KILLPOINT_IMPORT_TIMEOUT "
+                      "(seconds) if the import is only slow")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def check(mod: ModuleType, module: str) -> AgentSpec:
