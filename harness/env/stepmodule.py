@@ -211,9 +211,15 @@ def check(mod: ModuleType, module: str) -> AgentSpec:
     """The AgentSpec of an imported module, or the UsageError of its first violation of the contract."""
     try:
         spec = StepModule.from_module(mod, module)
+        steps = tuple(spec.steps)
     except BadStepModule as exc:
         raise UsageError("bad-steps-module", exc.message, exc.fix) from None
-    for step in spec.steps:
+    except Exception as exc:  # a hostile shape: a module __getattr__ or a STEPS mapping that raises when read
+        raise UsageError("bad-steps-module", f"step module {module!r}: reading its STEPS, START and the rest raised "
+                         f"{_first_line(exc).rstrip(': ')}", "make STEPS a plain dict of step functions, and let "
+                         "the module's attributes be read without raising (no module-level __getattr__ that "
+                         "raises)") from None
+    for step in steps:
         if not isinstance(step, str) or not STEP_NAME.match(step):
             raise UsageError("bad-step-name", f"step module {module!r} has a step named {step!r}; a step name is "
                              "written into schedules and replay lines, where ':', ',', '@', spaces and quotes "
@@ -223,7 +229,7 @@ def check(mod: ModuleType, module: str) -> AgentSpec:
         source = inspect.getsource(mod).encode()
     except (OSError, TypeError):
         source = module.encode()
-    return AgentSpec(module=module, start=spec.start, steps=tuple(spec.steps), state_version=spec.state_version,
+    return AgentSpec(module=module, start=spec.start, steps=steps, state_version=spec.state_version,
                      digest=hashlib.sha256(source).hexdigest()[:16], own_effects_sql=spec.own_effects_sql,
                      schema_sql=spec.schema_sql, has_setup=spec.setup is not None,
                      nondeterministic=spec.nondeterministic, previous_steps=spec.previous_steps)
