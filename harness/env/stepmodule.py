@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from killpoint.env import timelimit
-from killpoint.errors import UsageError
+from killpoint.errors import EnvironmentProblem, UsageError
 from killpoint.reference_agent.step_module import (  # the harness's one gate to the agent (tests/meta/test_imports.py)
     DEFAULT_STEPS,
     DONE,
@@ -243,9 +243,16 @@ def _first_line(exc: BaseException) -> str:
 def ensure_schema(conn: psycopg.Connection) -> None:
     """Create the reference runtime's tables (contracts.md section 3) if they do not exist; safe from several
     processes at once. What an `Environment` is given as its `schema`, so that every worker finds them."""
+    import psycopg
+
     from killpoint.reference_agent.schema import ensure_schema as create  # psycopg: imported on use only
 
-    create(conn)
+    try:
+        create(conn)
+    except psycopg.Error as exc:  # a database that refuses the tables (a statement_timeout, an event trigger)
+        raise EnvironmentProblem("dsn-unusable", f"creating the agent runtime's tables failed: {_first_line(exc)}",
+                                 "check what the database and role impose on a session (statement_timeout, "
+                                 "event triggers, default_transaction_read_only), or omit --dsn") from None
 
 
 def submit_runs(conn: psycopg.Connection, module: str, run_ids: list[str], params: dict) -> None:
