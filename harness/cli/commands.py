@@ -127,14 +127,21 @@ def session(inv: Invocation, progress: Progress | None = None, meta: dict | None
     except (KeyboardInterrupt, SystemExit) as exc:
         if s is not None and progress is not None:
             report_interrupted(s, progress, meta or {}, interrupted_by(exc))
+        elif s is None:  # stopped while the session was opening: no run began, so no half a run folder
+            _remove(run_dir, made)
         raise
     except KillpointError:
         if s is None or not s.history.events("run.begin"):  # refused before any run: nothing of it is left
-            shutil.rmtree(run_dir, ignore_errors=True)
-            for folder in made[1:]:  # the folders above it that this made, if nothing else is in them
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
+            _remove(run_dir, made)
         raise
+
+
+def _remove(run_dir: Path, made: list[Path]) -> None:
+    """The run directory, and the folders above it that `session` made, if nothing else is in them."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    for folder in made[1:]:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def _context(inv: Invocation, s: Session, display: TrialProgress | None) -> Context:
