@@ -17,10 +17,11 @@ from rich.console import Console
 
 from killpoint.cli import validate
 from killpoint.cli.args import add_common
-from killpoint.cli.config import Invocation, invocation
+from killpoint.cli.config import Invocation, actions_option, invocation
 from killpoint.cli.interrupted import Progress
 from killpoint.cli.interrupted import report as report_interrupted
 from killpoint.cli.progress import TrialProgress
+from killpoint.cli.selection import refuse_empty, tested
 from killpoint.env import vitals
 from killpoint.env.stepmodule import load
 from killpoint.errors import KillpointError
@@ -49,6 +50,9 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
                         "resume checkpoints (.killpoint/checkpoints)")
     p.add_argument("--shard", type=parse_shard, default=None, metavar="K/N",
                    help="run only shard K of N of the schedules (split a run across CI jobs)")
+    p.add_argument("--allow-empty-shard", action="store_true",
+                   help="with --shard: exit 0 when every trial of this shard's selection runs in another shard "
+                        "(else a session that tested nothing exits 2)")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -70,7 +74,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help=f"faults, e.g. 'email:effect.applied:kill' (at most {validate.MAX_FAULTS})")
     g.add_argument("--seed", type=validate.seed, help="the seed whose schedule to replay")
     add_common(p)
-    p.set_defaults(func=cmd_replay, budget=60.0, shard=None, no_store=False)
+    p.set_defaults(func=cmd_replay, budget=60.0, shard=None, no_store=False, allow_empty_shard=False)
 
     p = sub.add_parser("explore", help="explore faults: every single fault, or N random schedules")
     p.add_argument("--scenario", required=True)
@@ -123,14 +127,21 @@ def session(inv: Invocation, progress: Progress | None = None, meta: dict | None
     except (KeyboardInterrupt, SystemExit) as exc:
         if s is not None and progress is not None:
             report_interrupted(s, progress, meta or {}, interrupted_by(exc))
+        elif s is None:  # stopped while the session was opening: no run began, so no half a run folder
+            _remove(run_dir, made)
         raise
     except KillpointError:
         if s is None or not s.history.events("run.begin"):  # refused before any run: nothing of it is left
-            shutil.rmtree(run_dir, ignore_errors=True)
-            for folder in made[1:]:  # the folders above it that this made, if nothing else is in them
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
+            _remove(run_dir, made)
         raise
+
+
+def _remove(run_dir: Path, made: list[Path]) -> None:
+    """The run directory, and the folders above it that `session` made, if nothing else is in them."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    for folder in made[1:]:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 def _context(inv: Invocation, s: Session, display: TrialProgress | None) -> Context:
@@ -245,6 +256,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for name in skip:
         find(name)  # a misspelt name is a usage error, not a silent no-op
     scenarios = [sc for sc in scenarios if sc.name not in skip]
+    refuse_empty(scenarios, actions_option(args.actions), "--skip-scenario " + ",".join(sorted(skip)))
     base_seed(args)
     inv = invocation(args, "run")
     results = []
@@ -282,7 +294,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 results.append(ScenarioResult(scenario.name, "error", [], time.monotonic() - started,
                                               reason=f"{exc.code}: {exc.message} ({exc.fix})"))
         keep_checkpoints(inv, s)
-        return finish(inv, s, results, meta, display)
+        return tested(results, finish(inv, s, results, meta, display), args.allow_empty_shard)
 
 
 def start_one(inv: Invocation, s: Session, scenario: Scenario, progress: Progress, command: str,
@@ -298,7 +310,7 @@ def start_one(inv: Invocation, s: Session, scenario: Scenario, progress: Progres
     progress.begin(scenario.name, s)
     skipped = scenario.skipped(ctx, started)
     if skipped is not None:
-        return finish(inv, s, [skipped], {"command": command, "skipped": skipped.reason})
+        return tested([skipped], finish(inv, s, [skipped], {"command": command, "skipped": skipped.reason}))
     return ctx, started
 
 
@@ -307,6 +319,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     steps = scenario.steps or args.steps  # a scenario with its own agent names that agent's steps
     known = None if args.worker_cmd else load(steps).steps  # a black-box worker's steps are its framework's
     given = Schedule.parse(args.schedule, known) if args.schedule is not None else None
+    refuse_empty([scenario], actions_option(args.actions), "--scenario")
     inv = invocation(args, "replay")
     progress = Progress()
     display = trial_progress(inv)
@@ -324,11 +337,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
             ctx.say(f"seed {args.seed} -> schedule {schedule}")
             trial = scenario.trial(ctx, schedule, args.seed)
         result = scenario.result([trial], started)
-        return finish(inv, s, [result], {"command": "replay", "schedule": str(schedule), "seed": args.seed}, display)
+        return tested([result], finish(inv, s, [result], {"command": "replay", "schedule": str(schedule),
+                                                          "seed": args.seed}, display))
 
 
 def cmd_explore(args: argparse.Namespace) -> int:
     scenario = find(args.scenario)
+    refuse_empty([scenario], actions_option(args.actions), "--scenario")
     base_seed(args)
     inv = invocation(args, "explore")
     progress = Progress()
@@ -343,9 +358,9 @@ def cmd_explore(args: argparse.Namespace) -> int:
                                                       else scenario.random(ctx, args.random)))
         remember(failure_store(inv), scenario, ctx, trials)
         result = scenario.result(trials, started)
-        return finish(inv, s, [result], {"command": "explore", "seed": args.seed,
-                                         "mode": "exhaustive" if args.exhaustive else f"random {args.random}"},
-                      display)
+        return tested([result], finish(inv, s, [result], {"command": "explore", "seed": args.seed, "mode":
+                                                          "exhaustive" if args.exhaustive else f"random {args.random}"},
+                                       display), args.allow_empty_shard)
 
 
 def cmd_scenarios(args: argparse.Namespace) -> int:

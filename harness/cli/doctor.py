@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import platform
+import secrets
 import sys
 import time
 from collections.abc import Callable
@@ -77,7 +78,8 @@ def run(
         started = time.monotonic() - t0
         folder = getattr(pg, "dir", None)
         detail = f"started {pg.kind} in {started:.2f}s"
-        probe_db = pg.create_database("killpoint_doctor_test")
+        name = f"killpoint_doctor_{secrets.token_hex(6)}_test"  # one per run: two doctors never share it
+        probe_db = pg.create_database(name)
         with psycopg.connect(probe_db, autocommit=True) as conn:
             conn.execute("CREATE TABLE proof (x int)")
             conn.execute("INSERT INTO proof VALUES (42)")
@@ -93,7 +95,7 @@ def run(
                     f"a committed row was lost across the {pg.kind} crash and restart",
                     "report this: the server is not durable",
                 )
-        pg.drop_database("killpoint_doctor_test")
+        pg.drop_database(name)
     if folder is not None and os.path.exists(folder):
         raise EnvironmentProblem(
             "doctor-left-behind",

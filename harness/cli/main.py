@@ -9,8 +9,10 @@ of the command have cleaned up), and SIGTERM into the same orderly exit (143).
 from __future__ import annotations
 
 import argparse
+import errno
 import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 
 from killpoint import __version__
@@ -18,7 +20,42 @@ from killpoint.cli import signals, validate
 from killpoint.cli.args import add_postgres_options
 from killpoint.cli.merge import add_parser as add_merge
 from killpoint.cli.record import add_parser as add_record
-from killpoint.errors import KillpointError
+from killpoint.errors import EnvironmentProblem, KillpointError
+
+OUTPUT_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.ENAMETOOLONG, errno.EIO})
+"""The errors of a file killpoint writes (a run directory, JUnit) that the user's disk or path caused."""
+
+
+def write_failed(exc: OSError) -> KillpointError:
+    """An output file that could not be written (a disk filled up mid-run, a read-only remount) as one line."""
+    where = f" {exc.filename}" if exc.filename else ""
+    return EnvironmentProblem("write-failed", f"could not write{where}: {exc.strerror or exc}; what was judged "
+                              "before is in the run directory, as far as the disk took it",
+                              "free some space (or fix the file system), then run again, or give --out and "
+                              "--junit paths on another file system")
+
+
+class ThreadWrites:
+    """A thread's output error (a disk that filled up under the thread that journals a worker's end) said once,
+    by the main thread, as one line: the hook keeps the first such error instead of a thread's traceback,
+    and passes any other exception to the previous hook."""
+
+    def __init__(self) -> None:
+        self.failed: OSError | None = None
+        self._previous = threading.excepthook
+
+    def __enter__(self) -> ThreadWrites:
+        threading.excepthook = self._hook
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        threading.excepthook = self._previous
+
+    def _hook(self, args: threading.ExceptHookArgs) -> None:
+        if isinstance(args.exc_value, OSError) and args.exc_value.errno in OUTPUT_ERRORS:
+            self.failed = self.failed or args.exc_value
+            return
+        self._previous(args)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -56,9 +93,19 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``killpoint`` console script; returns the exit code."""
     restore = signals.install()  # the first Ctrl-C/SIGTERM stops the run; a burst never cuts its cleanup short
+    with ThreadWrites() as threads:
+        code = _main(argv, restore)
+    if threads.failed is not None and code in (0, 1):  # the verdicts stand on a history the disk cut short
+        print(write_failed(threads.failed).line(), file=sys.stderr)
+        return 2
+    return code
+
+
+def _main(argv: Sequence[str] | None, restore: Callable[[], None]) -> int:
     try:
         p = parser()  # inside the try: it imports the suite, and a Ctrl-C there is still a clean 130
         args = p.parse_args(argv)
+        validate.check_args(args)
         if getattr(args, "func", None) is None:
             p.print_help(sys.stderr)
             return 2
@@ -69,6 +116,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("killpoint: interrupted; cleaned up", file=sys.stderr)
         return 130
+    except OSError as exc:
+        if exc.errno not in OUTPUT_ERRORS:
+            raise
+        print(write_failed(exc).line(), file=sys.stderr)
+        return 2
     except SystemExit as exc:
         if exc.code in (128 + signal.SIGTERM,):
             print("killpoint: terminated; cleaned up", file=sys.stderr)

@@ -7,8 +7,13 @@
    as the line is parsed: a value outside its range is refused there, never half-used later.
 3. ``check_paths(out, junit, store)`` proves ``--out`` can be created and written, and ``--junit`` written, before a
    run begins (not after an hour of trials); and, for ``run`` and ``explore`` without ``--no-store``, the
-   failure store under the current directory (``.killpoint/failures``), which they write at the end.
-4. ``schedule_text`` (the type of ``--schedule``) refuses a schedule of more than ``MAX_FAULTS`` faults.
+   failure store under the current directory (``.killpoint/failures``), which they write at the end. A name
+   longer than the file system allows, a ``--junit`` that is no regular file (``/dev/full``) or whose folder
+   does not exist, and a ``--out`` on a file system with no room left are refused there too.
+4. ``schedule_text`` (the type of ``--schedule``) refuses a schedule of no fault (a replay of it would test
+   nothing and pass) or of more than ``MAX_FAULTS`` faults.
+5. ``check_args(args)``, once they are parsed, refuses what no single option type can see: an empty ``--dsn``
+   (it would silently mean "no DSN": a throwaway server instead of the database the user named).
 """
 
 from __future__ import annotations
@@ -89,6 +94,10 @@ def worker_cmd(text: str) -> str:
 def schedule_text(text: str) -> str:
     """``--schedule``: at most ``MAX_FAULTS`` faults (each is parsed against the agent's steps later)."""
     faults = sum(1 for token in text.split(",") if token.strip())
+    if not faults:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} holds no fault, so a replay of it would test nothing: name one, e.g. "
+            "'email:effect.applied:kill', or replay a seed with --seed N")
     if faults > MAX_FAULTS:
         raise argparse.ArgumentTypeError(
             f"a schedule of {faults} faults is more than the {MAX_FAULTS} one run can hold (each fault restarts the "
@@ -96,8 +105,30 @@ def schedule_text(text: str) -> str:
     return text
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """Flow step 5: what the parsed arguments hold together, refused in one UsageError each."""
+    dsn = getattr(args, "dsn", None)
+    if dsn is not None and not dsn.strip():
+        raise UsageError("dsn-empty", "--dsn is empty, which would silently start a throwaway server instead of "
+                         "using a database of yours", "give --dsn a test database's URL, e.g. "
+                         "postgresql://user@127.0.0.1:5432/app_test, or drop --dsn (killpoint then starts its own)")
+
+
+ROOM_BYTES = 1 << 20
+"""The free space ``--out`` needs at the start: a run directory's first writes (a history, meta.json)."""
+
+
+def _short_names(path: Path, option: str) -> None:
+    """Every component of ``path`` fits in a file name (255 bytes on the common file systems)."""
+    for part in path.parts:
+        if len(os.fsencode(part)) > 255:
+            raise UsageError("path-not-writable", f"{option}: the name {part[:40]}... is {len(os.fsencode(part))} "
+                             "bytes, longer than a file name may be (255)", f"give {option} a shorter path")
+
+
 def _writable_dir(path: Path, option: str, fix: str | None = None) -> None:
     """``path`` exists as a writable directory, or its nearest existing parent is one (it can be made)."""
+    _short_names(path, option)
     probe = path
     while not probe.exists():
         if probe.parent == probe:
@@ -116,11 +147,27 @@ def _writable_dir(path: Path, option: str, fix: str | None = None) -> None:
                          "permissions") from None
 
 
+def _room(path: Path, option: str) -> None:
+    """The file system under ``path`` (its nearest existing folder) has ``ROOM_BYTES`` free."""
+    probe = path
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    try:
+        stat = os.statvfs(probe)
+    except OSError:
+        return
+    if stat.f_bavail * stat.f_frsize < ROOM_BYTES:
+        raise UsageError("no-room", f"{option} {path}: the file system of {os.path.abspath(probe)} has "
+                         f"{stat.f_bavail * stat.f_frsize // 1024} KiB free, too little for a run directory",
+                         f"free some space there, or give {option} a folder on another file system")
+
+
 def check_paths(out: str | None, junit: str | None, store: bool = False) -> None:
     """``--out`` and ``--junit`` writable, and with ``store`` the failure store, checked before anything starts
     (flow step 3)."""
     if out is not None:
         _writable_dir(Path(out), "--out")
+        _room(Path(out), "--out")
     if store:
         from killpoint.run.store import DEFAULT_ROOT  # noqa: PLC0415 - the suite's, imported with it
 
@@ -128,6 +175,13 @@ def check_paths(out: str | None, junit: str | None, store: bool = False) -> None
                       "--no-store (failing schedules are then not remembered)")
     if junit:
         path = Path(junit)
+        _short_names(path, "--junit")
+        if path.exists() and not path.is_file() and not path.is_dir():
+            raise UsageError("path-not-writable", f"--junit {junit} is not a regular file",
+                             "give --junit a file name, e.g. --junit killpoint.xml")
+        if not path.parent.exists():
+            raise UsageError("path-not-writable", f"--junit {junit}: the folder {path.parent} does not exist",
+                             f"create it first (mkdir -p {path.parent}), or give --junit a file in an existing folder")
         if path.is_dir():
             raise UsageError("path-not-writable", f"--junit {junit} is a directory",
                              "give --junit a file name, e.g. --junit killpoint.xml")

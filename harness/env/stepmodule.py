@@ -8,8 +8,10 @@ import contextlib
 import hashlib
 import importlib
 import inspect
+import json
 import os
 import re
+import signal
 import sys
 import threading
 from collections.abc import Iterator
@@ -19,7 +21,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from killpoint.env import credentials, egress, timelimit
-from killpoint.errors import UsageError
+from killpoint.errors import EnvironmentProblem, UsageError
 from killpoint.reference_agent.step_module import (  # the harness's one gate to the agent (tests/meta/test_imports.py)
     DEFAULT_STEPS,
     DONE,
@@ -118,6 +120,9 @@ def load(module: str, path: str | None = None) -> AgentSpec:
             spec = load(module)
         return replace(spec, path=path)
     limit = timelimit.import_seconds()
+    if module not in sys.modules:  # its import runs the user's code: first where it cannot hang or end us
+        with credentials.hidden():  # the child sees no real key either (docs/contracts.md section 8)
+            probe(module, limit)
     try:
         # imported here as in a worker: no real key, no connection off the machine (docs/contracts.md)
         with credentials.hidden(), egress.guarding():
@@ -126,11 +131,7 @@ def load(module: str, path: str | None = None) -> AgentSpec:
         raise UsageError("bad-steps-module", exc.message, exc.fix) from None
     except timelimit.TimedOut:
         sys.modules.pop(module, None)
-        raise UsageError("steps-import-timeout",
-                         f"step module {module!r} did not finish importing within {limit:g} s (does it loop or "
-                         "wait at module level?)",
-                         "move that work into a step or setup(conn), or raise KILLPOINT_IMPORT_TIMEOUT (seconds) "
-                         "if the import is only slow") from None
+        raise _timed_out(module, limit, "does it loop or wait at module level?") from None
     except SystemExit as exc:
         sys.modules.pop(module, None)
         raise UsageError("steps-import-exit", f"step module {module!r} called sys.exit({exc.code!r}) while being "
@@ -139,13 +140,90 @@ def load(module: str, path: str | None = None) -> AgentSpec:
     return check(mod, module)
 
 
+STARTUP_SECONDS = 10.0
+"""What a probe's interpreter may take to start, on top of the import limit (`probe`)."""
+
+_PROBE = "import sys; from killpoint.env.stepmodule import probe_child; probe_child(sys.argv[1], sys.argv[2])"
+
+
+def probe(module: str, limit: float) -> None:
+    """Import `module` first in a child process (`timelimit.in_child`), bounded from outside: a module that
+    ignores SIGALRM, swallows BaseException, raises KeyboardInterrupt or GeneratorExit, or ends its process
+    at import (`os._exit`, a signal) is one UsageError naming it, never a hang or the harness's own exit."""
+    child = timelimit.in_child([sys.executable, "-c", _PROBE, module, json.dumps(sys.path)],
+                               limit + STARTUP_SECONDS)
+    try:
+        report = json.loads(child.report) if child.report else None
+    except ValueError:
+        report = None
+    if child.exit_code is None:
+        raise _timed_out(module, limit, "it loops or waits at module level, and ignored the time limit's signal")
+    if not isinstance(report, dict):
+        how = (f"was killed by {_signal_name(-child.exit_code)}" if child.exit_code < 0
+               else f"exited with code {child.exit_code}")
+        raise UsageError("steps-import-exit", f"step module {module!r} ended its process while being imported (it "
+                         f"{how}, e.g. os._exit at module level), before it could be checked",
+                         "remove the exit from module level (guard it with `if __name__ == '__main__':`)")
+    if "timeout" in report:
+        raise _timed_out(module, limit, "does it loop or wait at module level?")
+    if "exit" in report:
+        raise UsageError("steps-import-exit", f"step module {module!r} called sys.exit({report['exit']}) while "
+                         "being imported", "remove the exit from module level (guard it with "
+                         "`if __name__ == '__main__':`)")
+    if "bad" in report:
+        raise UsageError("bad-steps-module", *report["bad"])
+    if "raised" in report:
+        raise UsageError("bad-steps-module", f"step module {module!r} raised {report['raised']} while being "
+                         "imported", f"run `python -c 'import {module}'` to see the full error")
+
+
+def probe_child(module: str, path: str) -> None:
+    """The child of `probe`: import `module` with the parent's import path, within the import limit, and
+    write what happened to the report pipe as one JSON object; then end at once (no atexit of the user's)."""
+    sys.path[:] = json.loads(path)
+    report: dict[str, object]
+    try:
+        with egress.guarding():  # no connection off the machine, as in the harness's own import below
+            timelimit.within(timelimit.import_seconds(), lambda: import_step_module(module))
+        report = {"ok": True}
+    except BadStepModule as exc:
+        report = {"bad": [exc.message, exc.fix]}
+    except timelimit.TimedOut:
+        report = {"timeout": True}
+    except SystemExit as exc:
+        report = {"exit": repr(exc.code)}
+    except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt, GeneratorExit...: the agent's, said as such
+        report = {"raised": _first_line(exc).rstrip(": ")}
+    os.write(int(os.environ[timelimit.REPORT_FD]), json.dumps(report).encode())
+    os._exit(0)
+
+
+def _timed_out(module: str, limit: float, why: str) -> UsageError:
+    return UsageError("steps-import-timeout", f"step module {module!r} did not finish importing within {limit:g} s "
+                      f"({why})", "move that work into a step or setup(conn), or raise KILLPOINT_IMPORT_TIMEOUT "
+                      "(seconds) if the import is only slow")
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 def check(mod: ModuleType, module: str) -> AgentSpec:
     """The AgentSpec of an imported module, or the UsageError of its first violation of the contract."""
     try:
         spec = StepModule.from_module(mod, module)
+        steps = tuple(spec.steps)
     except BadStepModule as exc:
         raise UsageError("bad-steps-module", exc.message, exc.fix) from None
-    for step in spec.steps:
+    except Exception as exc:  # a hostile shape: a module __getattr__ or a STEPS mapping that raises when read
+        raise UsageError("bad-steps-module", f"step module {module!r}: reading its STEPS, START and the rest raised "
+                         f"{_first_line(exc).rstrip(': ')}", "make STEPS a plain dict of step functions, and let "
+                         "the module's attributes be read without raising (no module-level __getattr__ that "
+                         "raises)") from None
+    for step in steps:
         if not isinstance(step, str) or not STEP_NAME.match(step):
             raise UsageError("bad-step-name", f"step module {module!r} has a step named {step!r}; a step name is "
                              "written into schedules and replay lines, where ':', ',', '@', spaces and quotes "
@@ -155,7 +233,7 @@ def check(mod: ModuleType, module: str) -> AgentSpec:
         source = inspect.getsource(mod).encode()
     except (OSError, TypeError):
         source = module.encode()
-    return AgentSpec(module=module, start=spec.start, steps=tuple(spec.steps), state_version=spec.state_version,
+    return AgentSpec(module=module, start=spec.start, steps=steps, state_version=spec.state_version,
                      digest=hashlib.sha256(source).hexdigest()[:16], own_effects_sql=spec.own_effects_sql,
                      schema_sql=spec.schema_sql, has_setup=spec.setup is not None,
                      nondeterministic=spec.nondeterministic, previous_steps=spec.previous_steps)
@@ -169,9 +247,16 @@ def _first_line(exc: BaseException) -> str:
 def ensure_schema(conn: psycopg.Connection) -> None:
     """Create the reference runtime's tables (contracts.md section 3) if they do not exist; safe from several
     processes at once. What an `Environment` is given as its `schema`, so that every worker finds them."""
+    import psycopg
+
     from killpoint.reference_agent.schema import ensure_schema as create  # psycopg: imported on use only
 
-    create(conn)
+    try:
+        create(conn)
+    except psycopg.Error as exc:  # a database that refuses the tables (a statement_timeout, an event trigger)
+        raise EnvironmentProblem("dsn-unusable", f"creating the agent runtime's tables failed: {_first_line(exc)}",
+                                 "check what the database and role impose on a session (statement_timeout, "
+                                 "event triggers, default_transaction_read_only), or omit --dsn") from None
 
 
 def submit_runs(conn: psycopg.Connection, module: str, run_ids: list[str], params: dict) -> None:

@@ -5,20 +5,30 @@
    have passed: a module that loops at import, or sleeps, is stopped there. Elsewhere (a thread may not
    take signals) ``fn`` runs without a limit.
 3. The timer and the previous SIGALRM handler are restored however ``fn`` ends.
+4. ``in_child(argv, seconds)`` bounds what an alarm cannot (code that ignores SIGALRM, swallows the
+   ``TimedOut``, or ends the process): it runs ``argv`` in a process group of its own, with stdin, stdout and
+   stderr on /dev/null and ``KILLPOINT_REPORT_FD`` naming a pipe the child writes its report to; past
+   ``seconds`` the whole group is killed (SIGKILL), and so is whatever the child left in it when it ends.
+   It returns a ``Child``: the exit code (None when killed at the limit) and the report's bytes.
 
 ``KILLPOINT_IMPORT_TIMEOUT`` (seconds) overrides ``IMPORT_SECONDS``, the limit the harness uses for imports.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 T = TypeVar("T")
 IMPORT_SECONDS = 60.0
+REPORT_FD = "KILLPOINT_REPORT_FD"
+"""The environment variable naming the pipe an `in_child` child writes its report to (flow step 4)."""
 
 
 class TimedOut(BaseException):
@@ -49,3 +59,46 @@ def within(seconds: float, fn: Callable[[], T]) -> T:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@dataclass(frozen=True)
+class Child:
+    """How an `in_child` child ended: its exit code (negative: a signal; None: killed at the limit) and what
+    it wrote to its report pipe."""
+
+    exit_code: int | None
+    report: bytes
+
+
+def in_child(argv: Sequence[str], seconds: float) -> Child:
+    """Flow step 4: run `argv` for at most `seconds`."""
+    read_end, write_end = os.pipe()
+    try:
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True, pass_fds=(write_end,),
+                                env={**os.environ, REPORT_FD: str(write_end)})
+    finally:
+        os.close(write_end)
+    try:
+        code: int | None = proc.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        code = None
+    finally:  # the group: the child at the limit, else what it left behind (a user's Ctrl-C included)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return Child(code, _drain(read_end))
+
+
+def _drain(fd: int) -> bytes:
+    """What the pipe holds now, without waiting (a process that left the group may keep its write end open)."""
+    os.set_blocking(fd, False)
+    chunks: list[bytes] = []
+    try:
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(fd)
+    return b"".join(chunks)

@@ -28,6 +28,10 @@ ScenarioOutcome = Literal["pass", "fail", "unknown", "expected", "skipped", "err
 """`error`: the scenario could not run (its message says why); the run goes on with the others.
 `interrupted`: Ctrl-C or SIGTERM stopped it; its trials are those judged before (`killpoint.cli.interrupted`)."""
 
+OTHER_SHARDS = "--shard:"
+"""How the reason of a scenario skipped because `--shard` left all its trials to other shards begins (what
+`killpoint.cli.selection` tells apart from other skips)."""
+
 
 @dataclass
 class ScenarioResult:
@@ -158,7 +162,7 @@ class Scenario:
         trial to the other shards."""
         if not trials and self.left_to_other_shards:
             return ScenarioResult(self.name, "skipped", [], time.monotonic() - started,
-                                  reason=f"--shard: all {self.left_to_other_shards} of its trials run in other shards")
+                                  reason=f"{OTHER_SHARDS} all {self.left_to_other_shards} of its trials run in other shards")
         outcomes = {t.outcome for t in trials}
         outcome: ScenarioOutcome = ("fail" if "fail" in outcomes else
                                     "unknown" if "unknown" in outcomes or not trials else "pass")

@@ -101,7 +101,8 @@ def crash_free_failure(agent: str, ev: Evidence) -> CrashFreeFailure | None:
     elif ev.final is None:
         reason = "it never wrote a checkpoint"
     elif ev.final.get("status") != "done":
-        error = (ev.final.get("state") or {}).get("error") or ev.final.get("error")
+        state = ev.final.get("state")  # an agent's initial_state may return no dict (a list, a string)
+        error = (state.get("error") if isinstance(state, dict) else None) or ev.final.get("error")
         reason = f"it ended with status {ev.final.get('status')!r} at cursor {ev.final.get('cursor')!r}" + (
             f" (last error: {error})" if error else "")
     else:

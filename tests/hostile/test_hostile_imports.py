@@ -1,0 +1,57 @@
+"""Step modules that are hostile while being imported (issue 29, items 5, 7, 9 and 11): each one is refused
+in one line naming the module (exit 2), before anything starts. The import is bounded from outside the
+importing process (`env.stepmodule.probe`): a module that ignores the time limit's signal, swallows every
+exception, or ends its process can neither hang the harness nor end it with the module's own exit code."""
+
+from __future__ import annotations
+
+import subprocess
+import textwrap
+
+import pytest
+
+from tests.helpers.sandbox import Sandbox
+
+MODULES: dict[str, tuple[str, str, str]] = {
+    # name: (module source, error code, words of the line)
+    "os-exit-0": ("import os\nos._exit(0)\n", "steps-import-exit", "exited with code 0"),
+    "os-exit-3": ("import os\nos._exit(3)\n", "steps-import-exit", "exited with code 3"),
+    "sigkill-self": ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "steps-import-exit",
+                     "killed by SIGKILL"),
+    "abort": ("import os\nos.abort()\n", "steps-import-exit", "killed by SIGABRT"),
+    "sys-exit-3": ("import sys\nsys.exit(3)\n", "steps-import-exit", "sys.exit(3)"),
+    "system-exit-text": ("raise SystemExit('bye')\n", "steps-import-exit", "sys.exit('bye')"),
+    "ignores-sigalrm": ("import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass\n",
+                        "steps-import-timeout", "within 1 s"),
+    "swallows-base-exception": ("import time\nwhile True:\n    try:\n        time.sleep(0.05)\n"
+                                "    except BaseException:\n        pass\n", "steps-import-timeout", "within 1 s"),
+    "blocks-sigalrm": ("import signal, time\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})\n"
+                       "time.sleep(3600)\n", "steps-import-timeout", "within 1 s"),
+    "base-exception": ("raise BaseException('odd')\n", "bad-steps-module", "raised BaseException: odd"),
+    "generator-exit": ("raise GeneratorExit\n", "bad-steps-module", "raised GeneratorExit"),
+    "keyboard-interrupt": ("raise KeyboardInterrupt\n", "bad-steps-module", "raised KeyboardInterrupt"),
+    "recursion": ("def f():\n    return f()\nf()\n", "bad-steps-module", "RecursionError"),
+    "memory-error": ("raise MemoryError('no room')\n", "bad-steps-module", "MemoryError"),
+    "syntax-error": ("def (:\n", "bad-steps-module", "SyntaxError"),
+    "exits-from-a-thread-and-waits": ("import os, threading, time\nthreading.Thread(target=lambda: os._exit(7))"
+                                      ".start()\ntime.sleep(3600)\n", "steps-import-exit", "exited with code 7"),
+}
+
+
+@pytest.mark.parametrize("name", list(MODULES))
+def test_a_hostile_import_is_one_line_and_exit_2(sandbox: Sandbox, name: str) -> None:
+    source, code, words = MODULES[name]
+    module = "hostile_" + name.replace("-", "_")
+    (sandbox.cwd / f"{module}.py").write_text(textwrap.dedent(source))
+    argv = sandbox.argv("replay", "--scenario", "crash-points", "--schedule", "plan:step.start:kill", "--steps",
+                        module, "--quiet", "--out", str(sandbox.out))
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=sandbox.cwd, stdin=subprocess.DEVNULL,
+                          env={**sandbox.env(), "KILLPOINT_IMPORT_TIMEOUT": "1"}, timeout=120)
+    err = proc.stderr.strip()
+    assert proc.returncode == 2, (proc.returncode, proc.stdout[-2000:], err[-2000:])
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"killpoint: error[{code}]: step module {module!r}") and ". Fix: " in err, err
+    assert words in err, err
+    assert sandbox.survivors() == []
+    assert not sandbox.out.exists() or not any(sandbox.out.iterdir())
