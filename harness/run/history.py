@@ -72,6 +72,10 @@ class History:
         self._lock = threading.Lock()
         self._t0 = time.monotonic()
         self._file: TextIO | None = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
+        self.failed: OSError | None = None
+        """The first error writing the journal's file (a disk that filled up): from then on the events are kept
+        in memory only, and `close` raises it, on the thread that closes the history. Writers are often a
+        fork server's reader thread or a fake service's: raising there would end that thread, not the run."""
 
     def append(self, type_: str, **fields: Any) -> Event:
         """Record an event of kind `type_` with these JSON fields (the kind's class, built from them)."""
@@ -98,9 +102,12 @@ class History:
             self._events.append(event)
             if event.run_id is not None:
                 self._by_run.setdefault(str(event.run_id), []).append(event)
-            if self._file is not None:
-                self._file.write(line + "\n")
-                self._file.flush()
+            if self._file is not None and self.failed is None:
+                try:
+                    self._file.write(line + "\n")
+                    self._file.flush()
+                except OSError as exc:
+                    self.failed = exc
             return event
 
     def events(self, type_: str | None = None) -> list[Event]:
@@ -125,10 +132,16 @@ class History:
         return iter(self.events())
 
     def close(self) -> None:
+        """Close the file; raise the first error writing it (`failed`), if there was one."""
         with self._lock:
             if self._file is not None:
-                self._file.close()
+                try:
+                    self._file.close()
+                except OSError as exc:  # the last flush of a full disk
+                    self.failed = self.failed or exc
                 self._file = None
+            if self.failed is not None:
+                raise self.failed
 
     @staticmethod
     def load(path: Path) -> list[Event]:

@@ -78,10 +78,6 @@ def test_out_on_a_full_file_system_is_refused_before_the_run(sandbox: Sandbox) -
         _one_line(proc, "no-room", "too little for a run directory")
 
 
-@pytest.mark.xfail(reason="left: the history is also written from the fork server's reader thread and the fake "
-                          "services' threads (fork_launcher.py, fake_services/server.py), which print their own "
-                          "tracebacks on a full disk; the fix belongs in run/history.py (keep the first write error, "
-                          "raise it on the main thread), outside this branch's files", strict=False)
 def test_out_filling_up_mid_run_is_one_line(sandbox: Sandbox, dsn_args: list[str]) -> None:
     with tmpfs("1200k") as small:
         # leave just over the room the start needs: the history of the trials fills the rest
