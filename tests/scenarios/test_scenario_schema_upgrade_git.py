@@ -64,7 +64,8 @@ def test_without_git_the_default_skips_with_the_reason(sandbox: Sandbox) -> None
     (sandbox.cwd / "parcel" / "__init__.py").write_text("")
     (sandbox.cwd / FILE).write_text(V2)
     proc = sandbox.run(*SCENARIO, "--out", str(sandbox.out))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # the only scenario asked for skipped: nothing was tested, which is never exit 0 (error[nothing-tested])
+    assert proc.returncode == 2 and "error[nothing-tested]" in proc.stderr, proc.stdout + proc.stderr
     line = scenario_line(proc.stdout)
     assert line.startswith("SKIP") and "not in a git checkout" in line, line
     proc = sandbox.run(*SCENARIO, "--previous-steps", "git:HEAD~1", "--out", str(sandbox.out))

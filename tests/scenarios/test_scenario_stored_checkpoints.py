@@ -46,7 +46,8 @@ def clean(box: Sandbox) -> None:
 def test_a_field_renamed_without_a_version_bump_is_found_and_replayed(sandbox: Sandbox) -> None:
     write(sandbox, V1)
     first = sandbox.run(*SCENARIO, "--out", str(sandbox.out))
-    assert first.returncode == 0, describe(first)
+    # nothing kept yet: the scenario skips, nothing was tested (exit 2), and this run's checkpoints are kept
+    assert first.returncode == 2 and "error[nothing-tested]" in first.stderr, describe(first)
     assert scenario_line(first.stdout).startswith("SKIP") and "no checkpoint of parcel.steps kept" in first.stdout
     v1 = kept(sandbox)
     assert [c["cursor"] for c in v1] == ["pack", "notify", "book"], v1  # one per cursor of the run
@@ -75,13 +76,13 @@ def test_a_field_renamed_without_a_version_bump_is_found_and_replayed(sandbox: S
 def test_a_bump_with_a_migration_passes_and_no_store_keeps_nothing(sandbox: Sandbox) -> None:
     write(sandbox, V1)
     off = sandbox.run(*SCENARIO, "--no-store", "--out", str(sandbox.out))
-    assert off.returncode == 0, describe(off)
+    assert off.returncode == 2 and "error[nothing-tested]" in off.stderr, describe(off)  # skipped: nothing tested
     assert scenario_line(off.stdout).startswith("SKIP") and "--no-store" in scenario_line(off.stdout)
     assert not (sandbox.cwd / ".killpoint" / "checkpoints").exists()
     clean(sandbox)
 
     first = sandbox.run(*SCENARIO, "--out", str(sandbox.out))
-    assert first.returncode == 0 and len(kept(sandbox)) == 3, describe(first)
+    assert first.returncode == 2 and len(kept(sandbox)) == 3, describe(first)  # skipped, but its checkpoints kept
     write(sandbox, V2)
     second = sandbox.run(*SCENARIO, "--out", str(sandbox.out))
     assert second.returncode == 0, describe(second)

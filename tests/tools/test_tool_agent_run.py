@@ -19,7 +19,7 @@ from tests.helpers.checks import describe, failing_checkers
 from tests.helpers.sandbox import Sandbox
 
 pytest.importorskip("anthropic")
-EXTRA_PAYOUT = re.compile(r'extra x\d+: ledger key=None \{"account": "A-17", "amount_cents": 4200')
+EXTRA_PAYOUT = re.compile(r'extra x\d+: ledger (?:POST /v1/charges )?key=None \{"account": "A-17", "amount_cents": 4200')
 REPLAY = re.compile(r"reproduce the first failure with:\n\s+(killpoint replay .*)")
 
 
