@@ -241,7 +241,7 @@ class Driver:
         checkers read; a process of `watch` (default: the run's incarnations) still alive is a leftover."""
         return evidence_mod.record(self.env, self.history, run_id, [*(also or []), *self.registry.of_run(run_id)],
                                    own_effects_sql, limit=limit, watch=watch,
-                                   options={"grace": self.options.grace, "exit_codes": self.options.exit_codes,
+                                   options={**evidence_mod.recorded_options(self.options),
                                             **(extra or {})})
 
 
