@@ -11,7 +11,9 @@ from `Trial`s (the CLI, JUnit) or from verdicts.json's records (the HTML report,
    keys (`key=...`, but `key=None`) as `<key>`, long hex digests as `<hex>`, numbers (seeds, counts, times) as `N`.
 2. Findings of one cause form a group, in the order their first member came.
 3. A group's representative is its real failure (before an undecided one) with the fewest faults, a shrunk
-   schedule before an unshrunk one of as many faults, then the first met: the one shown in full.
+   or remembered schedule (one replayed from `.killpoint/failures`) before a freshly drawn one of as many
+   faults, then the first met: the one shown in full. So a remembered failure keeps its replay line from
+   one run to the next, even when a random trial of the run shrinks to another schedule as short.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class Finding:
     first_line: str
     title: str = "FAILED"
     shrunk: bool = False
+    """Shrunk, or remembered from an earlier run: as minimal as killpoint knows how to make it."""
     ref: object = field(default=None, compare=False, repr=False)
 
     @property
@@ -123,7 +126,7 @@ def from_record(scenario: str, scenario_outcome: str, trial: dict) -> Finding:
     line = str(evidence[0]) if evidence else str(first.get("reason", ""))
     return Finding(scenario, str(trial.get("run_id", "")), str(trial.get("schedule") or ""), str(trial.get("outcome")),
                    str(first.get("checker", "")), line, _title(scenario_outcome, str(trial.get("outcome"))),
-                   bool(trial.get("shrunk_from")), ref=trial)
+                   bool(trial.get("shrunk_from") or trial.get("remembered")), ref=trial)
 
 
 def from_trial(scenario: str, scenario_outcome: str, t: Trial) -> Finding:
@@ -132,7 +135,7 @@ def from_trial(scenario: str, scenario_outcome: str, t: Trial) -> Finding:
     first = next((v for v in bad if v.outcome == "fail"), bad[0] if bad else None)
     line = "" if first is None else (first.evidence[0] if first.evidence else first.reason)
     return Finding(scenario, t.run_id, str(t.schedule), t.outcome, first.checker if first else "", line,
-                   _title(scenario_outcome, t.outcome), t.shrunk_from is not None, ref=t)
+                   _title(scenario_outcome, t.outcome), t.shrunk_from is not None or t.remembered, ref=t)
 
 
 def _title(scenario_outcome: str, outcome: str) -> str:

@@ -113,14 +113,16 @@ def replay_line(scenario: str, t: Trial, steps: str) -> str:
 
 def write_run_dir(run_dir: Path, results: list[ScenarioResult], meta: dict) -> None:
     """meta.json (seed, versions, step module digest) and verdicts.json (every trial; a shrunk one names the
-    schedule it was shrunk from, `shrunk_from`) in the run dir."""
+    schedule it was shrunk from, `shrunk_from`; one replayed from `.killpoint/failures` is `remembered`) in the
+    run dir."""
     meta = {**meta, "killpoint": __version__, "python": sys.version.split()[0], "platform": platform.platform()}
     (run_dir / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
     verdicts = [{"scenario": r.name, "outcome": r.outcome, "reason": r.reason, "cut": r.cut,
                  "elapsed": round(r.elapsed, 3),
                  "trials": [{"run_id": t.run_id, "schedule": str(t.schedule), "seed": t.seed, "outcome": t.outcome,
                              "verdicts": [v.to_dict() for v in t.verdicts],
-                             **({"shrunk_from": str(t.shrunk_from)} if t.shrunk_from is not None else {})}
+                             **({"shrunk_from": str(t.shrunk_from)} if t.shrunk_from is not None else {}),
+                             **({"remembered": True} if t.remembered else {})}
                             for t in r.trials]}
                 for r in results]
     (run_dir / "verdicts.json").write_text(json.dumps(verdicts, indent=2))

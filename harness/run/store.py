@@ -91,6 +91,7 @@ def replay(store: FailureStore | None, scenario: Scenario, ctx: Context) -> list
     trials = []
     for i, schedule in enumerate(schedules, 1):
         trial = scenario.trial(ctx, schedule)
+        trial.remembered = True
         ctx.say(f"{scenario.name}: stored failure [{i}/{len(schedules)}] {schedule} -> {trial.outcome}")
         trials.append(trial)
     return trials

@@ -147,6 +147,8 @@ class Trial:
     """The run directory holding the trial's history and worker logs (set by `Session`)."""
     shrunk_from: Schedule | None = field(default=None, compare=False)
     """The failing schedule this trial's was shrunk from (`Scenario.shrink`), or None."""
+    remembered: bool = field(default=False, compare=False)
+    """A failing schedule remembered from an earlier run (`.killpoint/failures`), replayed first."""
 
     def __post_init__(self) -> None:
         self.outcome = combine(self.verdicts)

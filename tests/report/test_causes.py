@@ -21,7 +21,7 @@ from killpoint.checkers.verdict import Verdict
 from killpoint.cli.commands import finish
 from killpoint.cli.config import Invocation
 from killpoint.faults.schedule import Schedule
-from killpoint.report.causes import Finding, group, signature
+from killpoint.report.causes import Finding, from_record, group, signature
 from killpoint.report.html import draw
 from killpoint.report.text import write_run_dir
 from killpoint.run.config import SessionConfig
@@ -78,6 +78,23 @@ def test_the_representative_is_the_real_failure_with_fewest_faults_a_shrunk_one_
     assert g.representative.run_id == "d-1"
     assert [x.run_id for x in g.others] == ["a-1", "b-1", "c-1"]  # in the order met
     assert g.also_line() == "also at 3 schedules in scenarios a (1), b (1), c (1) (the same checker, step and evidence)"
+
+
+def test_a_remembered_failure_stays_the_representative_against_a_fresh_one_as_short() -> None:
+    """A schedule replayed from .killpoint/failures keeps its replay line from run to run: a random trial of
+    the same run that shrinks to another one-fault schedule of the same cause is counted, not shown."""
+    remembered = from_record("crash-points", "fail", {"run_id": "crash-points-1", "schedule": "email:effect.applied:kill",
+                                                      "outcome": "fail", "remembered": True, "verdicts": [
+                                                          {"checker": "exactly_once", "outcome": "fail",
+                                                           "evidence": ["extra x1: mailer key=None"]}]})
+    fresh = from_record("crash-points", "fail", {"run_id": "crash-points-7", "schedule": "email:checkpoint.writing:kill",
+                                                 "outcome": "fail", "shrunk_from": "a:b:kill,email:checkpoint.writing:kill",
+                                                 "verdicts": [{"checker": "exactly_once", "outcome": "fail",
+                                                               "evidence": ["extra x1: mailer key=None"]}]})
+    (g,) = group([remembered, fresh])
+    assert g.representative.run_id == "crash-points-1"
+    (g,) = group([fresh, remembered])  # met second, it is still as minimal: the first met wins the tie
+    assert g.representative.run_id == "crash-points-7"
 
 
 def test_one_bug_in_several_scenarios_prints_one_group_with_its_count(tmp_path: Path,
