@@ -7,7 +7,8 @@ from collections import Counter
 
 from killpoint.checkers.effect_diff import describe
 from killpoint.checkers.evidence import Evidence, mask, not_compared
-from killpoint.checkers.verdict import Verdict, passed, unknown
+from killpoint.checkers.verdict import Verdict, failed, passed, unknown
+from killpoint.checkers.visits import attempt_visits, label
 
 MAX_LINES = 24
 """Evidence lines an exactly_once failure shows (duplicates first, knock-ons folded under their cause)."""
@@ -32,6 +33,11 @@ def _effect_keys(ev: Evidence, volatile: frozenset[str] = frozenset()) -> Counte
 
 def exactly_once(ev: Evidence, base: Evidence | None) -> Verdict:
     """Applied effects (services and own database) equal the crash-free run's: none missing, none extra."""
+    collided = collisions(ev)
+    if collided:
+        return failed("exactly_once", f"effects never done: {len(collided)} visit(s) of a step sent their "
+                      "request under a key an earlier visit of the same step had used, so the service "
+                      "applied nothing for them", collided)
     if base is None:
         return unknown("exactly_once", "no crash-free baseline to compare with")
     volatile = base.volatile
@@ -44,3 +50,36 @@ def exactly_once(ev: Evidence, base: Evidence | None) -> Verdict:
     reason, lines = describe(ev, base, mine, theirs)
     return Verdict("exactly_once", "fail", reason, tuple(lines[:MAX_LINES]) + (
         (f"... and {len(lines) - MAX_LINES} more line(s) in the run's verdicts.json",) if len(lines) > MAX_LINES else ()))
+
+
+def collisions(ev: Evidence) -> list[str]:
+    """One `missing x1` line per visit of a step whose effect was never applied because its key collided
+    with another visit's: a visit (`checkers.visits`) whose request a service deduplicated against the
+    effect an earlier visit of the same step applied, while the visit itself applied nothing at that
+    service. A loop that keys each pass the same way (the step's key for every installment) gets its first
+    pass done and the others silently replayed; in a crash-free run too, so no comparison with it shows it.
+    A re-read from another step (the email step re-sending the charge to read its receipt) is no collision.
+    """
+    visits = attempt_visits(ev)
+    if visits is None:
+        return []
+    by_order = {a.get("order"): v for a, v in zip(ev.attempts, visits, strict=True)}
+    owner = {(str(e.get("service")), e.get("key")): by_order.get(e.get("attempt")) for e in ev.effects
+             if e.get("key") is not None}
+    applying = {e.get("attempt") for e in ev.effects}
+    applied = {(str(a.get("service")), v) for a, v in zip(ev.attempts, visits, strict=True)
+               if a.get("order") in applying}
+    lines: list[str] = []
+    seen: set = set()
+    for a, visit in zip(ev.attempts, visits, strict=True):
+        service = str(a.get("service"))
+        first = owner.get((service, a.get("key")))
+        if (a.get("outcome") != "deduplicated" or first is None or first[0] != visit[0] or first == visit
+                or (service, visit) in applied or (service, visit) in seen):
+            continue
+        seen.add((service, visit))
+        lines.append(f"missing x1: {service} {a.get('endpoint') or ''} key={a.get('key')}".replace("  ", " ")
+                     + f" -- {label(visit, True)} sent it again under the key of {label(first, True)}, "
+                     "which the service had applied: this visit's effect was never done (a per-visit key "
+                     "such as <run>:<step>:<n> keeps them apart)")
+    return lines

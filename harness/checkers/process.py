@@ -8,6 +8,7 @@ from collections import Counter
 from killpoint.checkers.effects import _effect_keys
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict, failed, passed, unknown
+from killpoint.checkers.visits import Visit, attempt_visits, label, looped, order, visits_of
 from killpoint.events import Escalate, FaultFired, Point
 from killpoint.faults.points import PROCESS_ACTIONS
 
@@ -30,44 +31,68 @@ def no_rewind(ev: Evidence, base: Evidence | None) -> Verdict:
 
 
 def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
-    """A fault costs at most the step it hit, and that step repeats at most one effect.
+    """A fault costs at most the step visit it hit, and that visit repeats at most one effect.
 
-    Each step starts at most once plus once per process fault on it (or service fault that ended the worker:
-    the last fault its incarnation met before exiting with an error, as a client that lets a 5xx end the
-    worker does); and a step's effects are seen again
-    by the services (retries they deduplicated) at most once per fault on that step, of any kind: a replayed
-    step with one externally visible effect repeats one operation (the articles' "one effect per step").
-    Where the services' attempts cannot be paired with the steps that sent them, the bound is run-wide. A
-    fault at a step's `checkpoint.committed`, and a `stop` (a zombie and its successor both go on), counts
-    for the step after it too (`_following`).
+    Counted per visit of the cursor (`checkers.visits`: a loop's second pass over a step is a visit of its
+    own, a replay of a visit is not). Each visit starts at most once plus once per process fault on it (or
+    service fault that ended the worker: the last fault its incarnation met before exiting with an error, as
+    a client that lets a 5xx end the worker does); and a visit's effects are seen again by the services
+    (requests they deduplicated) at most once per fault on that visit, of any kind, beyond those the
+    crash-free run's same visit also had deduplicated (a re-read with no fault: the agent re-sends a request
+    to read its answer back, which is no rework): a replayed step with one externally visible effect repeats
+    one operation (the articles' "one effect per step"). Where the services' attempts cannot be paired with
+    the visits that sent them, the bound is run-wide. A fault at a visit's `checkpoint.committed`, and a
+    `stop` (a zombie and its successor both go on), counts for the visit after it too (`_following`).
     """
-    starts = Counter(e.step for e in ev.events if isinstance(e, Point) and e.point == "step.start")
+    points = visits_of(ev, Point)
+    starts = Counter(v for e, v in points if isinstance(e, Point) and e.point == "step.start")
     if not starts and not ev.attempts:
         return unknown("bounded_rework", "no step.start points (black-box worker) and no service attempts")
-    hits = Counter(f.step for f in ev.faults() if f.action in PROCESS_ACTIONS or _ended_worker(ev, f))
-    over = {s: n for s, n in starts.items() if n > 1 + hits.get(s, 0)}
+    several = looped(*starts)
+    faults = visits_of(ev, FaultFired)
+    hits = Counter(v for f, v in faults if isinstance(f, FaultFired)
+                   and (f.action in PROCESS_ACTIONS or _ended_worker(ev, f)))
+    over = {v: n for v, n in starts.items() if n > 1 + hits.get(v, 0)}
     if over:
         return failed("bounded_rework", "steps were re-done more often than the faults that hit them explain",
-                      [f"{s}: started {n}x, {hits.get(s, 0)} fault(s) on it" for s, n in sorted(over.items())])
-    steps = _attempt_steps(ev)
-    repeated = [(a, step) for a, step in zip(ev.attempts, steps or [None] * len(ev.attempts), strict=True)
+                      [f"{label(v, v[0] in several)}: started {n}x, {hits.get(v, 0)} fault(s) on it"
+                       for v, n in sorted(over.items(), key=str)])
+    visits = attempt_visits(ev)
+    paired = visits is not None
+    repeated = [(a, v) for a, v in zip(ev.attempts, visits or [None] * len(ev.attempts), strict=True)
                 if a.get("outcome") == "deduplicated"]
-    faults = Counter(f.step if steps is not None else None for f in ev.faults())
-    if steps is not None:  # a fault at a step's committed checkpoint is at the boundary: the next step may redo
+    allowed: Counter = Counter(v if paired else None for _, v in faults)
+    if paired:  # a fault at a visit's committed checkpoint is at the boundary: the next visit may redo
         following = _following(base)
-        faults.update(following[f.step] for f in ev.faults()
-                      if (f.point == "checkpoint.committed" or f.action == "stop") and f.step in following)
-    counts = Counter(step for _, step in repeated)
-    excess = {s: n for s, n in counts.items() if n > faults.get(s, 0)}
+        allowed.update(following[v] for f, v in faults if isinstance(f, FaultFired)
+                       and (f.point == "checkpoint.committed" or f.action == "stop") and v in following)
+    allowed.update(_rereads(base, paired))
+    counts = Counter(v for _, v in repeated)
+    excess = {v: n for v, n in counts.items() if n > allowed.get(v, 0)}
     if excess:
-        where = ", ".join(f"{s or 'the run'}: {n} repeated after {faults.get(s, 0)} fault(s)"
-                          for s, n in sorted(excess.items(), key=str))
+        several |= looped(*(v for v in excess if v))
+        where = ", ".join(f"{label(v, v[0] in several) if v else 'the run'}: {n} repeated after "
+                          f"{allowed.get(v, 0)} fault(s) or crash-free re-read(s)"
+                          for v, n in sorted(excess.items(), key=str))
         return failed("bounded_rework", f"a replay repeated more than one operation per fault ({where})",
                       [f"repeated: {a.get('service')} key={ev.normalize(a.get('key'))}"
-                       + (f" (step {s})" if s else "") for a, s in repeated])
+                       + (f" (step {label(v, v[0] in several)})" if v else "") for a, v in repeated])
     if not starts:
         return passed("bounded_rework", "black-box worker: repeated effects within one per fault (step starts unseen)")
-    return passed("bounded_rework", f"{sum(starts.values())} step starts for {len(starts)} steps")
+    return passed("bounded_rework", f"{sum(starts.values())} step starts for {len(starts)} step visits")
+
+
+def _rereads(base: Evidence | None, paired: bool) -> Counter:
+    """The requests the crash-free run's services deduplicated, per visit (run-wide when not `paired`): the
+    agent re-sends them with no fault (to read an answer back), so a faulted run may too."""
+    if base is None:
+        return Counter()
+    visits = attempt_visits(base) if paired else None
+    if paired and visits is None:
+        return Counter()
+    return Counter(v if paired else None
+                   for a, v in zip(base.attempts, visits or [None] * len(base.attempts), strict=True)
+                   if a.get("outcome") == "deduplicated")
 
 
 def _ended_worker(ev: Evidence, fault: FaultFired) -> bool:
@@ -82,37 +107,13 @@ def _ended_worker(ev: Evidence, fault: FaultFired) -> bool:
     return end is not None and end.get("signal") is None and end.get("exit_code") not in (None, 0)
 
 
-def _following(base: Evidence | None) -> dict[str, str]:
-    """Each step's successor in the crash-free run (the order its steps first reached a point). A fault at
+def _following(base: Evidence | None) -> dict[Visit, Visit]:
+    """Each visit's successor in the crash-free run (the order its visits first reached a point). A fault at
     `checkpoint.committed` lands between the two, and a worker that goes on before noticing it (a database
     gone, a black-box framework that touches the database only at its next checkpoint) redoes the next
-    step's one operation: that repeat is the fault's, not an unbounded rework."""
-    order: list[str] = []
-    for e in base.events if base is not None else ():
-        if isinstance(e, Point) and e.step and e.step not in order:
-            order.append(e.step)
-    return dict(zip(order, order[1:], strict=False))
-
-
-def _attempt_steps(ev: Evidence) -> list[str | None] | None:
-    """The step of each of `ev.attempts`: the n-th attempt a service saw is the n-th request point of that
-    service in the history (`effect.received`, or `model.request` for the model), named by the step it was
-    attributed to. None if they do not pair up."""
-    received: dict[str, list[str | None]] = {}
-    for e in ev.events:
-        if isinstance(e, Point) and e.point in ("effect.received", "model.request"):
-            received.setdefault(str(e.source), []).append(e.step)
-    seen: Counter = Counter()
-    out: list[str | None] = []
-    for a in ev.attempts:
-        service = str(a.get("service"))
-        if seen[service] >= len(received.get(service, [])):
-            return None
-        out.append(received[service][seen[service]])
-        seen[service] += 1
-    if any(len(steps) != seen[service] for service, steps in received.items()):
-        return None
-    return out
+    visit's one operation: that repeat is the fault's, not an unbounded rework."""
+    visits = order(base) if base is not None else []
+    return dict(zip(visits, visits[1:], strict=False))
 
 
 def conventions(ev: Evidence) -> bool:

@@ -78,6 +78,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "mixed-faults", "email:effect.received:error,record:step.start:kill", "exactly_once"),
     Mutant("hash_key", "idempotency key built with Python's hash() (salted per interpreter)", "crash-points",
            "charge:effect.applied:kill", "exactly_once"),
+    Mutant("installment_step_key", "a loop's two installments keyed by the step's key (the same on both visits)",
+           "crash-points", "plan:step.start:kill", "exactly_once"),
+    Mutant("installment_amount_key", "a loop's installments keyed by their amount (equal installments collide)",
+           "crash-points", "plan:step.start:kill", "exactly_once"),
+    Mutant("installment_day_key", "a loop's installments keyed by the day (two on one day collide)",
+           "crash-points", "plan:step.start:kill", "exactly_once"),
 )
 """Every mutant. ``schedule`` is empty where the scenario's own seeded trial (``--seed`` in ``args``), not a
 fault, exercises the bug."""

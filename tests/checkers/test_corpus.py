@@ -1,0 +1,45 @@
+"""False verdicts: no checker says FAIL on a correct agent written an unusual way (tests/corpus/).
+
+Each corpus agent runs in-process in one harness session of its own: every single fault of crash-points
+(`exhaustive`), then a few random multi-fault schedules of each scenario a plain `killpoint run --steps`
+runs on a step module (crash-points, zombie-worker, deploy-drain, flaky-services, mixed-faults). A test
+fails as soon as one verdict of one trial is `fail`, naming the trial and the verdict. UNKNOWN and n/a are
+allowed: what evidence cannot prove is not a bug. The >= 200 random schedules per agent the issue asks for
+are `bench/corpus.py` (figures, not a test).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from killpoint.env.postgres import PostgresHandle
+from killpoint.run.context import Context
+from killpoint.run.scenario import find
+from killpoint.run.trial import Trial
+from tests.corpus import AGENTS, CorpusAgent
+from tests.helpers.harness import harness_session
+
+RANDOM = {"crash-points": 3, "zombie-worker": 2, "deploy-drain": 1, "flaky-services": 2, "mixed-faults": 2}
+"""Random schedules per scenario per agent (seeds from base seed 3), besides crash-points' exhaustive pass."""
+
+
+def false_verdicts(trials: list[Trial]) -> list[str]:
+    """One line per failing verdict of `trials`: the trial's schedule, the checker and its reason."""
+    return [f"{t.schedule or 'crash-free'}: {v.checker}: {v.reason} {list(v.evidence)[:3]}"
+            for t in trials for v in t.verdicts if v.outcome == "fail"]
+
+
+@pytest.mark.parametrize("agent", AGENTS, ids=[a.name for a in AGENTS])
+def test_a_correct_agent_is_never_failed(agent: CorpusAgent, pg_server: PostgresHandle, tmp_path: Path) -> None:
+    with harness_session(pg_server, tmp_path / "runs", f"corpus_{agent.name}", steps=agent.module) as s:
+        trials: list[Trial] = []
+        for name, count in RANDOM.items():
+            scenario = find(name)
+            ctx = Context(session=s, seed=3)
+            if name == "crash-points":
+                trials += scenario.exhaustive(ctx)
+            trials += scenario.random(ctx, count)
+        assert trials, "no trial ran"
+        assert not false_verdicts(trials), "\n".join(false_verdicts(trials))
