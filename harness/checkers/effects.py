@@ -55,10 +55,12 @@ def exactly_once(ev: Evidence, base: Evidence | None) -> Verdict:
 def collisions(ev: Evidence) -> list[str]:
     """One `missing x1` line per visit of a step whose effect was never applied because its key collided
     with another visit's: a visit (`checkers.visits`) whose request a service deduplicated against the
-    effect an earlier visit of the same step applied, while the visit itself applied nothing at that
-    service. A loop that keys each pass the same way (the step's key for every installment) gets its first
+    effect an earlier visit of the same step applied, while the visit itself applied nothing at all. A loop that keys each pass the same way (the step's key for every installment) gets its first
     pass done and the others silently replayed; in a crash-free run too, so no comparison with it shows it.
-    A re-read from another step (the email step re-sending the charge to read its receipt) is no collision.
+    A re-read from another step (the email step re-sending the charge to read its receipt), or from a visit
+    that also did an effect of its own, is no collision. Assumed: a visit of a loop that sends a request and
+    applies nothing meant that request as its effect (a pass that only polls an earlier pass's effect by
+    re-sending it would be failed here: poll through a read endpoint instead).
     """
     visits = attempt_visits(ev)
     if visits is None:
@@ -67,15 +69,14 @@ def collisions(ev: Evidence) -> list[str]:
     owner = {(str(e.get("service")), e.get("key")): by_order.get(e.get("attempt")) for e in ev.effects
              if e.get("key") is not None}
     applying = {e.get("attempt") for e in ev.effects}
-    applied = {(str(a.get("service")), v) for a, v in zip(ev.attempts, visits, strict=True)
-               if a.get("order") in applying}
+    applied = {v for a, v in zip(ev.attempts, visits, strict=True) if a.get("order") in applying}
     lines: list[str] = []
     seen: set = set()
     for a, visit in zip(ev.attempts, visits, strict=True):
         service = str(a.get("service"))
         first = owner.get((service, a.get("key")))
         if (a.get("outcome") != "deduplicated" or first is None or first[0] != visit[0] or first == visit
-                or (service, visit) in applied or (service, visit) in seen):
+                or visit in applied or (service, visit) in seen):
             continue
         seen.add((service, visit))
         lines.append(f"missing x1: {service} {a.get('endpoint') or ''} key={a.get('key')}".replace("  ", " ")

@@ -40,7 +40,8 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     (requests they deduplicated) at most once per fault on that visit, of any kind, beyond those the
     crash-free run's same visit also had deduplicated (a re-read with no fault: the agent re-sends a request
     to read its answer back, which is no rework): a replayed step with one externally visible effect repeats
-    one operation (the articles' "one effect per step"). Where the services' attempts cannot be paired with
+    one operation (the articles' "one effect per step"); each start of a visit may re-read what the
+    crash-free visit re-read. Where the services' attempts cannot be paired with
     the visits that sent them, the bound is run-wide. A fault at a visit's `checkpoint.committed`, and a
     `stop` (a zombie and its successor both go on), counts for the visit after it too (`_following`).
     """
@@ -66,7 +67,9 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
         following = _following(base)
         allowed.update(following[v] for f, v in faults if isinstance(f, FaultFired)
                        and (f.point == "checkpoint.committed" or f.action == "stop") and v in following)
-    allowed.update(_rereads(base, paired))
+    rereads = _rereads(base, paired)  # each start of a visit re-reads what the crash-free one did
+    allowed.update({v: n * max(1, starts.get(v, 0) if paired else 1 + sum(hits.values()))
+                    for v, n in rereads.items()})
     counts = Counter(v for _, v in repeated)
     excess = {v: n for v, n in counts.items() if n > allowed.get(v, 0)}
     if excess:

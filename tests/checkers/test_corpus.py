@@ -10,14 +10,15 @@ are `bench/corpus.py` (figures, not a test).
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Iterator
 
 import pytest
 
 from killpoint.env.postgres import PostgresHandle
+from killpoint.env.stepmodule import load
 from killpoint.run.context import Context
 from killpoint.run.scenario import find
-from killpoint.run.trial import Trial
+from killpoint.run.trial import Session, Trial
 from tests.corpus import AGENTS, CorpusAgent
 from tests.helpers.harness import harness_session
 
@@ -31,15 +32,28 @@ def false_verdicts(trials: list[Trial]) -> list[str]:
             for t in trials for v in t.verdicts if v.outcome == "fail"]
 
 
+def explore(s: Session, random: dict[str, int], seed: int) -> list[Trial]:
+    """Crash-points' every single fault, then `random[scenario]` random schedules of each scenario."""
+    trials: list[Trial] = []
+    for name, count in random.items():
+        scenario = find(name)
+        ctx = Context(session=s, seed=seed)
+        if name == "crash-points":
+            trials += scenario.exhaustive(ctx)
+        trials += scenario.random(ctx, count)
+    return trials
+
+
+@pytest.fixture(scope="module")
+def session(pg_server: PostgresHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+    """One harness session for the whole corpus (each test sets its agent: baselines are per agent)."""
+    with harness_session(pg_server, tmp_path_factory.mktemp("corpus"), "corpus") as s:
+        yield s
+
+
 @pytest.mark.parametrize("agent", AGENTS, ids=[a.name for a in AGENTS])
-def test_a_correct_agent_is_never_failed(agent: CorpusAgent, pg_server: PostgresHandle, tmp_path: Path) -> None:
-    with harness_session(pg_server, tmp_path / "runs", f"corpus_{agent.name}", steps=agent.module) as s:
-        trials: list[Trial] = []
-        for name, count in RANDOM.items():
-            scenario = find(name)
-            ctx = Context(session=s, seed=3)
-            if name == "crash-points":
-                trials += scenario.exhaustive(ctx)
-            trials += scenario.random(ctx, count)
-        assert trials, "no trial ran"
-        assert not false_verdicts(trials), "\n".join(false_verdicts(trials))
+def test_a_correct_agent_is_never_failed(agent: CorpusAgent, session: Session) -> None:
+    session.agent = load(agent.module)
+    trials = explore(session, RANDOM, seed=3)
+    assert trials, "no trial ran"
+    assert not false_verdicts(trials), "\n".join(false_verdicts(trials))

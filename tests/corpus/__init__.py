@@ -27,4 +27,16 @@ class CorpusAgent:
 
 AGENTS: tuple[CorpusAgent, ...] = (
     CorpusAgent("installments", "a step visited twice (a loop: two installments keyed <run>:charge:<n>)"),
+    CorpusAgent("model_loop", "a step visited three times, asking the model on each pass"),
+    CorpusAgent("reread_receipt", "a deduplicated re-read with no fault (the email step re-sends the charge)"),
+    CorpusAgent("batch_email", "several effects in one request (a Resend batch of two emails)"),
+    CorpusAgent("uuid5_keys", "keys that are UUIDv5 of the run and the step (opaque, stable)"),
+    CorpusAgent("minted_key", "a random key minted once and checkpointed before use"),
+    CorpusAgent("no_model", "an agent that never calls the model"),
+    CorpusAgent("timestamp_prompt", "the current time in a prompt"),
+    CorpusAgent("streaming", "streaming model calls (server-sent events)"),
+    CorpusAgent("extra_checkpoints", "a checkpoint more often than once per effect (bookkeeping steps)"),
+    CorpusAgent("idle_step", "a step that does nothing on this invoice (no effect, no model call)"),
+    CorpusAgent("parallel_tools", "parallel tool calls run from two threads, each keyed by its tool_use id"),
+    CorpusAgent("own_retries", "a step that retries on its own with the same key"),
 )

@@ -1,0 +1,27 @@
+"""Corpus: a prompt with the current time in it. The plan prompt names the moment it is asked (ISO 8601,
+to the microsecond), so a replayed step asks in another instant; the state keeps when the plan was made,
+declared in NONDETERMINISTIC. Correct: the request is the same request, its cost counted once."""
+
+from __future__ import annotations
+
+import datetime
+
+from killpoint.reference_agent import Checkpoint, StepContext, StepResult
+from killpoint.reference_agent.invoice_agent import MIGRATIONS, OWN_EFFECTS_SQL, START, STATE_VERSION, initial_state
+from killpoint.reference_agent.invoice_agent import STEPS as _STEPS
+from killpoint.reference_agent.invoice_agent import _describe
+
+NONDETERMINISTIC = ("state.planned_at",)
+
+
+def plan(cp: Checkpoint, ctx: StepContext) -> StepResult:
+    now = datetime.datetime.now(datetime.UTC).isoformat()
+    window = [{"role": "user", "content": f"It is {now}. Plan the billing of {_describe(cp.state)}: charge it, "
+                                          "email the invoice, record it. Answer with a short plan."}]
+    reply = ctx.model.ask(window)
+    return StepResult("validate", {"plan": reply.text, "planned_at": now}, [*window, reply.message], reply.cost_usd)
+
+
+STEPS = {**_STEPS, "plan": plan}
+
+__all__ = ["MIGRATIONS", "NONDETERMINISTIC", "OWN_EFFECTS_SQL", "START", "STATE_VERSION", "STEPS", "initial_state"]
