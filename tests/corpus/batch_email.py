@@ -10,9 +10,15 @@ import httpx
 
 from killpoint.reference_agent import Checkpoint, StepContext, StepResult
 from killpoint.reference_agent.context import for_run
-from killpoint.reference_agent.invoice_agent import MIGRATIONS, OWN_EFFECTS_SQL, START, STATE_VERSION, initial_state
+from killpoint.reference_agent.invoice_agent import (
+    MIGRATIONS,
+    OWN_EFFECTS_SQL,
+    START,
+    STATE_VERSION,
+    initial_state,
+    reference,
+)
 from killpoint.reference_agent.invoice_agent import STEPS as _STEPS
-from killpoint.reference_agent.invoice_agent import reference
 
 ACCOUNTS = "accounts@example.com"
 

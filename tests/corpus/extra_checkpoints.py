@@ -5,7 +5,13 @@ have no effect and no model call at all. Correct: a step with nothing to repeat 
 from __future__ import annotations
 
 from killpoint.reference_agent import Checkpoint, StepContext, StepResult
-from killpoint.reference_agent.invoice_agent import MIGRATIONS, OWN_EFFECTS_SQL, START, STATE_VERSION, initial_state
+from killpoint.reference_agent.invoice_agent import (
+    MIGRATIONS,
+    OWN_EFFECTS_SQL,
+    START,
+    STATE_VERSION,
+    initial_state,
+)
 from killpoint.reference_agent.invoice_agent import STEPS as _STEPS
 
 FLOW = ("plan", "validate", "charge", "email", "record")

@@ -5,7 +5,13 @@ nothing, and its killpoints are all there is of it. Correct: nothing to repeat, 
 from __future__ import annotations
 
 from killpoint.reference_agent import Checkpoint, StepContext, StepResult
-from killpoint.reference_agent.invoice_agent import MIGRATIONS, OWN_EFFECTS_SQL, START, STATE_VERSION, initial_state
+from killpoint.reference_agent.invoice_agent import (
+    MIGRATIONS,
+    OWN_EFFECTS_SQL,
+    START,
+    STATE_VERSION,
+    initial_state,
+)
 from killpoint.reference_agent.invoice_agent import STEPS as _STEPS
 
 THRESHOLD_CENTS = 1_000_000

@@ -8,7 +8,13 @@ import dataclasses
 import uuid
 
 from killpoint.reference_agent import Checkpoint, StepContext, StepResult
-from killpoint.reference_agent.invoice_agent import MIGRATIONS, OWN_EFFECTS_SQL, START, STATE_VERSION, initial_state
+from killpoint.reference_agent.invoice_agent import (
+    MIGRATIONS,
+    OWN_EFFECTS_SQL,
+    START,
+    STATE_VERSION,
+    initial_state,
+)
 from killpoint.reference_agent.invoice_agent import STEPS as _STEPS
 
 NONDETERMINISTIC = ("state.charge_key",)

@@ -5,9 +5,14 @@ then does the run go on to charge. Correct: each pass is a visit of its own, eac
 from __future__ import annotations
 
 from killpoint.reference_agent import Checkpoint, StepContext, StepResult
-from killpoint.reference_agent.invoice_agent import MIGRATIONS, OWN_EFFECTS_SQL, START, STATE_VERSION
+from killpoint.reference_agent.invoice_agent import (
+    MIGRATIONS,
+    OWN_EFFECTS_SQL,
+    START,
+    STATE_VERSION,
+    _describe,
+)
 from killpoint.reference_agent.invoice_agent import STEPS as _STEPS
-from killpoint.reference_agent.invoice_agent import _describe
 from killpoint.reference_agent.invoice_agent import initial_state as _initial
 
 PASSES = 3

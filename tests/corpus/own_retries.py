@@ -11,7 +11,13 @@ import httpx2
 
 from killpoint.reference_agent import Checkpoint, StepContext, StepResult
 from killpoint.reference_agent.clients import ServiceUnavailable
-from killpoint.reference_agent.invoice_agent import MIGRATIONS, OWN_EFFECTS_SQL, START, STATE_VERSION, initial_state
+from killpoint.reference_agent.invoice_agent import (
+    MIGRATIONS,
+    OWN_EFFECTS_SQL,
+    START,
+    STATE_VERSION,
+    initial_state,
+)
 from killpoint.reference_agent.invoice_agent import STEPS as _STEPS
 
 TRIES = 5

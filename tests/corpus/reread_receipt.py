@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from killpoint.reference_agent import Checkpoint, StepContext, StepResult
 from killpoint.reference_agent.context import idempotency_key
-from killpoint.reference_agent.invoice_agent import MIGRATIONS, OWN_EFFECTS_SQL, START, STATE_VERSION, initial_state
+from killpoint.reference_agent.invoice_agent import (
+    MIGRATIONS,
+    OWN_EFFECTS_SQL,
+    START,
+    STATE_VERSION,
+    initial_state,
+)
 from killpoint.reference_agent.invoice_agent import STEPS as _STEPS
 
 

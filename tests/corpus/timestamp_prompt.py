@@ -7,9 +7,15 @@ from __future__ import annotations
 import datetime
 
 from killpoint.reference_agent import Checkpoint, StepContext, StepResult
-from killpoint.reference_agent.invoice_agent import MIGRATIONS, OWN_EFFECTS_SQL, START, STATE_VERSION, initial_state
+from killpoint.reference_agent.invoice_agent import (
+    MIGRATIONS,
+    OWN_EFFECTS_SQL,
+    START,
+    STATE_VERSION,
+    _describe,
+    initial_state,
+)
 from killpoint.reference_agent.invoice_agent import STEPS as _STEPS
-from killpoint.reference_agent.invoice_agent import _describe
 
 NONDETERMINISTIC = ("state.planned_at",)
 

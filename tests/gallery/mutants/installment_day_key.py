@@ -8,7 +8,14 @@ from __future__ import annotations
 import datetime  # noqa: F401 - the day-keyed mutant reads the date
 
 from killpoint.reference_agent import Checkpoint, StepContext, StepResult
-from tests.corpus.installments import INSTALLMENTS, MIGRATIONS, OWN_EFFECTS_SQL, START, STATE_VERSION, initial_state
+from tests.corpus.installments import (
+    INSTALLMENTS,
+    MIGRATIONS,
+    OWN_EFFECTS_SQL,
+    START,
+    STATE_VERSION,
+    initial_state,
+)
 from tests.corpus.installments import STEPS as _STEPS
 
 
