@@ -1,36 +1,26 @@
-"""Mutant: a step visited more than once whose per-visit key collides: each installment keyed by its amount (equal installments share a key). The
-invoice is charged in two installments (the loop of tests.corpus.installments), but both passes of `charge`
-send the same Idempotency-Key, so the ledger applies the first and replays it for the second: half the amount
-is charged, in every run, the crash-free one too."""
+"""Mutant: a step visited more than once whose per-visit key collides: each installment keyed by its amount (equal installments share a key).
+The invoice is charged in two installments (the loop of tests.corpus.installments), but both passes of
+`charge` send the same Idempotency-Key, so the ledger applies the first and replays it for the second: half
+the amount is charged, in every run, the crash-free one too."""
 
 from __future__ import annotations
 
-import datetime  # noqa: F401 - the day-keyed mutant reads the date
-
-from killpoint.reference_agent import Checkpoint, StepContext, StepResult
+from killpoint.reference_agent import StepContext
 from tests.corpus.installments import (
-    INSTALLMENTS,
     MIGRATIONS,
     OWN_EFFECTS_SQL,
     START,
     STATE_VERSION,
+    charging,
     initial_state,
 )
 from tests.corpus.installments import STEPS as _STEPS
 
 
-def charge(cp: Checkpoint, ctx: StepContext) -> StepResult:
-    s = cp.state
-    if "validate" not in s["approvals"]:
-        return StepResult("validate")
-    n = len(s["paid"]) + 1
-    part = s["amount_cents"] // INSTALLMENTS
-    key = f"{ctx.idempotency_key}:{part}"  # BUG: the same key on every visit of the step
-    receipt = ctx.ledger.charge(s["customer"]["account"], part, s["currency"], key=key)
-    paid = [*s["paid"], receipt.get("id")]
-    return StepResult("charge" if n < INSTALLMENTS else "email", {"paid": paid, "charge_id": paid[0]})
+def key(ctx: StepContext, n: int, part: int) -> str:
+    return f"{ctx.idempotency_key}:{part}"  # BUG: the same key on every visit of the step
 
 
-STEPS = {**_STEPS, "charge": charge}
+STEPS = {**_STEPS, "charge": charging(key)}
 
 __all__ = ["MIGRATIONS", "OWN_EFFECTS_SQL", "START", "STATE_VERSION", "STEPS", "initial_state"]
