@@ -31,12 +31,18 @@ def _effect_keys(ev: Evidence, volatile: frozenset[str] = frozenset()) -> Counte
 
 
 def exactly_once(ev: Evidence, base: Evidence | None) -> Verdict:
-    """Applied effects (services and own database) equal the crash-free run's: none missing, none extra."""
+    """Applied effects (services and own database) equal the crash-free run's: none missing, none extra.
+    Equal, but a re-sent key's answer proved neither a replay nor a second effect (an `unproven` attempt of
+    the recording proxy): unknown, naming what the proxy could not see and the declaration that settles it."""
     if base is None:
         return unknown("exactly_once", "no crash-free baseline to compare with")
     volatile = base.volatile
     mine, theirs = _effect_keys(ev, volatile), _effect_keys(base, volatile)
     extra, missing = mine - theirs, theirs - mine
+    unproven = [a for a in ev.attempts if a.get("outcome") == "unproven"]
+    if not extra and not missing and unproven:  # the recording proxy could not tell replayed from applied
+        return unknown("exactly_once", f"{len(unproven)} re-sent request(s) neither shown replayed nor shown "
+                       f"applied again: {unproven[0].get('why') or 'the service said neither'}")
     if not extra and not missing:
         retried = sum(1 for a in ev.attempts if a.get("outcome") == "deduplicated")
         return passed("exactly_once", f"{sum(mine.values())} effects, as in the crash-free run"
