@@ -1,12 +1,13 @@
 """A LangGraph graph whose checkpoint durability is a flag: plan -> email -> record, PostgresSaver, the
 email sent with Resend's SDK under the key `RUN_ID:email` (a repeat is answered with the first email).
 
-    python lg_durability.py RUN_ID --durability exit|sync|async
+    python lg_durability.py RUN_ID --durability exit|sync|async [--no-email]
 
 `exit` checkpoints only when the graph ends: killed mid-run, nothing of the run is stored and a restart
 begins again (correct, as the email is keyed, but there is no checkpoint for killpoint to crash at).
 `sync` checkpoints each superstep before the next starts (the correct lookalike that can be tested);
-`async` (LangGraph's default) writes each checkpoint while the next node runs.
+`async` (LangGraph's default) writes each checkpoint while the next node runs. `--no-email`: the email node
+sends nothing (a graph with no request to a service: its only fault points are its checkpoints).
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ class Invoice(TypedDict, total=False):
     recorded: bool
 
 
-def build(saver: PostgresSaver, run_id: str):
+def build(saver: PostgresSaver, run_id: str, send: bool = True):
     def plan(state: Invoice) -> Invoice:
         return {"customer": "ada@example.com", "amount_cents": 4200}
 
     def email(state: Invoice) -> Invoice:
+        if not send:
+            return {"email_id": "unsent"}
         params: resend.Emails.SendParams = {
             "from": "billing@example.com", "to": [state["customer"]],
             "subject": "Your invoice", "html": f"<p>Amount due: {state['amount_cents'] / 100:.2f} EUR</p>",
@@ -60,7 +63,7 @@ def main(argv: list[str]) -> int:
     config = {"configurable": {"thread_id": run_id}}
     with PostgresSaver.from_conn_string(os.environ["DATABASE_URL"]) as saver:
         saver.setup()
-        app = build(saver, run_id)
+        app = build(saver, run_id, send="--no-email" not in argv)
         start = {} if app.get_state(config).created_at is None else None
         app.invoke(start, config, durability=durability)
     return 0
