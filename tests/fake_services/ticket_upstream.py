@@ -13,34 +13,18 @@ nothing but the id tells a replay from a new object. What the service did is in 
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from tests.fake_services.sms_upstream import LoopbackApi
 
-class TicketApi(ThreadingHTTPServer):
-    daemon_threads = True
 
+class TicketApi(LoopbackApi):
     def __init__(self) -> None:
         self.tickets: list[dict[str, Any]] = []
         self.texts: list[dict[str, Any]] = []
         self.answers: dict[tuple[str, str], bytes] = {}
-        self.lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), TicketHandler)
-        self.thread = threading.Thread(target=self.serve_forever, args=(0.02,), daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/api"
-
-    def __enter__(self) -> TicketApi:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
-        self.server_close()
-        self.thread.join(5)
+        super().__init__(TicketHandler)
 
     def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         if path == "/api/v2/tickets":
