@@ -11,7 +11,9 @@ Contract:
   only when the service named its method), ``t`` (``time.monotonic()`` at arrival). ``outcome`` is
   ``pending`` while the request is in flight (e.g. held by the hook), then one of applied |
   deduplicated | rejected | injected-error | dropped, or ``internal-error`` (the hook raised, or a bug
-  of the fake), or ``upstream-error`` (the recording proxy could not reach the service behind it).
+  of the fake), or ``upstream-error`` (the recording proxy could not reach the service behind it), or
+  ``unproven`` (the recording proxy cannot tell whether the service applied a re-sent key again: the
+  attempt's ``why`` says what it could not see and the declaration that settles it).
   ``client_gone: True`` is added when the response could not be written.
 - An *effect* is listed apart, once per applied effect: ``order``, ``service``, ``run_id``, ``key``,
   ``payload_digest``, ``payload``, ``id``, ``response``, ``attempt`` (order of the attempt that applied
@@ -36,7 +38,7 @@ from typing import Any
 
 OUTCOMES: tuple[str, ...] = (
     "pending", "applied", "deduplicated", "rejected", "injected-error", "dropped", "internal-error",
-    "upstream-error",
+    "upstream-error", "unproven",
 )
 
 Record = dict[str, Any]

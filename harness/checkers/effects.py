@@ -32,7 +32,10 @@ def _effect_keys(ev: Evidence, volatile: frozenset[str] = frozenset()) -> Counte
 
 
 def exactly_once(ev: Evidence, base: Evidence | None) -> Verdict:
-    """Applied effects (services and own database) equal the crash-free run's: none missing, none extra."""
+    """Applied effects (services and own database) equal the crash-free run's: none missing, none extra; and
+    no visit of a step sent its request under a key an earlier visit of that step used (its effect is missing,
+    deduplicated away, even when the crash-free run has the same bug). Equal, but a re-sent key's answer proved neither a replay nor a second effect (an `unproven` attempt of
+    the recording proxy): unknown, naming what the proxy could not see and the declaration that settles it."""
     collided = collisions(ev)
     if collided:
         return failed("exactly_once", f"effects never done: {len(collided)} visit(s) of a step sent their "
@@ -43,6 +46,10 @@ def exactly_once(ev: Evidence, base: Evidence | None) -> Verdict:
     volatile = base.volatile
     mine, theirs = _effect_keys(ev, volatile), _effect_keys(base, volatile)
     extra, missing = mine - theirs, theirs - mine
+    unproven = [a for a in ev.attempts if a.get("outcome") == "unproven"]
+    if not extra and not missing and unproven:  # the recording proxy could not tell replayed from applied
+        return unknown("exactly_once", f"{len(unproven)} re-sent request(s) neither shown replayed nor shown "
+                       f"applied again: {unproven[0].get('why') or 'the service said neither'}")
     if not extra and not missing:
         retried = sum(1 for a in ev.attempts if a.get("outcome") == "deduplicated")
         return passed("exactly_once", f"{sum(mine.values())} effects, as in the crash-free run"

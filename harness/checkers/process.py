@@ -7,7 +7,7 @@ from collections import Counter
 
 from killpoint.checkers.effects import _effect_keys
 from killpoint.checkers.evidence import Evidence
-from killpoint.checkers.verdict import Verdict, failed, passed, unknown
+from killpoint.checkers.verdict import Verdict, failed, not_applicable, passed, unknown
 from killpoint.checkers.visits import Visit, attempt_visits, label, looped, order, visits_of
 from killpoint.events import Escalate, FaultFired, Point
 from killpoint.faults.points import PROCESS_ACTIONS
@@ -130,15 +130,17 @@ def fenced_zombie(ev: Evidence, base: Evidence | None) -> Verdict:
     then, under killpoint's exit-code convention, stops as fenced (exit 3, 4 or 5; a queue worker may go
     on to other runs). Without the convention only the writes are judged, and they must name their
     writer (PGAPPNAME), else the verdict is unknown. A zombie whose successors wrote nothing (they found
-    the run done, or lost the race for a row the zombie held locked) has nothing to be fenced from."""
+    the run done, or lost the race for a row the zombie held locked) has nothing to be fenced from: with
+    no such zombie (or no stop fault at all) the checker was not exercised, `n/a`, never a pass."""
     zombies = [f.inc for f in ev.faults() if f.action == "stop"]
     if not zombies:
-        return passed("fenced_zombie", "not exercised: no stop fault in this run")
+        return not_applicable("fenced_zombie", "not exercised: no stop fault in this run")
     if not conventions(ev):
         named = {i.get("inc") for i in ev.incarnations}
         if not any(w.get("app") in named for w in ev.audit):
             return unknown("fenced_zombie", "no committed write names its worker (the worker's database sessions "
                            "do not carry PGAPPNAME), so a zombie's writes cannot be told from its successor's")
+    challenged = 0
     for z in zombies:
         later = _started_after(ev, z)
         others_wrote = False
@@ -148,6 +150,7 @@ def fenced_zombie(ev: Evidence, base: Evidence | None) -> Verdict:
                               [f"seq {w['seq']} cursor {w.get('cursor')} status {w.get('status')} by {z}"])
             if w.get("app") not in (z, None) and (later is None or w.get("app") in later):
                 others_wrote = True
+        challenged += others_wrote
         end = _incarnation(ev, z)
         # a queue worker serves many runs: fenced out of one, it goes on to the next job and may exit 0;
         # that it wrote nothing after the takeover (above) is what fencing means for it
@@ -155,7 +158,10 @@ def fenced_zombie(ev: Evidence, base: Evidence | None) -> Verdict:
                 and end.get("exit_code") not in (3, 4, 5) and end.get("signal") is None):
             return failed("fenced_zombie", f"zombie {z} exited {end.get('exit_code')} instead of stopping as fenced",
                           ["expected exit 4 (fenced) or 5 (lease lost)"])
-    return passed("fenced_zombie", f"{len(zombies)} zombie(s) fenced")
+    if not challenged:
+        return not_applicable("fenced_zombie", f"not exercised: no worker wrote after {', '.join(map(str, zombies))} "
+                              "was stopped, so there was nothing to fence it from")
+    return passed("fenced_zombie", f"{challenged} zombie(s) fenced")
 
 
 def _started_after(ev: Evidence, inc: str | None) -> set[str] | None:
@@ -169,19 +175,23 @@ def _started_after(ev: Evidence, inc: str | None) -> set[str] | None:
 
 def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
     """After SIGTERM the worker takes no new step and exits by itself before the grace period ends,
-    having checkpointed.
+    having checkpointed. No SIGTERM, or none that a later fault did not cut short: `n/a` (not exercised).
 
     With `extra["drain_expect"] == "exit"` (a step longer than the drain deadline) only the clean
     exit is required (0, or 6: the drain deadline passed first); otherwise the worker must also leave a `paused` (or `done`) checkpoint.
     """
     terms = [f for f in ev.faults() if f.action == "term"]
     if not terms:
-        return passed("drains_on_sigterm", "not exercised: no term fault in this run")
+        return not_applicable("drains_on_sigterm", "not exercised: no term fault in this run")
     escalated = {e.inc for e in ev.events if isinstance(e, Escalate)}
     faults = ev.faults()
+    cut = [f for f in terms if any(g.inc == f.inc and g.action in INTERRUPTING for g in faults[faults.index(f) + 1:])]
+    if len(cut) == len(terms):
+        return not_applicable("drains_on_sigterm", "not exercised: a later fault killed or froze every worker "
+                              "that got a SIGTERM before it could drain")
     for f in terms:
         inc = f.inc
-        if any(g.inc == inc and g.action in INTERRUPTING for g in faults[faults.index(f) + 1:]):
+        if f in cut:
             continue  # a later fault of the schedule killed or froze this worker while it drained: not judged
         end = _incarnation(ev, inc)
         if inc in escalated:
