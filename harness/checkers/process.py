@@ -9,10 +9,10 @@ from killpoint.checkers.effects import _effect_keys
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict, failed, passed, unknown
 from killpoint.events import Escalate, FaultFired, Point
-from killpoint.faults.points import PROCESS_ACTIONS
+from killpoint.faults.points import base, is_process
 
 DRAIN_DEADLINE_EXIT = 6
-INTERRUPTING = frozenset({"kill", "stop", "db-crash"})
+INTERRUPTING = frozenset({"kill", "stop", "db-crash", "clock"})
 """Faults that end or freeze a worker from outside: a drain they cut short says nothing about the drain."""
 
 
@@ -44,7 +44,7 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     starts = Counter(e.step for e in ev.events if isinstance(e, Point) and e.point == "step.start")
     if not starts and not ev.attempts:
         return unknown("bounded_rework", "no step.start points (black-box worker) and no service attempts")
-    hits = Counter(f.step for f in ev.faults() if f.action in PROCESS_ACTIONS or _ended_worker(ev, f))
+    hits = Counter(f.step for f in ev.faults() if is_process(str(f.action)) or _ended_worker(ev, f))
     over = {s: n for s, n in starts.items() if n > 1 + hits.get(s, 0)}
     if over:
         return failed("bounded_rework", "steps were re-done more often than the faults that hit them explain",
@@ -74,7 +74,7 @@ def _ended_worker(ev: Evidence, fault: FaultFired) -> bool:
     """True for a service fault that ended its worker: the last fault of its incarnation, which then exited
     with a non-zero code (not by a signal: a process fault or the harness ended that one)."""
     inc = fault.inc
-    if not inc or fault.action in PROCESS_ACTIONS:
+    if not inc or is_process(str(fault.action)):
         return False
     if [f for f in ev.faults() if f.inc == inc][-1] is not fault:
         return False
@@ -177,7 +177,7 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
     faults = ev.faults()
     for f in terms:
         inc = f.inc
-        if any(g.inc == inc and g.action in INTERRUPTING for g in faults[faults.index(f) + 1:]):
+        if any(g.inc == inc and base(str(g.action)) in INTERRUPTING for g in faults[faults.index(f) + 1:]):
             continue  # a later fault of the schedule killed or froze this worker while it drained: not judged
         end = _incarnation(ev, inc)
         if inc in escalated:
