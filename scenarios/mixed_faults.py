@@ -17,7 +17,14 @@ Judged by every crash checker plus `retries_keep_keys`. A failing schedule shrin
 from __future__ import annotations
 
 from killpoint.checkers import CRASH_CHECKERS
-from killpoint.faults.mixed import PROCESS_MIX, SERVICE_ACTIONS, lasting, mixed_from_seed, mixed_schedules, pairs
+from killpoint.faults.mixed import (
+    PROCESS_MIX,
+    SERVICE_ACTIONS,
+    lasting,
+    mixed_from_seed,
+    mixed_schedules,
+    pairs,
+)
 from killpoint.faults.points import base
 from killpoint.faults.schedule import Schedule
 from killpoint.run.plans import run_plan

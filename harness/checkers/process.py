@@ -9,7 +9,7 @@ from killpoint.checkers.effects import _effect_keys
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict, failed, passed, unknown
 from killpoint.events import Escalate, FaultFired, Point
-from killpoint.faults.points import base, is_process
+from killpoint.faults.points import is_process
 
 DRAIN_DEADLINE_EXIT = 6
 INTERRUPTING = frozenset({"kill", "stop", "db-crash", "clock"})

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from killpoint.reference_agent import invoice_agent
 from killpoint.reference_agent.clients import ServiceUnavailable
-from killpoint.reference_agent.invoice_agent import MIGRATIONS, OWN_EFFECTS_SQL, START, STATE_VERSION, initial_state
+from killpoint.reference_agent.invoice_agent import (
+    MIGRATIONS,
+    OWN_EFFECTS_SQL,
+    START,
+    STATE_VERSION,
+    initial_state,
+)
 from killpoint.reference_agent.runtime import Checkpoint, StepContext, StepResult
 
 __all__ = ["MIGRATIONS", "OWN_EFFECTS_SQL", "START", "STATE_VERSION", "STEPS", "initial_state"]
