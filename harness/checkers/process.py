@@ -9,6 +9,7 @@ from killpoint.checkers.effects import _effect_keys
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict, failed, passed, unknown
 from killpoint.events import Escalate, FaultFired, Point
+from killpoint.faults.points import base as action_name
 from killpoint.faults.points import is_process
 
 DRAIN_DEADLINE_EXIT = 6
@@ -45,6 +46,7 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     if not starts and not ev.attempts:
         return unknown("bounded_rework", "no step.start points (black-box worker) and no service attempts")
     hits = Counter(f.step for f in ev.faults() if is_process(str(f.action)) or _ended_worker(ev, f))
+    hits.update(_outage_ends(ev))
     over = {s: n for s, n in starts.items() if n > 1 + hits.get(s, 0)}
     if over:
         return failed("bounded_rework", "steps were re-done more often than the faults that hit them explain",
@@ -80,6 +82,25 @@ def _ended_worker(ev: Evidence, fault: FaultFired) -> bool:
         return False
     end = next((i for i in ev.incarnations if i.get("inc") == inc), None)
     return end is not None and end.get("signal") is None and end.get("exit_code") not in (None, 0)
+
+
+def _outage_ends(ev: Evidence) -> Counter:
+    """Workers an outage ended beyond the one it hit: an `outage=N` outlasts the retries of more than one
+    incarnation when a kill comes in the middle of it. Each incarnation that met no fault of its own and
+    exited with an error, counted on the step it was in (its last step.start) if an outage hit that step."""
+    hit = {f.step for f in ev.faults() if action_name(str(f.action)) == "outage"}
+    if not hit:
+        return Counter()
+    own = {f.inc for f in ev.faults()}
+    out: Counter = Counter()
+    for end in ev.incarnations:
+        inc = end.get("inc")
+        if inc in own or end.get("signal") is not None or end.get("exit_code") in (None, 0):
+            continue
+        starts = [e.step for e in ev.events if isinstance(e, Point) and e.point == "step.start" and e.inc == inc]
+        if starts and starts[-1] in hit:
+            out[starts[-1]] += 1
+    return out
 
 
 def _following(base: Evidence | None) -> dict[str, str]:
@@ -177,7 +198,7 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
     faults = ev.faults()
     for f in terms:
         inc = f.inc
-        if any(g.inc == inc and base(str(g.action)) in INTERRUPTING for g in faults[faults.index(f) + 1:]):
+        if any(g.inc == inc and action_name(str(g.action)) in INTERRUPTING for g in faults[faults.index(f) + 1:]):
             continue  # a later fault of the schedule killed or froze this worker while it drained: not judged
         end = _incarnation(ev, inc)
         if inc in escalated:
@@ -190,6 +211,8 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
                           [f"term at {f.step}:{f.point}"])
         if end is None:
             return unknown("drains_on_sigterm", f"no end recorded for {inc}")
+        if _outage_cut(ev, f, end):
+            continue  # the step in flight could not finish: its service was down past the client's retries
         if not conventions(ev):
             return _drained_by_records(ev, base, terms)
         expect = ev.extra.get("drain_expect", "checkpoint")
@@ -203,6 +226,19 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
                 return failed("drains_on_sigterm", f"{inc} exited 0 after SIGTERM without checkpointing as paused",
                               [f"its writes: {statuses or 'none'}"])
     return passed("drains_on_sigterm", f"{len(terms)} SIGTERM(s) drained cleanly")
+
+
+def _outage_cut(ev: Evidence, term: FaultFired, end: dict) -> bool:
+    """True when the SIGTERMed worker exited with an error (not by a signal) while an outage of the run was in
+    force: an outage fault fired before its end, and a request of its own after the SIGTERM met it (an
+    injected error). Its drain was cut short by the outage, not skipped."""
+    if end.get("signal") is not None or end.get("exit_code") in (None, 0):
+        return False
+    if not any(action_name(str(f.action)) == "outage" for f in ev.faults()):
+        return False
+    after = ev.events[ev.events.index(term) + 1:]
+    return any(isinstance(e, Point) and e.inc == term.inc and e.point in ("effect.received", "model.request")
+               for e in after)
 
 
 def _drained_by_records(ev: Evidence, base: Evidence | None, terms: list[FaultFired]) -> Verdict:
