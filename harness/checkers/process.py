@@ -10,10 +10,11 @@ from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict, failed, not_applicable, passed, unknown
 from killpoint.checkers.visits import Visit, attempt_visits, label, looped, order, visits_of
 from killpoint.events import Escalate, FaultFired, Point
-from killpoint.faults.points import PROCESS_ACTIONS
+from killpoint.faults.points import base as action_name
+from killpoint.faults.points import is_process
 
 DRAIN_DEADLINE_EXIT = 6
-INTERRUPTING = frozenset({"kill", "stop", "db-crash"})
+INTERRUPTING = frozenset({"kill", "stop", "db-crash", "clock"})
 """Faults that end or freeze a worker from outside: a drain they cut short says nothing about the drain."""
 
 
@@ -52,7 +53,8 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     several = looped(*starts)
     faults = visits_of(ev, FaultFired)
     hits = Counter(v for f, v in faults if isinstance(f, FaultFired)
-                   and (f.action in PROCESS_ACTIONS or _ended_worker(ev, f)))
+                   and (is_process(str(f.action)) or _ended_worker(ev, f)))
+    hits.update(_outage_ends(ev))
     over = {v: n for v, n in starts.items() if n > 1 + hits.get(v, 0)}
     if over:
         return failed("bounded_rework", "steps were re-done more often than the faults that hit them explain",
@@ -102,12 +104,33 @@ def _ended_worker(ev: Evidence, fault: FaultFired) -> bool:
     """True for a service fault that ended its worker: the last fault of its incarnation, which then exited
     with a non-zero code (not by a signal: a process fault or the harness ended that one)."""
     inc = fault.inc
-    if not inc or fault.action in PROCESS_ACTIONS:
+    if not inc or is_process(str(fault.action)):
         return False
     if [f for f in ev.faults() if f.inc == inc][-1] is not fault:
         return False
     end = next((i for i in ev.incarnations if i.get("inc") == inc), None)
     return end is not None and end.get("signal") is None and end.get("exit_code") not in (None, 0)
+
+
+def _outage_ends(ev: Evidence) -> Counter:
+    """Workers an outage ended beyond the one it hit: an `outage=N` outlasts the retries of more than one
+    incarnation when a kill comes in the middle of it. Each incarnation that met no fault of its own and
+    exited with an error, counted on the visit it was in (its last step.start) if an outage hit that visit."""
+    hit = {v for f, v in visits_of(ev, FaultFired)
+           if isinstance(f, FaultFired) and action_name(str(f.action)) == "outage"}
+    if not hit:
+        return Counter()
+    own = {f.inc for f in ev.faults()}
+    started = visits_of(ev, Point)
+    out: Counter = Counter()
+    for end in ev.incarnations:
+        inc = end.get("inc")
+        if inc in own or end.get("signal") is not None or end.get("exit_code") in (None, 0):
+            continue
+        mine = [v for e, v in started if isinstance(e, Point) and e.point == "step.start" and e.inc == inc]
+        if mine and mine[-1] in hit:
+            out[mine[-1]] += 1
+    return out
 
 
 def _following(base: Evidence | None) -> dict[Visit, Visit]:
@@ -185,7 +208,8 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
         return not_applicable("drains_on_sigterm", "not exercised: no term fault in this run")
     escalated = {e.inc for e in ev.events if isinstance(e, Escalate)}
     faults = ev.faults()
-    cut = [f for f in terms if any(g.inc == f.inc and g.action in INTERRUPTING for g in faults[faults.index(f) + 1:])]
+    cut = [f for f in terms
+           if any(g.inc == f.inc and action_name(str(g.action)) in INTERRUPTING for g in faults[faults.index(f) + 1:])]
     if len(cut) == len(terms):
         return not_applicable("drains_on_sigterm", "not exercised: a later fault killed or froze every worker "
                               "that got a SIGTERM before it could drain")
@@ -204,6 +228,8 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
                           [f"term at {f.step}:{f.point}"])
         if end is None:
             return unknown("drains_on_sigterm", f"no end recorded for {inc}")
+        if _outage_cut(ev, f, end):
+            continue  # the step in flight could not finish: its service was down past the client's retries
         if not conventions(ev):
             return _drained_by_records(ev, base, terms)
         expect = ev.extra.get("drain_expect", "checkpoint")
@@ -217,6 +243,19 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
                 return failed("drains_on_sigterm", f"{inc} exited 0 after SIGTERM without checkpointing as paused",
                               [f"its writes: {statuses or 'none'}"])
     return passed("drains_on_sigterm", f"{len(terms)} SIGTERM(s) drained cleanly")
+
+
+def _outage_cut(ev: Evidence, term: FaultFired, end: dict) -> bool:
+    """True when the SIGTERMed worker exited with an error (not by a signal) while an outage of the run was in
+    force: an outage fault fired before its end, and a request of its own after the SIGTERM met it (an
+    injected error). Its drain was cut short by the outage, not skipped."""
+    if end.get("signal") is not None or end.get("exit_code") in (None, 0):
+        return False
+    if not any(action_name(str(f.action)) == "outage" for f in ev.faults()):
+        return False
+    after = ev.events[ev.events.index(term) + 1:]
+    return any(isinstance(e, Point) and e.inc == term.inc and e.point in ("effect.received", "model.request")
+               for e in after)
 
 
 def _drained_by_records(ev: Evidence, base: Evidence | None, terms: list[FaultFired]) -> Verdict:

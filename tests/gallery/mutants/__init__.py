@@ -84,6 +84,18 @@ MUTANTS: tuple[Mutant, ...] = (
            "crash-points", "plan:step.start:kill", "exactly_once"),
     Mutant("installment_day_key", "a loop's installments keyed by the day (two on one day collide)",
            "crash-points", "plan:step.start:kill", "exactly_once"),
+    Mutant("billing_period_key", "the charge key carries the billing period read from the clock on each attempt",
+           "mixed-faults", "charge:checkpoint.writing:clock+366d", "exactly_once"),
+    Mutant("hour_window_key", "the email key carries the hour the attempt runs in (a dedupe window on the hour)",
+           "mixed-faults", "email:checkpoint.writing:clock-1h", "exactly_once"),
+    Mutant("period_in_payload", "the email body names the period read from the clock on each attempt",
+           "mixed-faults", "email:checkpoint.writing:clock+366d", "completes"),
+    Mutant("swallow_send", "the charge's send wrapped in except Exception, and the run carries on",
+           "mixed-faults", "charge:effect.received:outage", "exactly_once"),
+    Mutant("fallback_marks_sent", "the email recorded as sent after the client gave up", "mixed-faults",
+           "email:effect.received:outage", "exactly_once"),
+    Mutant("model_fallback", "a model outage taken as an approval", "mixed-faults",
+           "validate:model.request:outage", "same_final_state"),
 )
 """Every mutant. ``schedule`` is empty where the scenario's own seeded trial (``--seed`` in ``args``), not a
 fault, exercises the bug."""
