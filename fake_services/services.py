@@ -140,6 +140,10 @@ class Services:
         """Forget one run; or (no run) all records, the arrival counter and the static faults."""
         admin.reset(self.state, run_id)
 
+    def share_account(self, account: str, run_ids: list[str]) -> None:
+        """Bill ``run_ids`` in one provider account: one idempotency key space per service (``journal.py``)."""
+        self.state.journal.share_account(account, list(run_ids))
+
     def set_faults(self, faults: Mapping[str, Mapping[str, int]]) -> None:
         """Set static faults for the services named (shape in ``faults.py``); ``ValueError`` if malformed."""
         self.state.faults.set(faults)

@@ -78,6 +78,12 @@ MUTANTS: tuple[Mutant, ...] = (
            "mixed-faults", "email:effect.received:error,record:step.start:kill", "exactly_once"),
     Mutant("hash_key", "idempotency key built with Python's hash() (salted per interpreter)", "crash-points",
            "charge:effect.applied:kill", "exactly_once"),
+    Mutant("account_key", "the charge keyed on the customer's account: next month's invoice is replayed",
+           "shared-account", "charge:effect.applied:kill", "exactly_once"),
+    Mutant("amount_key", "the charge keyed on account and amount: two equal invoices are one charge",
+           "shared-account", "charge:effect.applied:kill", "exactly_once"),
+    Mutant("customer_email_key", "the email keyed on its recipient: next month's invoice mail is refused 422",
+           "shared-account", "charge:effect.applied:kill", "completes"),
 )
 """Every mutant. ``schedule`` is empty where the scenario's own seeded trial (``--seed`` in ``args``), not a
 fault, exercises the bug."""
