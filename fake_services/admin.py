@@ -69,6 +69,7 @@ def reply(state: State, service: str, method: str, path: str, query: dict[str, s
 def reset(state: State, run_id: str | None = None) -> None:
     """Forget one run's records; or all records, the arrival counter and the static faults."""
     state.journal.reset(run_id)
+    state.sampling.forget(run_id)
     if run_id is None:
         state.faults.clear()
 

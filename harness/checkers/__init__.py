@@ -11,6 +11,7 @@ import importlib
 from collections.abc import Callable, Iterable
 
 from killpoint.checkers.context import context_fidelity
+from killpoint.checkers.decisions import decisions_hold
 from killpoint.checkers.effects import exactly_once
 from killpoint.checkers.egress import blocked, no_egress
 from killpoint.checkers.evidence import Evidence
@@ -39,6 +40,7 @@ CHECKERS: dict[str, Checker] = {
     "retries_keep_keys": retries_keep_keys,
     "faults_injected": faults_injected,
     "no_egress": no_egress,
+    "decisions_hold": decisions_hold,
 }
 
 ALWAYS = ("faults_injected",)
