@@ -6,8 +6,9 @@ once, their `record` step held back by `DELAY` seconds so that every run is betw
 its checkpoint at the same time (what a busy production queue does now and then). Then the same runs
 again, from where the first set left the agent's tables, served by one queue worker: one after another.
 
-Judged, each concurrent run: by every crash checker against the crash-free run; by `invariants_hold` on
-the agent's declared `INVARIANTS` over the concurrent set; and by `same_as_serial`: each declared quantity
+Judged, each run of both sets: by every crash checker against the crash-free run (a memo one process keeps
+across the runs it serves shows in the serial set); each concurrent run also by `invariants_hold` on the
+agent's declared `INVARIANTS` over each set; and by `same_as_serial`: each declared quantity
 and the runs' own effects (`OWN_EFFECTS_SQL`) moved alike concurrently and serially. A balance read outside
 the checkpoint transaction and written back later loses an update here; a per-process memo shared across
 runs is found by `exactly_once` and the invariants. The schedule is the seed's fleet schedule of kills
@@ -22,6 +23,7 @@ from dataclasses import replace
 import psycopg
 
 from killpoint.checkers import CRASH_CHECKERS
+from killpoint.checkers.invariants import FACTS
 from killpoint.faults.plan import FaultPlan
 from killpoint.faults.schedule import Schedule
 from killpoint.reference_agent.sweeper import sweep_stalled
@@ -56,6 +58,9 @@ class ConcurrentRuns(Scenario):
         return self.together(ctx, Schedule(), ctx.seed)
 
     def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None, run_id: str | None = None) -> Trial:
+        """Both sets under `schedule` (with a seed: the seed's schedule); the first failing run stands for them."""
+        if seed is not None:
+            schedule = self.schedule_from_seed(ctx, seed)
         trials = self.together(ctx, schedule, seed)
         return next((t for t in trials if t.outcome != "pass"), trials[0])
 
@@ -79,14 +84,16 @@ class ConcurrentRuns(Scenario):
         moved = {name: {"concurrent": value, "serial": serial.moved().get(name)}
                  for name, value in concurrent.moved().items()}
         own = {"own effects": {"concurrent": own_effects(concurrent), "serial": own_effects(serial)}}
-        extra = {"serial": {**moved, **own}}
+        extra = {"serial": {**moved, **own},
+                 FACTS: [{**f, "name": f"{f['name']} (the same runs, serially)"} for f in serial.invariant_facts()]}
         trials = [concurrent.trial(r, schedule, seed, self.checkers, base, extra) for r in concurrent.run_ids]
+        trials += [serial.trial(r, Schedule(), seed, self.checkers, base) for r in serial.run_ids]
         ctx.say(f"{self.name}: {RUNS} runs at once, then one after another -> "
                 f"{', '.join(sorted({t.outcome for t in trials}))}")
         return trials
 
     def figures(self, trials: list[Trial]) -> str:
-        return f"{len(trials)} concurrent runs judged against the same runs done serially"
+        return f"{len(trials)} runs: {RUNS} at once, then the same {RUNS} one after another"
 
 
 def own_effects(fleet: Fleet) -> list[list]:

@@ -270,7 +270,7 @@ class Fleet:
         invariants, by `invariants_hold` too, on the fleet's facts."""
         checkers = list(checkers)
         if self.invariants:
-            extra = {**(extra or {}), FACTS: self.invariant_facts()}
+            extra = {**(extra or {}), FACTS: [*self.invariant_facts(), *(extra or {}).get(FACTS, [])]}
             checkers += [c for c in ("invariants_hold",) if c not in checkers]
         if extra and "serial" in extra:
             checkers += [c for c in ("same_as_serial",) if c not in checkers]
