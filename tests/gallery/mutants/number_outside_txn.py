@@ -10,7 +10,13 @@ import os
 import psycopg
 
 from killpoint.reference_agent import invoice_agent
-from killpoint.reference_agent.invoice_agent import MIGRATIONS, OWN_EFFECTS_SQL, START, STATE_VERSION, initial_state
+from killpoint.reference_agent.invoice_agent import (
+    MIGRATIONS,
+    OWN_EFFECTS_SQL,
+    START,
+    STATE_VERSION,
+    initial_state,
+)
 from killpoint.reference_agent.runtime import Checkpoint, StepContext, StepResult
 
 __all__ = ["INVARIANTS", "MIGRATIONS", "OWN_EFFECTS_SQL", "SCHEMA_SQL", "START", "STATE_VERSION", "STEPS",

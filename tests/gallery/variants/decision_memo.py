@@ -11,7 +11,13 @@ from collections.abc import Callable
 import psycopg
 
 from killpoint.reference_agent import invoice_agent
-from killpoint.reference_agent.invoice_agent import MIGRATIONS, STATE_VERSION, _describe, initial_state, verdict
+from killpoint.reference_agent.invoice_agent import (
+    MIGRATIONS,
+    STATE_VERSION,
+    _describe,
+    initial_state,
+    verdict,
+)
 from killpoint.reference_agent.runtime import Checkpoint, StepContext, StepResult
 
 __all__ = ["MIGRATIONS", "OWN_EFFECTS_SQL", "SCHEMA_SQL", "START", "STATE_VERSION", "STEPS", "initial_state"]
