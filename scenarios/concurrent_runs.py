@@ -25,7 +25,7 @@ import psycopg
 from killpoint.checkers import CRASH_CHECKERS
 from killpoint.checkers.invariants import FACTS
 from killpoint.faults.plan import FaultPlan
-from killpoint.faults.schedule import Schedule
+from killpoint.faults.schedule import Schedule, derive_seed
 from killpoint.reference_agent.sweeper import sweep_stalled
 from killpoint.run.fleet import Fleet
 from killpoint.run.options import RunOptions
@@ -52,7 +52,8 @@ class ConcurrentRuns(Scenario):
         return Schedule()
 
     def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
-        return []
+        """`explore --random N`: N more pairs of sets, each under its seed (no faults: the interleaving varies)."""
+        return [(derive_seed(ctx.seed, i), Schedule()) for i in range(count)]
 
     def run(self, ctx: Context) -> list[Trial]:
         return self.together(ctx, Schedule(), ctx.seed)
