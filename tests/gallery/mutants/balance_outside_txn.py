@@ -18,13 +18,11 @@ from killpoint.reference_agent.invoice_agent import (
     initial_state,
 )
 from killpoint.reference_agent.runtime import Checkpoint, StepContext, StepResult
+from tests.gallery.balances import INVARIANTS, SCHEMA_SQL
 
 __all__ = ["INVARIANTS", "MIGRATIONS", "OWN_EFFECTS_SQL", "SCHEMA_SQL", "START", "STATE_VERSION", "STEPS",
            "initial_state"]
 
-SCHEMA_SQL = "CREATE TABLE IF NOT EXISTS balances (account text PRIMARY KEY, balance_cents bigint NOT NULL)"
-INVARIANTS = {"balances follow the charges": {"sql": "SELECT COALESCE(SUM(balance_cents), 0) FROM balances",
-                                              "equals": "ledger.amount_cents"}}
 
 
 def charge(cp: Checkpoint, ctx: StepContext) -> StepResult:

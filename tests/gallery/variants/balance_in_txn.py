@@ -15,13 +15,11 @@ from killpoint.reference_agent.invoice_agent import (
     initial_state,
 )
 from killpoint.reference_agent.runtime import Checkpoint, StepContext, StepResult
+from tests.gallery.balances import INVARIANTS, SCHEMA_SQL, credit
 
 __all__ = ["INVARIANTS", "MIGRATIONS", "OWN_EFFECTS_SQL", "SCHEMA_SQL", "START", "STATE_VERSION", "STEPS",
            "initial_state"]
 
-SCHEMA_SQL = "CREATE TABLE IF NOT EXISTS balances (account text PRIMARY KEY, balance_cents bigint NOT NULL)"
-INVARIANTS = {"balances follow the charges": {"sql": "SELECT COALESCE(SUM(balance_cents), 0) FROM balances",
-                                              "equals": "ledger.amount_cents"}}
 
 
 def record(cp: Checkpoint, ctx: StepContext) -> StepResult:
@@ -30,9 +28,7 @@ def record(cp: Checkpoint, ctx: StepContext) -> StepResult:
 
     def write(cur: psycopg.Cursor) -> None:
         result.in_txn(cur)
-        cur.execute("INSERT INTO balances (account, balance_cents) VALUES (%s, %s) ON CONFLICT (account) "
-                    "DO UPDATE SET balance_cents = balances.balance_cents + EXCLUDED.balance_cents",
-                    (s["customer"]["account"], s["amount_cents"]))
+        credit(cur, s["customer"]["account"], s["amount_cents"])
 
     return StepResult(result.cursor, result.state, in_txn=write)
 
