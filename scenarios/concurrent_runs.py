@@ -29,6 +29,7 @@ from killpoint.faults.schedule import Schedule, derive_seed
 from killpoint.reference_agent.sweeper import sweep_stalled
 from killpoint.run.fleet import Fleet
 from killpoint.run.options import RunOptions
+from killpoint.run.plans import in_shard
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 
@@ -56,6 +57,8 @@ class ConcurrentRuns(Scenario):
         return [(derive_seed(ctx.seed, i), Schedule()) for i in range(count)]
 
     def run(self, ctx: Context) -> list[Trial]:
+        if not in_shard(self, ctx, [Schedule()], lambda s: (s, ctx.seed)):  # --shard: both sets are one trial
+            return []
         return self.together(ctx, Schedule(), ctx.seed)
 
     def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None, run_id: str | None = None) -> Trial:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from killpoint.faults.schedule import Schedule, derive_seed
+from killpoint.run.plans import in_shard
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial, TrialSpec
 
@@ -55,7 +56,8 @@ class SharedAccount(Scenario):
             seed = ctx.seed if i == 0 else derive_seed(ctx.seed, i)
             schedule = self.schedule_from_seed(ctx, seed)
             ctx.say(f"{self.name}: seed {seed} -> schedule {schedule}, {len(MONTHS)} invoices in account {ACCOUNT}")
-            trials += self.cycle(ctx, schedule, seed)
+            if in_shard(self, ctx, [(seed, schedule)], lambda item: (item[1], item[0])):  # --shard: a cycle is one trial
+                trials += self.cycle(ctx, schedule, seed)
         return trials
 
     def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None, run_id: str | None = None) -> Trial:
