@@ -96,6 +96,24 @@ MUTANTS: tuple[Mutant, ...] = (
            "email:effect.received:outage", "exactly_once"),
     Mutant("model_fallback", "a model outage taken as an approval", "mixed-faults",
            "validate:model.request:outage", "same_final_state"),
+    Mutant("account_key", "the charge keyed on the customer's account: next month's invoice is replayed",
+           "shared-account", "charge:effect.applied:kill", "exactly_once"),
+    Mutant("amount_key", "the charge keyed on account and amount: two equal invoices are one charge",
+           "shared-account", "charge:effect.applied:kill", "exactly_once"),
+    Mutant("customer_email_key", "the email keyed on its recipient: next month's invoice mail is refused 422",
+           "shared-account", "charge:effect.applied:kill", "completes"),
+    Mutant("approve_and_charge", "the approval and the charge it gates in one step (a resumed step hears another "
+           "verdict)", "sampling-model", "approve_charge:checkpoint.writing:kill", "decisions_hold"),
+    Mutant("decide_and_notify", "the validation mailed to the customer in the step that asks for it",
+           "sampling-model", "validate:checkpoint.writing:kill", "decisions_hold"),
+    Mutant("model_discount", "a discount the model decides charged in the same step", "sampling-model",
+           "charge:effect.applied:kill", "decisions_hold"),
+    Mutant("balance_outside_txn", "a balance read outside the checkpoint transaction and written back later",
+           "concurrent-runs", "", "same_as_serial", ("--seed", "0")),
+    Mutant("receipt_memo", "a per-process memo of receipts shared by the runs one worker serves",
+           "concurrent-runs", "", "invariants_hold", ("--seed", "0")),
+    Mutant("number_outside_txn", "invoice numbers drawn outside the checkpoint transaction", "concurrent-runs", "",
+           "same_as_serial", ("--seed", "0")),
 )
 """Every mutant. ``schedule`` is empty where the scenario's own seeded trial (``--seed`` in ``args``), not a
 fault, exercises the bug."""
