@@ -12,7 +12,7 @@ from killpoint.checkers.evidence import Evidence
 from killpoint.events import Point
 from killpoint.run.context import Context
 from killpoint.run.scenario import Scenario
-from killpoint.run.untested import nothing_to_test
+from killpoint.run.untested import late_checkpoint, nothing_to_test
 from killpoint.scenarios.db_crash import DbCrash
 from killpoint.scenarios.deploy_drain import DeployDrain
 
@@ -58,3 +58,21 @@ def test_a_scenario_with_no_point_runs_nothing_and_is_unknown_with_the_reason() 
         result = scenario.result([], started)
         assert result.outcome == "unknown" and "durability='sync'" in result.reason, result
     assert len(said) == 3 and all("nothing to test" in s for s in said)
+
+
+def test_a_request_sent_before_its_steps_checkpoint_was_committed_is_noted_with_the_durability() -> None:
+    """LangGraph's default durability='async': email's request reached the service before the checkpoint
+    that starts email (cursor email, seq 1) was committed; with 'sync' it comes after, and nothing is said."""
+    def run(effect_first: bool) -> Evidence:
+        effect = Point(run_id="b", inc="b#1", point="effect.received", step="email", source="resend", nth=1)
+        commit = Point(run_id="b", inc="b#1", point="checkpoint.committed", step="plan", source="sql-barrier",
+                       nth=1, seq=1)
+        return Evidence(run_id="b", events=[effect, commit] if effect_first else [commit, effect],
+                        audit=[{"seq": 0, "cursor": "plan"}, {"seq": 1, "cursor": "email"}])
+
+    note = late_checkpoint(run(True), get("langgraph"))
+    assert note.startswith("note: email sent a request before its checkpoint was committed") and "durability='sync'" in note
+    assert late_checkpoint(run(False), get("langgraph")) == ""
+    said: list[str] = []
+    assert NoPoints().step_points(ctx(run(True), "langgraph", said)) == {"email": ["effect.received"], "plan": ["checkpoint.committed"]}
+    assert said == [f"no-points: {note}"]
