@@ -63,6 +63,12 @@ class LangGraphAdapter(FrameworkRecords):
         return ("the graph checkpoints only at exit (durability='exit'): invoke it with durability='sync' "
                 "so each node's checkpoint is committed before the next node runs")
 
+    def late_checkpoint_hint(self, step: str) -> str:
+        """Flow step 6: the default durability="async"."""
+        return (f"the graph writes each checkpoint while the next node runs (durability='async', the default), so "
+                f"a request of {step} is attributed to the node before it unless its key or a Killpoint-Step "
+                "header names its node: invoke the graph with durability='sync'")
+
     def _latest(self, conn: psycopg.Connection, run_id: str) -> tuple[dict, str | None, int] | None:
         row: Any = conn.execute(LATEST_SQL, {"run": run_id}).fetchone()
         return (row[0] or {}, row[1], -1 if row[2] is None else int(row[2])) if row else None

@@ -72,6 +72,8 @@ class Scenario:
 
     untested = ""
     """Why this instance had no schedule to run (`testable`), said as its result's reason; "" if it had."""
+    noted = False
+    """Whether `step_points` looked for late checkpoints (`run.untested.late_checkpoint`) already."""
 
     def options(self, base: RunOptions) -> RunOptions:
         return base
@@ -111,7 +113,17 @@ class Scenario:
         return "db-crash" not in self.actions and type(self).trial is Scenario.trial
 
     def step_points(self, ctx: Context) -> dict[str, list[str]]:
-        return step_points(ctx.session.baseline(self.options(ctx.session.options), self.agent(ctx)))
+        """The points each step reached in the crash-free run; the first time, a note when a step sent a
+        request before its checkpoint was committed (`run.untested.late_checkpoint`)."""
+        base = ctx.session.baseline(self.options(ctx.session.options), self.agent(ctx))
+        if not self.noted:
+            from killpoint.run.untested import late_checkpoint
+
+            self.noted = True
+            note = late_checkpoint(base, ctx.session.env.adapter)
+            if note:
+                ctx.say(f"{self.name}: {note}")
+        return step_points(base)
 
     def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
         """The schedule a seed stands for in this scenario (what `replay --seed` runs)."""
