@@ -12,26 +12,22 @@ headers and body are kept in ``seen``.
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import AbstractContextManager
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fake_services.anthropic_upstream import AnthropicApi, send_json, serving
 
 USAGE = {"input": 321, "output": 12}
 ARGUMENTS = {"charge_card": {"order_id": "A-17", "amount_cents": 12500},
              "issue_refund": {"order_id": "A-17", "amount": 4200}}
 
 
-class OpenAIApi(ThreadingHTTPServer):
+class OpenAIApi(AnthropicApi):
     """The server; start it with :func:`openai_api`."""
 
-    daemon_threads = True
-
     def __init__(self) -> None:
-        self.seen: list[tuple[dict[str, str], dict[str, Any]]] = []
-        self.lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), OpenAIHandler)
+        super().__init__(OpenAIHandler)
 
     @property
     def url(self) -> str:
@@ -39,18 +35,9 @@ class OpenAIApi(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
 
 
-@contextmanager
-def openai_api() -> Iterator[OpenAIApi]:
+def openai_api() -> AbstractContextManager[OpenAIApi]:
     """A serving :class:`OpenAIApi`, shut down and closed after the block."""
-    server = OpenAIApi()
-    serving = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    serving.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-        serving.join(5)
+    return serving(OpenAIApi())
 
 
 def chat_reply(body: dict[str, Any], n: int) -> dict[str, Any]:
@@ -109,9 +96,4 @@ class OpenAIHandler(BaseHTTPRequestHandler):
             status, answer = 401, {"error": {"type": "invalid_request_error", "message": "no API key"}}
         else:
             status, answer = 200, reply(body, n)
-        data = json.dumps(answer).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, status, answer)
