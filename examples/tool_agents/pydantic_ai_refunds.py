@@ -4,13 +4,17 @@ refund out through a ledger's HTTP API. Nothing in it knows killpoint.
 
     python pydantic_ai_refunds.py RUN_ID [--keyed]
 
-starts the workflow ``RUN_ID`` (its DBOS workflow id and executor id) or, if DBOS has it already, waits
-for DBOS to recover it (at launch, DBOS resumes the pending workflows of its executor id; calling the async
-workflow again under the same id as well would run the agent in two event loops at once): the model requests are DBOS steps (``DBOSDurability``), so a recovered run gets the model's
-recorded answer, the same tool call with the same ``tool_call_id``, and runs the tool again. Without
-``--keyed`` the payout carries no idempotency key: killed after the ledger paid and before DBOS recorded
-the tool's step, the recovery pays a second time. With ``--keyed`` it carries ``refund:RUN_ID:<tool_call_id>``,
-and the ledger answers the repeat with the first payout.
+starts the workflow ``RUN_ID`` (its DBOS workflow id and executor id) or, if DBOS has it already, lets DBOS
+recover it from its last recorded step; a finished workflow returns its recorded result. The model
+requests are DBOS steps (``DBOSDurability``), so a recovered run gets the model's recorded answer, the same
+tool call with the same ``tool_call_id``, and runs the tool again. Without ``--keyed`` the payout carries
+no idempotency key: killed after the ledger paid and before DBOS recorded the next step, the recovery pays a
+second time. With ``--keyed`` it carries ``refund:RUN_ID:<tool_call_id>`` (not ``RUN_ID:...``, which
+killpoint would read as naming a step), and the ledger answers the repeat with the first payout.
+
+The workflow is synchronous (``agent.run_sync``): at launch DBOS resumes the pending workflows of its
+executor id, and an ``async`` workflow awaiting ``agent.run`` hung when resumed that way (Pydantic AI 2.68,
+DBOS 3.4).
 
 Environment: DATABASE_URL (DBOS's system database), ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY (the model),
 LEDGER_URL (the ledger). Under killpoint (docs/tools.md):
