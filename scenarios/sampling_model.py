@@ -3,8 +3,9 @@ checkpointed before the effect it gates.
 
 Every trial's run has a sampling model (`fake_services/sampling.py`): the first answer to each request is
 the crash-free run's, a repeat (a step resumed after a crash asking again) is re-drawn with the other
-verdict, from a seed that is a digest of the trial's schedule (so its replay line hears the same answers). The faults: a kill at each point of each step that asks the model,
-then random multi-fault schedules of kills.
+verdict, from a seed that is a digest of the trial's schedule (so its replay line hears the same answers).
+The faults: a kill at each point of each step that asks the model, then random multi-fault schedules of
+kills.
 
 A run whose model changed its mind legitimately ends elsewhere than the crash-free run (another verdict,
 another template), so it is judged against the *counterfactual*: a crash-free run whose model is pinned to
