@@ -49,7 +49,9 @@ def explore(scenario: str, steps: str, count: int, seed: int) -> tuple[int, int,
                                "--random", str(count), "--seed", str(seed), "--steps", steps],
                               capture_output=True, text=True, cwd=tmp, env=env, stdin=subprocess.DEVNULL, timeout=7200)
         took = time.monotonic() - started
-    outcomes = OUTCOME.findall(proc.stdout)
+    lines = [ln for ln in proc.stderr.splitlines() if OUTCOME.search(ln)]  # progress lines go to stderr
+    runs = [ln for ln in lines if "random [" not in ln] or lines  # a run's own line where the scenario says one
+    outcomes = [OUTCOME.search(ln).group(1) for ln in runs]
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{scenario} on {steps}: exit {proc.returncode}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     return len(outcomes), sum(1 for o in outcomes if o != "pass"), took

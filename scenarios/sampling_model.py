@@ -3,9 +3,9 @@ checkpointed before the effect it gates.
 
 Every trial's run has a sampling model (`fake_services/sampling.py`): the first answer to each request is
 the crash-free run's, a repeat (a step resumed after a crash asking again) is re-drawn with the other
-verdict, from a seed that is the trial's (its seed, or for a written schedule a digest of the schedule, so a
-replay line hears the same answers). The faults: a kill at each point of each step that asks the model,
-then random multi-fault schedules of kills.
+verdict, from a seed that is a digest of the trial's schedule (so its replay line hears the same answers).
+The faults: a kill at each point of each step that asks the model, then random multi-fault schedules of
+kills.
 
 A run whose model changed its mind legitimately ends elsewhere than the crash-free run (another verdict,
 another template), so it is judged against the *counterfactual*: a crash-free run whose model is pinned to
@@ -29,9 +29,10 @@ from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 
 
-def sampling_seed(schedule: Schedule, seed: int | None) -> int:
-    """The sampling model's seed of a trial: its own seed, else a digest of its schedule (replayable)."""
-    return seed if seed is not None else zlib.crc32(str(schedule).encode())
+def sampling_seed(schedule: Schedule) -> int:
+    """The sampling model's seed of a trial: a digest of its schedule, so that the replay line (which names
+    the schedule) hears the same answers, whether the trial was drawn from a seed or written."""
+    return zlib.crc32(str(schedule).encode())
 
 
 def final_answers(ev: Evidence) -> dict[str, str]:
@@ -61,7 +62,7 @@ class SamplingModel(Scenario):
         session.check_steps(schedule, agent)
         base = session.baseline(options, agent)
         run_id = run_id or session.next_run_id(self.name)
-        sample = sampling_seed(schedule, seed)
+        sample = sampling_seed(schedule)
         services = session.env.services
 
         def sampled(_conn: psycopg.Connection, rid: str) -> dict[str, Any]:

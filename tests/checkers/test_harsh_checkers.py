@@ -9,7 +9,14 @@ import pytest
 from killpoint.checkers import resolve
 from killpoint.checkers.decisions import decisions_hold
 from killpoint.checkers.evidence import Evidence
-from killpoint.checkers.invariants import Invariant, declared, facts, invariants_hold, same_as_serial, witnessed
+from killpoint.checkers.invariants import (
+    Invariant,
+    declared,
+    facts,
+    invariants_hold,
+    same_as_serial,
+    witnessed,
+)
 
 APPROVE, REVIEW = "answer aaa verdict=approve", "answer bbb verdict=review"
 

@@ -44,7 +44,7 @@ def test_shared_account_finds_a_charge_keyed_on_the_customer(session: Session) -
 
 @pytest.mark.parametrize(("steps", "schedule"), [
     (None, "validate:checkpoint.writing:kill"),
-    (f"{VARIANTS}.decision_memo", "approve_charge:checkpoint.writing:kill"),
+    (f"{VARIANTS}.decision_memo", "validate:checkpoint.writing:kill"),
 ])
 def test_sampling_model_passes_decisions_checkpointed_before_their_effects(session: Session, steps: str | None,
                                                                           schedule: str) -> None:
@@ -59,7 +59,7 @@ def test_sampling_model_passes_decisions_checkpointed_before_their_effects(sessi
 def test_sampling_model_finds_a_charge_made_on_a_replaced_approval(session: Session) -> None:
     scenario = on(SamplingModel(), f"{MUTANTS}.approve_and_charge")
     ctx = Context(session=session)
-    trial = scenario.trial(ctx, Schedule.parse("approve_charge:checkpoint.writing:kill", scenario.agent(ctx).steps))
+    trial = scenario.trial(ctx, Schedule.parse("validate:checkpoint.writing:kill", scenario.agent(ctx).steps))
     assert "decisions_hold" in failing(trial), why([trial])
 
 

@@ -103,7 +103,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("customer_email_key", "the email keyed on its recipient: next month's invoice mail is refused 422",
            "shared-account", "charge:effect.applied:kill", "completes"),
     Mutant("approve_and_charge", "the approval and the charge it gates in one step (a resumed step hears another "
-           "verdict)", "sampling-model", "approve_charge:checkpoint.writing:kill", "decisions_hold"),
+           "verdict)", "sampling-model", "validate:checkpoint.writing:kill", "decisions_hold"),
     Mutant("decide_and_notify", "the validation mailed to the customer in the step that asks for it",
            "sampling-model", "validate:checkpoint.writing:kill", "decisions_hold"),
     Mutant("model_discount", "a discount the model decides charged in the same step", "sampling-model",

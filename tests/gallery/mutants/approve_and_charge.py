@@ -1,4 +1,4 @@
-"""Mutant: the approval decision and the charge it gates are one step. ``approve_charge`` asks the model to
+"""Mutant: the approval decision and the charge it gates are one step. ``validate`` asks the model to
 validate the invoice, charges when it approves, and checkpoints the verdict with the charge. Killed after
 the charge, the step is resumed and asks again; a model that samples may now say "review": the customer is
 charged, yet the run records "review" and emails "under review"."""
@@ -9,6 +9,7 @@ from killpoint.reference_agent import invoice_agent
 from killpoint.reference_agent.invoice_agent import (
     MIGRATIONS,
     OWN_EFFECTS_SQL,
+    START,
     STATE_VERSION,
     _describe,
     initial_state,
@@ -18,15 +19,9 @@ from killpoint.reference_agent.runtime import Checkpoint, StepContext, StepResul
 
 __all__ = ["MIGRATIONS", "OWN_EFFECTS_SQL", "START", "STATE_VERSION", "STEPS", "initial_state"]
 
-START = "plan"
 
 
-def plan(cp: Checkpoint, ctx: StepContext) -> StepResult:
-    result = invoice_agent.plan(cp, ctx)
-    return StepResult("approve_charge", result.state, result.window, result.cost_usd)
-
-
-def approve_charge(cp: Checkpoint, ctx: StepContext) -> StepResult:
+def validate(cp: Checkpoint, ctx: StepContext) -> StepResult:
     s = cp.state
     window = [*cp.window, {"role": "user", "content": f"Validate {_describe(s)} against the plan. "
                                                       "Answer APPROVE or REJECT, with a reason."}]
@@ -41,5 +36,5 @@ def approve_charge(cp: Checkpoint, ctx: StepContext) -> StepResult:
                                 "charge_id": charge_id}, [*window, reply.message], reply.cost_usd)
 
 
-STEPS = {"plan": plan, "approve_charge": approve_charge, "email": invoice_agent.email,
+STEPS = {"plan": invoice_agent.plan, "validate": validate, "email": invoice_agent.email,
          "record": invoice_agent.record}

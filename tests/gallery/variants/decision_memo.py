@@ -13,6 +13,7 @@ import psycopg
 from killpoint.reference_agent import invoice_agent
 from killpoint.reference_agent.invoice_agent import (
     MIGRATIONS,
+    START,
     STATE_VERSION,
     _describe,
     initial_state,
@@ -22,15 +23,9 @@ from killpoint.reference_agent.runtime import Checkpoint, StepContext, StepResul
 
 __all__ = ["MIGRATIONS", "OWN_EFFECTS_SQL", "SCHEMA_SQL", "START", "STATE_VERSION", "STEPS", "initial_state"]
 
-START = "plan"
 SCHEMA_SQL = ("CREATE TABLE IF NOT EXISTS decisions "
               "(run_id text PRIMARY KEY, answer text NOT NULL, cost_usd double precision NOT NULL)")
 OWN_EFFECTS_SQL = invoice_agent.OWN_EFFECTS_SQL
-
-
-def plan(cp: Checkpoint, ctx: StepContext) -> StepResult:
-    result = invoice_agent.plan(cp, ctx)
-    return StepResult("approve_charge", result.state, result.window, result.cost_usd)
 
 
 def _decided(run_id: str, ask: Callable[[], tuple[str, float]]) -> tuple[str, float]:
@@ -46,7 +41,7 @@ def _decided(run_id: str, ask: Callable[[], tuple[str, float]]) -> tuple[str, fl
         return row[0], row[1]
 
 
-def approve_charge(cp: Checkpoint, ctx: StepContext) -> StepResult:
+def validate(cp: Checkpoint, ctx: StepContext) -> StepResult:
     s = cp.state
     window = [*cp.window, {"role": "user", "content": f"Validate {_describe(s)} against the plan. "
                                                       "Answer APPROVE or REJECT, with a reason."}]
@@ -67,5 +62,5 @@ def approve_charge(cp: Checkpoint, ctx: StepContext) -> StepResult:
                                 "charge_id": charge_id}, [*window, message], cost)
 
 
-STEPS = {"plan": plan, "approve_charge": approve_charge, "email": invoice_agent.email,
+STEPS = {"plan": invoice_agent.plan, "validate": validate, "email": invoice_agent.email,
          "record": invoice_agent.record}
