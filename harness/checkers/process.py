@@ -112,13 +112,33 @@ def _ended_worker(ev: Evidence, fault: FaultFired) -> bool:
     return end is not None and end.get("signal") is None and end.get("exit_code") not in (None, 0)
 
 
+def _outages(ev: Evidence) -> dict[str, int]:
+    """Each service an outage fault hit, with the index in `ev.events` of its first such fault (the service is
+    the `source` of the request point the fault fired at)."""
+    out: dict[str, int] = {}
+    for i, e in enumerate(ev.events):
+        if isinstance(e, FaultFired) and action_name(str(e.action)) == "outage":
+            hit = next((p for p in reversed(ev.events[:i]) if isinstance(p, Point) and p.inc == e.inc
+                        and p.step == e.step and p.point == e.point), None)
+            if hit is not None and hit.source:
+                out.setdefault(str(hit.source), i)
+    return out
+
+
+def _met_outage(ev: Evidence, inc: str | None, outages: dict[str, int], since: int = 0) -> bool:
+    """True when `inc` sent a request (after event `since`) to a service after an outage fault hit it."""
+    return any(isinstance(e, Point) and e.inc == inc and e.point in ("effect.received", "model.request")
+               and e.source in outages and i > outages[str(e.source)]
+               for i, e in enumerate(ev.events) if i > since)
+
+
 def _outage_ends(ev: Evidence) -> Counter:
-    """Workers an outage ended beyond the one it hit: an `outage=N` outlasts the retries of more than one
-    incarnation when a kill comes in the middle of it. Each incarnation that met no fault of its own and
-    exited with an error, counted on the visit it was in (its last step.start) if an outage hit that visit."""
-    hit = {v for f, v in visits_of(ev, FaultFired)
-           if isinstance(f, FaultFired) and action_name(str(f.action)) == "outage"}
-    if not hit:
+    """Workers an outage ended beyond the one it hit: an outage lasts across steps and, as `outage=N`, across
+    incarnations (a kill in its middle), so it can outlast the retries of more than one worker. Each
+    incarnation that met no fault of its own, sent a request to a service in an outage and exited with an
+    error counts as a fault on the visit it was in (its last step.start)."""
+    outages = _outages(ev)
+    if not outages:
         return Counter()
     own = {f.inc for f in ev.faults()}
     started = visits_of(ev, Point)
@@ -128,7 +148,7 @@ def _outage_ends(ev: Evidence) -> Counter:
         if inc in own or end.get("signal") is not None or end.get("exit_code") in (None, 0):
             continue
         mine = [v for e, v in started if isinstance(e, Point) and e.point == "step.start" and e.inc == inc]
-        if mine and mine[-1] in hit:
+        if mine and _met_outage(ev, inc, outages):
             out[mine[-1]] += 1
     return out
 
@@ -246,16 +266,12 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
 
 
 def _outage_cut(ev: Evidence, term: FaultFired, end: dict) -> bool:
-    """True when the SIGTERMed worker exited with an error (not by a signal) while an outage of the run was in
-    force: an outage fault fired before its end, and a request of its own after the SIGTERM met it (an
-    injected error). Its drain was cut short by the outage, not skipped."""
+    """True when the SIGTERMed worker exited with an error (not by a signal) after sending, since the SIGTERM,
+    a request to a service in an outage: its drain was cut short by the outage, not skipped."""
     if end.get("signal") is not None or end.get("exit_code") in (None, 0):
         return False
-    if not any(action_name(str(f.action)) == "outage" for f in ev.faults()):
-        return False
-    after = ev.events[ev.events.index(term) + 1:]
-    return any(isinstance(e, Point) and e.inc == term.inc and e.point in ("effect.received", "model.request")
-               for e in after)
+    outages = _outages(ev)
+    return bool(outages) and _met_outage(ev, term.inc, outages, since=ev.events.index(term))
 
 
 def _drained_by_records(ev: Evidence, base: Evidence | None, terms: list[FaultFired]) -> Verdict:
