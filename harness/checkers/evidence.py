@@ -64,14 +64,16 @@ class Evidence:
     def aliases(self) -> dict[str, str]:
         """Run-specific names and their placeholders, longest first: each idempotency key and each
         effect id, named by service and order of first appearance (so an agent's own key scheme, a
-        uuid or a digest, compares across runs), and the run id."""
+        uuid or a digest, compares across runs), and the run id. A key that holds the run id is left to
+        the run id's placeholder (`<run>:charge`): it compares as it is, whatever order concurrent requests
+        arrived in."""
         out: dict[str, str] = {}
         keys: dict[str, int] = {}
         effects: dict[str, int] = {}
         for e in self.effects:
             service = str(e.get("service"))
             key = e.get("key")
-            if isinstance(key, str) and len(key) >= MIN_ALIAS and key not in out:
+            if isinstance(key, str) and len(key) >= MIN_ALIAS and key not in out and self.run_id not in key:
                 keys[service] = keys.get(service, 0) + 1
                 out[key] = f"<{service}-key{keys[service]}>"
             effects[service] = effects.get(service, 0) + 1
