@@ -64,19 +64,23 @@ class Evidence:
     def aliases(self) -> dict[str, str]:
         """Run-specific names and their placeholders, longest first: each idempotency key and each
         effect id, named by service and order of first appearance (so an agent's own key scheme, a
-        uuid or a digest, compares across runs), and the run id."""
+        uuid or a digest, compares across runs), and the run id. A key that holds the run id is left to
+        the run id's placeholder (`<run>:charge`): it compares as it is, whatever order concurrent requests
+        arrived in, and the id of its effect is named after it (`<ledger-effect of <run>:charge>`)."""
         out: dict[str, str] = {}
         keys: dict[str, int] = {}
         effects: dict[str, int] = {}
         for e in self.effects:
             service = str(e.get("service"))
             key = e.get("key")
-            if isinstance(key, str) and len(key) >= MIN_ALIAS and key not in out:
+            if isinstance(key, str) and len(key) >= MIN_ALIAS and key not in out and self.run_id not in key:
                 keys[service] = keys.get(service, 0) + 1
                 out[key] = f"<{service}-key{keys[service]}>"
             effects[service] = effects.get(service, 0) + 1
             if e.get("id") and len(str(e["id"])) >= MIN_ALIAS:
-                out[str(e["id"])] = f"<{service}-effect{effects[service]}>"
+                named = isinstance(key, str) and self.run_id in key  # named by its key, not by arrival
+                out[str(e["id"])] = (f"<{service}-effect of {key.replace(self.run_id, RUN_PLACEHOLDER)}>" if named
+                                     else f"<{service}-effect{effects[service]}>")
         out[self.run_id] = RUN_PLACEHOLDER
         return dict(sorted(out.items(), key=lambda kv: -len(kv[0])))
 

@@ -8,7 +8,7 @@ from collections import Counter
 from killpoint.checkers.effects import _effect_keys
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict, failed, not_applicable, passed, unknown
-from killpoint.checkers.visits import Visit, attempt_visits, label, looped, order, visits_of
+from killpoint.checkers.visits import Visit, attempt_operations, label, looped, order, visits_of
 from killpoint.events import Escalate, FaultFired, Point
 from killpoint.faults.points import base as action_name
 from killpoint.faults.points import is_process
@@ -60,9 +60,9 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
         return failed("bounded_rework", "steps were re-done more often than the faults that hit them explain",
                       [f"{label(v, v[0] in several)}: started {n}x, {hits.get(v, 0)} fault(s) on it"
                        for v, n in sorted(over.items(), key=str)])
-    visits = attempt_visits(ev)
-    paired = visits is not None
-    repeated = [(a, v) for a, v in zip(ev.attempts, visits or [None] * len(ev.attempts), strict=True)
+    operations = attempt_operations(ev)
+    paired = operations is not None
+    repeated = [(a, v) for a, v in zip(ev.attempts, operations or [None] * len(ev.attempts), strict=True)
                 if a.get("outcome") == "deduplicated"]
     allowed: Counter = Counter(v if paired else None for _, v in faults)
     if paired:  # a fault at a visit's committed checkpoint is at the boundary: the next visit may redo
@@ -72,7 +72,8 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     rereads = _rereads(base, paired)  # each start of a visit re-reads what the crash-free one did
     allowed.update({v: n * max(1, starts.get(v, 0) if paired else 1 + sum(hits.values()))
                     for v, n in rereads.items()})
-    counts = Counter(v for _, v in repeated)
+    counts = (Counter(op[0] for op in {op for _, op in repeated if op}) if paired  # repeated operations per visit
+              else Counter(None for _ in repeated))
     excess = {v: n for v, n in counts.items() if n > allowed.get(v, 0)}
     if excess:
         several |= looped(*(v for v in excess if v))
@@ -81,7 +82,7 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
                           for v, n in sorted(excess.items(), key=str))
         return failed("bounded_rework", f"a replay repeated more than one operation per fault ({where})",
                       [f"repeated: {a.get('service')} key={ev.normalize(a.get('key'))}"
-                       + (f" (step {label(v, v[0] in several)})" if v else "") for a, v in repeated])
+                       + (f" (step {label(op[0], op[0][0] in several)})" if op else "") for a, op in repeated])
     if not starts:
         return passed("bounded_rework", "black-box worker: repeated effects within one per fault (step starts unseen)")
     return passed("bounded_rework", f"{sum(starts.values())} step starts for {len(starts)} step visits")
@@ -92,12 +93,13 @@ def _rereads(base: Evidence | None, paired: bool) -> Counter:
     agent re-sends them with no fault (to read an answer back), so a faulted run may too."""
     if base is None:
         return Counter()
-    visits = attempt_visits(base) if paired else None
-    if paired and visits is None:
+    operations = attempt_operations(base) if paired else None
+    if paired and operations is None:
         return Counter()
-    return Counter(v if paired else None
-                   for a, v in zip(base.attempts, visits or [None] * len(base.attempts), strict=True)
-                   if a.get("outcome") == "deduplicated")
+    repeated = {op if paired else i for i, (a, op) in
+                enumerate(zip(base.attempts, operations or [None] * len(base.attempts), strict=True))
+                if a.get("outcome") == "deduplicated"}
+    return Counter(op[0] if paired else None for op in repeated)
 
 
 def _ended_worker(ev: Evidence, fault: FaultFired) -> bool:

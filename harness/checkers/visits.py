@@ -74,13 +74,31 @@ def visits_of(ev: Evidence, kind: type[Event]) -> list[tuple[Event, Visit]]:
 def attempt_visits(ev: Evidence) -> list[Visit] | None:
     """The visit of each of `ev.attempts`: the n-th attempt a service saw is the n-th request point of that
     service (`effect.received`, or `model.request` for the model). None if they do not pair up."""
-    received: dict[str, list[Visit]] = {}
+    paired = attempt_operations(ev)
+    return None if paired is None else [visit for visit, _ in paired]
+
+
+Operation = tuple[str | None, int]
+"""(incarnation, n): the n-th operation an incarnation sent in a visit."""
+
+
+def attempt_operations(ev: Evidence) -> list[tuple[Visit, Operation]] | None:
+    """The visit of each of `ev.attempts` (as `attempt_visits`) and the operation it belongs to: requests an
+    incarnation sent in one visit with no `effect.responded` point between them (several tool calls of one
+    model turn sent at once, a client's retries of one request) are one operation; each answered request
+    (the worker reports `effect.responded`) ends one. None if the attempts do not pair up."""
+    received: dict[str, list[tuple[Visit, Operation]]] = {}
+    ops: Counter = Counter()  # (incarnation, visit) -> operations ended so far
     for e, visit in visits_of(ev, Point):
         assert isinstance(e, Point)
-        if e.point in REQUEST_POINTS:
-            received.setdefault(str(e.source), []).append(visit)
+        if e.point == "step.start":
+            ops[e.inc, visit] = 0
+        elif e.point == "effect.responded" and e.source in (None, "worker"):
+            ops[e.inc, visit] += 1
+        elif e.point in REQUEST_POINTS:
+            received.setdefault(str(e.source), []).append((visit, (e.inc, ops[e.inc, visit])))
     seen: Counter = Counter()
-    out: list[Visit] = []
+    out: list[tuple[Visit, Operation]] = []
     for a in ev.attempts:
         service = str(a.get("service"))
         if seen[service] >= len(received.get(service, [])):

@@ -82,7 +82,9 @@ def test_bounded_rework_allows_one_repeated_effect_per_fault_on_a_step() -> None
     starts = [point("plan", "step.start"), point("charge", "step.start"), point("charge", "step.start")]
     kill = FaultFired(run_id="r", step="charge", point="checkpoint.writing", action="kill")
     other = dataclasses.replace(kill, step="plan", point="checkpoint.committed")
-    sent = [point("charge", "effect.received", s) for s in ("ledger", "mailer", "ledger", "mailer")]
+    # each request answered before the next is sent: the client reports effect.responded (one operation each)
+    sent = [p for s in ("ledger", "mailer", "ledger", "mailer")
+            for p in (point("charge", "effect.received", s), point("charge", "effect.responded"))]
     applied, dedup = {"outcome": "applied"}, {"outcome": "deduplicated"}
     attempts = [{"service": "ledger", **applied}, {"service": "mailer", **applied},
                 {"service": "ledger", **dedup}, {"service": "mailer", **dedup}]
@@ -93,6 +95,10 @@ def test_bounded_rework_allows_one_repeated_effect_per_fault_on_a_step() -> None
     assert verdict.outcome == "fail" and "charge: 2 repeated after 1 fault" in verdict.reason, verdict
     unpaired = Evidence("r", events=[*starts, kill], attempts=attempts)  # no effect.received: run-wide bound
     assert bounded_rework(unpaired, None).outcome == "fail"
+    at_once = [point("charge", "effect.received", s) for s in ("ledger", "ledger")]  # two tool calls of one turn
+    batch = Evidence("r", events=[*starts, kill, *at_once, *at_once], attempts=[*attempts[:1], attempts[0],
+                                                                               *attempts[2:3], attempts[2]])
+    assert bounded_rework(batch, None).outcome == "pass", bounded_rework(batch, None)  # one operation repeated
 
 
 # ---- each mutant is caught, by the right checker, with a replay line ----------------------------------

@@ -1,6 +1,12 @@
 """Corpus: a prompt with the current time in it. The plan prompt names the moment it is asked (ISO 8601,
-to the microsecond), so a replayed step asks in another instant; the state keeps when the plan was made,
-declared in NONDETERMINISTIC. Correct: the request is the same request, its cost counted once."""
+to the microsecond), so a replayed step asks in another instant. Correct: the request is the same request,
+its cost counted once.
+
+The model fake answers a function of the request, so another instant gets another answer (as a real model
+may): what the answers steer differs from run to run by design. killpoint finds most of it by itself (the
+plan and validation texts, the email's reference, the later prompts that carry the plan: they differ between
+its two crash-free runs); what differs only sometimes (the verdict, and with it the email's template: the two
+crash-free runs may agree by chance) is declared in NONDETERMINISTIC, as is when the plan was made."""
 
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ from killpoint.reference_agent.invoice_agent import (
 )
 from killpoint.reference_agent.invoice_agent import STEPS as _STEPS
 
-NONDETERMINISTIC = ("state.planned_at",)
+NONDETERMINISTIC = ("state.planned_at", "state.verdict", "effect.mailer.template")
 
 
 def plan(cp: Checkpoint, ctx: StepContext) -> StepResult:
