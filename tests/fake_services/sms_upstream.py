@@ -13,25 +13,25 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import Any
 
 
-class LoopbackApi(ThreadingHTTPServer):
-    """A sandbox API on a free port of 127.0.0.1, served from a thread inside a ``with`` block; its base URL
-    is ``url`` (``.../api``)."""
-
+class SmsApi(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.pings = 0
+        self.answers: dict[str, tuple[int, bytes]] = {}
         self.lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), handler)
+        super().__init__(("127.0.0.1", 0), SmsHandler)
         self.thread = threading.Thread(target=self.serve_forever, args=(0.02,), daemon=True)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/api"
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> SmsApi:
         self.thread.start()
         return self
 
@@ -39,14 +39,6 @@ class LoopbackApi(ThreadingHTTPServer):
         self.shutdown()
         self.server_close()
         self.thread.join(5)
-
-
-class SmsApi(LoopbackApi):
-    def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
-        self.pings = 0
-        self.answers: dict[str, tuple[int, bytes]] = {}
-        super().__init__(SmsHandler)
 
 
 class SmsHandler(BaseHTTPRequestHandler):
