@@ -5,8 +5,6 @@ replayed, a retry under a new key is done twice. Static faults (`error_applied_n
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx2
 import pytest
 
@@ -16,18 +14,6 @@ from killpoint.fake_services.faults import validate
 CHARGE = {"account": "acct_1", "amount_cents": 1250, "currency": "usd"}
 INTENT = {"amount": "1250", "currency": "usd"}
 STRIPE_AUTH = {"Authorization": "Bearer sk_test_killpoint"}
-
-
-@pytest.fixture
-def svc() -> Iterator[Services]:
-    with Services.start() as services:
-        yield services
-
-
-@pytest.fixture
-def client() -> Iterator[httpx2.Client]:
-    with httpx2.Client(timeout=5) as c:
-        yield c
 
 
 def charge(c: httpx2.Client, svc: Services, key: str) -> httpx2.Response:

@@ -10,17 +10,10 @@ import signal
 import subprocess
 import sys
 import urllib.parse
-from collections.abc import Iterator
 
 import pytest
 
 from killpoint.fake_services import AdminClient, Services
-
-
-@pytest.fixture
-def svc() -> Iterator[Services]:
-    with Services.start() as services:
-        yield services
 
 
 def call(svc: Services, service: str, method: str, path: str, body: bytes | None = None,

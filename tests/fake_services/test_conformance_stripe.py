@@ -29,12 +29,6 @@ stripe = pytest.importorskip("stripe")
 CARD = {"payment_method": "pm_card_visa"}
 
 
-@pytest.fixture
-def svc() -> Iterator[Services]:
-    with Services.start() as services:
-        yield services
-
-
 def client(svc: Services, run: str = "r-1") -> Any:
     return stripe.StripeClient("sk_test_killpoint", base_addresses={"api": svc.url("stripe", run)},
                                max_network_retries=0)

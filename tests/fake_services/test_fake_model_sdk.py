@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -15,12 +14,6 @@ from killpoint.fake_services.model import answer
 
 MODEL = "claude-sonnet-4-6"
 HELLO = [{"role": "user", "content": "Invoice inv-1 for 12.50 USD: approve?"}]
-
-
-@pytest.fixture
-def svc() -> Iterator[Services]:
-    with Services.start() as services:
-        yield services
 
 
 def sdk(svc: Services, run: str = "r-1", max_retries: int = 2) -> anthropic.Anthropic:

@@ -7,7 +7,6 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx2
@@ -17,18 +16,6 @@ from killpoint.fake_services import AdminClient, Decision, Services
 
 EMAIL = {"to": "ana@example.com", "template": "invoice", "data": {"invoice": "inv-1"}}
 CHARGE = {"account": "acct_1", "amount_cents": 1250, "currency": "usd"}
-
-
-@pytest.fixture
-def svc() -> Iterator[Services]:
-    with Services.start() as services:
-        yield services
-
-
-@pytest.fixture
-def client() -> Iterator[httpx2.Client]:
-    with httpx2.Client(timeout=5) as c:
-        yield c
 
 
 def post(c: httpx2.Client, svc: Services, service: str, run: str, body: Any, key: str | None = None) -> httpx2.Response:

@@ -7,7 +7,6 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,12 +19,6 @@ openai = pytest.importorskip("openai")
 MODEL = "gpt-4o-mini"
 HELLO = [{"role": "system", "content": "You approve invoices."},
          {"role": "user", "content": "Invoice inv-1 for 12.50 USD: approve?"}]
-
-
-@pytest.fixture
-def svc() -> Iterator[Services]:
-    with Services.start() as services:
-        yield services
 
 
 def sdk(svc: Services, run: str = "r-1", max_retries: int = 2) -> Any:

@@ -4,7 +4,6 @@ types, faults at the kill points, per-run keys, retrieval."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,12 +15,6 @@ stripe = pytest.importorskip("stripe")
 
 INTENT = {"amount": 1250, "currency": "usd", "payment_method": "pm_card_visa", "confirm": True,
           "metadata": {"invoice": "inv-1"}}
-
-
-@pytest.fixture
-def svc() -> Iterator[Services]:
-    with Services.start() as services:
-        yield services
 
 
 def client(svc: Services, run: str = "r-1", retries: int = 0) -> Any:

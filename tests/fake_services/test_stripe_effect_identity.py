@@ -4,7 +4,6 @@ SDK's random idempotency keys (a framework's step that lets the SDK pick its key
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,12 +15,6 @@ from killpoint.fake_services import Services
 stripe = pytest.importorskip("stripe")
 
 INTENT = {"amount": 1250, "currency": "usd", "payment_method": "pm_card_visa", "confirm": True}
-
-
-@pytest.fixture
-def svc() -> Iterator[Services]:
-    with Services.start() as services:
-        yield services
 
 
 def pay_then_refund(svc: Services, run: str, intents: int) -> None:

@@ -5,7 +5,6 @@ determinism, and the kill point and journal seeing tool requests."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -26,12 +25,6 @@ LOOKUP = {"name": "lookup_order", "description": "Find an order.",
           "input_schema": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}}
 TOOLS = [REFUND, LOOKUP]
 SCHEMAS = {t["name"]: t["input_schema"] for t in TOOLS}
-
-
-@pytest.fixture
-def svc() -> Iterator[Services]:
-    with Services.start() as services:
-        yield services
 
 
 def sdk(svc: Services, run: str = "r-1") -> anthropic.Anthropic:

@@ -5,7 +5,6 @@ Responses (function_call items, function_call_output round trips, responses.pars
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,12 +31,6 @@ class Triage(BaseModel):
     refund: bool
     amount_cents: int
     tags: list[str]
-
-
-@pytest.fixture
-def svc() -> Iterator[Services]:
-    with Services.start() as services:
-        yield services
 
 
 def sdk(svc: Services, run: str = "r-1") -> Any:
