@@ -10,6 +10,8 @@ GET    ``/_admin/model_requests?run=ID`` the model requests
 GET    ``/_admin/faults``               the static faults as they stand (see ``faults.py``)
 POST   ``/_admin/faults``               set static faults (body: the fault object); answers as GET
 POST   ``/_admin/reset?run=ID``         forget one run, or (without ``run``) everything and the faults
+POST   ``/_admin/accounts``             ``{"account": NAME, "runs": [ID, ...]}``: bill those runs in one
+                                        provider account (one idempotency key space per service)
 =====  ===============================  ==========================================================
 
 Servers started together share one state, so any of their admin interfaces shows all services.
@@ -48,6 +50,16 @@ def reply(state: State, service: str, method: str, path: str, query: dict[str, s
         except (ValueError, UnicodeDecodeError) as exc:
             return Reply.json(400, error_body("invalid_faults", str(exc)))
         return Reply.json(200, state.faults.snapshot())
+    if method == "POST" and name == "accounts":
+        try:
+            body_value = json.loads(body or b"{}")
+            account, runs = body_value["account"], body_value["runs"]
+            if not isinstance(account, str) or not isinstance(runs, list) or not all(isinstance(r, str) for r in runs):
+                raise ValueError("'account' must be a string and 'runs' a list of run ids")
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            return Reply.json(400, error_body("invalid_accounts", f"expected {{\"account\", \"runs\"}}: {exc}"))
+        state.journal.share_account(account, runs)
+        return Reply.json(200, {"ok": True})
     if method == "POST" and name == "reset":
         reset(state, run_id)
         return Reply.json(200, {"ok": True})
@@ -57,6 +69,7 @@ def reply(state: State, service: str, method: str, path: str, query: dict[str, s
 def reset(state: State, run_id: str | None = None) -> None:
     """Forget one run's records; or all records, the arrival counter and the static faults."""
     state.journal.reset(run_id)
+    state.sampling.forget(run_id)
     if run_id is None:
         state.faults.clear()
 
@@ -104,3 +117,6 @@ class AdminClient:
 
     def reset(self, run_id: str | None = None) -> None:
         self._call("POST", "reset", run_id, body={})
+
+    def share_account(self, account: str, run_ids: list[str]) -> None:
+        self._call("POST", "accounts", body={"account": account, "runs": list(run_ids)})

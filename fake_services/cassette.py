@@ -180,15 +180,25 @@ def read(path: Path, must_exist: bool = True) -> dict[tuple[str, str], Recorded]
         if must_exist:
             raise CassetteError(f"no cassette at {path}")
         return {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CassetteError(f"{path} cannot be read ({exc.__class__.__name__}: {exc})") from None
     answers: dict[tuple[str, str], Recorded] = {}
-    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, text in enumerate(lines, 1):
         if not text.strip():
             continue
         try:
             line = json.loads(text)
+        except ValueError as exc:
+            raise CassetteError(f"{path}:{number}: not JSON ({exc})") from None
+        try:
+            if not isinstance(line, dict):
+                raise TypeError(f"a JSON {type(line).__name__}, not an object")
             answers[(str(line["api"]), str(line["digest"]))] = recorded_from(line)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CassetteError(f"{path}:{number}: not a cassette line ({exc!r})") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise CassetteError(f"{path}:{number}: not a cassette line ({exc.__class__.__name__}: {exc}); "
+                                "each line is an object with api, digest, text, calls, usage") from None
     return answers
 
 

@@ -8,7 +8,8 @@ For each request:
    a reference ``spec.resolve`` cannot find among the run's effects (a refund of an unknown charge);
 2. hook and static faults at ``effect.received``: error -> 503, overload -> the API's overload answer
    (503; Stripe and Resend: 429), drop -> reset; nothing applied (``injected-error`` / ``dropped``);
-3. apply atomically, keyed by (service, run, Idempotency-Key) when the service is idempotent (a spec with
+3. apply atomically, keyed by (service, provider account, Idempotency-Key) when the service is idempotent
+   (a run is its own account unless the harness shares one between runs: ``Journal.share_account``) (a spec with
    ``resolve`` resolves again first, under one lock with the apply, and may still refuse: ``rejected``):
    a seen key with the same fingerprint -> 200 with the original response and ``Idempotent-Replayed: true``
    (``deduplicated``); a seen key with another fingerprint -> the API's idempotency error (``rejected``):

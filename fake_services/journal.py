@@ -11,14 +11,20 @@ Contract:
   only when the service named its method), ``t`` (``time.monotonic()`` at arrival). ``outcome`` is
   ``pending`` while the request is in flight (e.g. held by the hook), then one of applied |
   deduplicated | rejected | injected-error | dropped, or ``internal-error`` (the hook raised, or a bug
-  of the fake), or ``upstream-error`` (the recording proxy could not reach the service behind it).
+  of the fake), or ``upstream-error`` (the recording proxy could not reach the service behind it), or
+  ``unproven`` (the recording proxy cannot tell whether the service applied a re-sent key again: the
+  attempt's ``why`` says what it could not see and the declaration that settles it).
   ``client_gone: True`` is added when the response could not be written.
 - An *effect* is listed apart, once per applied effect: ``order``, ``service``, ``run_id``, ``key``,
   ``payload_digest``, ``payload``, ``id``, ``response``, ``attempt`` (order of the attempt that applied
   it), ``t``, and its attempt's ``endpoint`` when it has one: with the service, the effect's identity (a
   confirm or a capture names its object only in the path). "Retried but deduplicated" is two attempts and
   one effect; "done twice" is two effects.
-- Idempotency keys are scoped per (service, run_id).
+- Idempotency keys are scoped per (service, provider account), as real APIs scope them per API account.
+  A run is its own account unless :meth:`Journal.share_account` put it in a named one: then a key one run
+  of the account used is replayed to another run of it (``deduplicated``, the attempt recorded in the run
+  that sent it, the effect in the run that applied it) or, with other parameters, refused (``conflict``).
+  Records stay per run: a run's attempts, effects and model requests are its own whatever its account.
 - Readers (``attempts``, ``effects``, ``model_requests``) get deep copies. A reader of one run reads
   that run's records only (kept per run as they come): its cost does not grow with the session's length.
   Writers hand over ownership: ``apply`` and ``add_model_request`` keep the objects they are given
@@ -36,7 +42,7 @@ from typing import Any
 
 OUTCOMES: tuple[str, ...] = (
     "pending", "applied", "deduplicated", "rejected", "injected-error", "dropped", "internal-error",
-    "upstream-error",
+    "upstream-error", "unproven",
 )
 
 Record = dict[str, Any]
@@ -59,6 +65,14 @@ class Journal:
         self._by_key: dict[tuple[str, str, str], Record] = {}
         self._by_id: dict[tuple[str, str, str], Record] = {}
         self._counts: dict[tuple[str, str], int] = {}
+        self._accounts: dict[str, str] = {}  # run id -> the provider account it bills in (default: its own)
+
+    def share_account(self, account: str, run_ids: list[str]) -> None:
+        """Put ``run_ids`` in the provider account ``account``: from now on they share one idempotency key
+        space per service (a key is replayed or refused across them, as a real API account does)."""
+        with self._lock:
+            for run_id in run_ids:
+                self._accounts[run_id] = f"account:{account}"
 
     def _tick(self) -> int:
         self._order += 1
@@ -123,8 +137,9 @@ class Journal:
         """
         service, run_id, key = attempt["service"], attempt["run_id"], attempt["key"]
         with self._lock:
+            space = self._accounts.get(run_id, f"run:{run_id}")
             if dedupe and key is not None:
-                original = self._by_key.get((service, run_id, key))
+                original = self._by_key.get((service, space, key))
                 if original is not None:
                     same = original["payload_digest"] == attempt["payload_digest"]
                     return ("deduplicated" if same else "conflict"), original
@@ -141,7 +156,7 @@ class Journal:
             self._keep("effects", effect)
             self._by_id[(service, run_id, effect_id)] = effect
             if dedupe and key is not None:
-                self._by_key[(service, run_id, key)] = effect
+                self._by_key[(service, space, key)] = effect
             return "applied", effect
 
     def find_effect(self, service: str, run_id: str, effect_id: str) -> Record | None:
@@ -182,11 +197,13 @@ class Journal:
                 self._by_key.clear()
                 self._by_id.clear()
                 self._counts.clear()
+                self._accounts.clear()
                 return
             self._attempts = [r for r in self._attempts if r["run_id"] != run_id]
             self._effects = [r for r in self._effects if r["run_id"] != run_id]
             self._model = [r for r in self._model if r["run_id"] != run_id]
             self._runs.pop(run_id, None)
-            self._by_key = {k: v for k, v in self._by_key.items() if k[1] != run_id}
+            self._by_key = {k: v for k, v in self._by_key.items() if v["run_id"] != run_id}
+            self._accounts.pop(run_id, None)
             self._by_id = {k: v for k, v in self._by_id.items() if k[1] != run_id}
             self._counts = {k: v for k, v in self._counts.items() if k[1] != run_id}

@@ -10,7 +10,9 @@ with the SDK, which appends ``/v1/messages``):
   ``{model, system, messages}``; text ``answer <digest[:12]> verdict=<approve|review>`` (cut to
   ``max_tokens`` * 4 characters, with ``stop_reason`` ``max_tokens``); id ``msg_<digest[:24]>``;
   ``usage.input_tokens`` = ceil(len(canonical JSON) / 4), ``usage.output_tokens`` = ceil(len(text) / 4).
-  The same messages always get the same answer, so a replayed step sees what the first run saw.
+  The same messages always get the same answer, so a replayed step sees what the first run saw -- unless
+  the harness made the run's model sample (``sampling.py``): then a repeated request is answered anew
+  (``sampled``: how many answers it had before, in the record).
 - ``stream: true`` is answered as server-sent events (message_start ... message_stop).
 - tools (``tools``, ``tool_choice``; ``messages_tools.py``) and structured output (``output_config.format``):
   the answer is the turn the user's script (``script.py``), a recorded cassette (``cassette.py``) or the
@@ -45,6 +47,7 @@ from .canon import DIGEST_LENGTH, canonical_json, text_digest
 from .cassette import Cassette, NotInCassette, UpstreamFailed
 from .effects import info_for
 from .policy import default_text
+from .sampling import resampled
 from .schema_values import NoValue
 from .script import Script, ScriptError
 from .turns import Call, ToolCall, Turn
@@ -269,6 +272,13 @@ def handle_model(api: ModelApi, request: Request) -> Reply:
     except UpstreamFailed as exc:
         record.update(cassette="upstream-failed", error=str(exc))
         return finish("rejected", api.error("failed", str(exc), headers))
+    if not ans.calls:  # a sampling model re-draws a repeated request's answer; a pinned one is as pinned
+        earlier = [r["response_text"] for r in state.journal.model_requests(request.run_id)
+                   if r["request_digest"] == request_digest and r["outcome"] == "applied"]
+        text = state.sampling.text(request.run_id, request_digest, ans.text, earlier)
+        if text != ans.text:
+            record["sampled"] = len(earlier)
+            ans = resampled(ans, text)
     record.update(response_text=ans.text, usage=ans.usage, stop_reason=ans.stop_reason,
                   tool_calls=[c.as_json() for c in ans.calls])
     return finish("applied", api.answer(call, ans, headers))

@@ -18,17 +18,24 @@ For each request:
    answer can be read): an upstream that cannot be reached, or does not answer within ``timeout``, is
    answered 502 (``upstream-error``); an answer other than 2xx is passed back and nothing is recorded as
    applied (``rejected``);
-5. a 2xx answer is an applied effect, unless it provably replays one: the same key was applied before in
-   this run and the upstream says so (``Idempotent-Replayed: true``) or answers with the same object (the
-   first answer's JSON ``id`` again, the documented behaviour of idempotent APIs) -> ``deduplicated``, no
-   new effect. An equal answer without an id proves nothing (``{"ok": true}`` is what a service ignoring
-   keys answers too): it is a second effect. The effect's ``id`` is the upstream's (a JSON answer's
-   string ``id``) or derived from (service, run, order); its ``response`` is ``{"status", "body"}``;
+5. a 2xx answer to a key not applied before in this run is an applied effect. To a key applied before, it
+   is ``deduplicated`` (no new effect) when the upstream says so (``Idempotent-Replayed: true``) or
+   answers with the same object (the first answer's id again, the documented behaviour of idempotent
+   APIs), and a second effect when it answers with another object (another id). An answer that shows
+   neither (no replay header, no id: ``{"ok": true}``, or an id nested where the proxy does not look,
+   Zendesk's ``{"ticket": {"id": 7}}``) proves nothing either way: the attempt is ``unproven``, with a
+   ``why`` naming what could not be seen and the declaration that settles it, and no new effect (the
+   exactly_once checker then says unknown, never fail). The object's id is the answer's JSON ``id``, or
+   the value at the upstream's declared ``id`` path (``--effect tickets=URL,id=ticket.id``; a string or
+   a number). The effect's ``id`` is that id or one derived from (service, run, order); its
+   ``response`` is ``{"status", "body"}``;
 6. hook and static faults at ``effect.applied``: drop -> reset (``dropped``, the effect stays), error or
    overload -> 500 (``injected-error``, the effect stays);
 7. otherwise the upstream's answer is passed back: status, body and end-to-end headers (``applied``).
 
-Names are lower-case, ``[a-z][a-z0-9_-]*``, and may not be a fake's name; the worker finds the URL in
+An upstream is declared ``NAME=URL[,id=PATH]``: names are lower-case, ``[a-z][a-z0-9_-]*``, and may not be
+a fake's name; ``PATH`` is where the upstream's answers carry the object's id, dot-separated
+(``ticket.id``, ``sid``, ``data.0.id``; default ``id``). The worker finds the URL in
 ``KILLPOINT_EFFECT_<NAME>_URL`` (upper-cased, ``-`` as ``_``). Streaming answers are read whole before
 they are passed on.
 """
@@ -51,6 +58,8 @@ from .state import State
 from .wire import Reply, Request, error_body
 
 NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+ID_PATH = re.compile(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$")
+DEFAULT_ID_PATH = "id"
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 HOP_BY_HOP = frozenset({
     "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer", "trailers",
@@ -69,6 +78,13 @@ class Upstream:
     host: str
     port: int
     base_path: str
+    id_path: str | None = None
+    """Where the upstream's answers carry the object's id (``ticket.id``), when declared; None: ``id``."""
+
+    @property
+    def spec(self) -> str:
+        """``URL[,id=PATH]``: what ``--effect NAME=`` takes for this upstream (and a replay line repeats)."""
+        return self.url + (f",id={self.id_path}" if self.id_path else "")
 
     @property
     def env_var(self) -> str:
@@ -81,8 +97,25 @@ def env_var(name: str) -> str:
     return f"KILLPOINT_EFFECT_{name.upper().replace('-', '_')}_URL"
 
 
+def split_spec(name: str, spec: str) -> tuple[str, str | None]:
+    """``URL[,id=PATH]`` as (URL, PATH or None); ``ValueError`` for an option other than ``id`` or a bad path."""
+    url, *options = spec.split(",")
+    id_path = None
+    for option in options:
+        key, sep, value = option.strip().partition("=")
+        if key.strip() != "id" or not sep:
+            raise ValueError(f"effect {name}: {option.strip()!r} is not an option of --effect (only id=PATH, "
+                             "where the answers carry the object's id, e.g. id=ticket.id)")
+        if not ID_PATH.match(value.strip()):
+            raise ValueError(f"effect {name}: id={value.strip()!r} is not a dot-separated path such as ticket.id")
+        id_path = value.strip()
+    return url.strip(), id_path
+
+
 def upstream(name: str, url: str, reserved: tuple[str, ...] = ()) -> Upstream:
-    """Check one upstream; ``ValueError`` naming the problem (a bad name, a reserved name, a bad URL)."""
+    """Check one upstream, ``url`` as ``URL[,id=PATH]`` (``split_spec``); ``ValueError`` naming the problem (a
+    bad name, a reserved name, a bad URL, a bad option)."""
+    url, id_path = split_spec(name, url)
     if not NAME.match(name):
         raise ValueError(f"effect name {name!r} must be lower-case letters, digits, '_' or '-', "
                          "starting with a letter")
@@ -97,14 +130,14 @@ def upstream(name: str, url: str, reserved: tuple[str, ...] = ()) -> Upstream:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         raise ValueError(f"effect {name}: {url!r} has a bad port") from None
-    return Upstream(name, url, parts.scheme, parts.hostname, port, parts.path.rstrip("/"))
+    return Upstream(name, url, parts.scheme, parts.hostname, port, parts.path.rstrip("/"), id_path)
 
 
 def parse_effect(text: str, reserved: tuple[str, ...] = ()) -> Upstream:
-    """``NAME=URL`` as given to ``--effect``; ``ValueError`` naming the problem."""
+    """``NAME=URL[,id=PATH]`` as given to ``--effect``; ``ValueError`` naming the problem."""
     name, sep, url = text.partition("=")
     if not sep or not name.strip() or not url.strip():
-        raise ValueError(f"{text!r} is not NAME=URL")
+        raise ValueError(f"{text!r} is not NAME=URL[,id=PATH]")
     return upstream(name.strip(), url.strip(), reserved)
 
 
@@ -169,11 +202,31 @@ def forward(up: Upstream, method: str, path: str, raw_query: str, headers: Mappi
         conn.close()
 
 
-def answer_id(response: dict[str, Any]) -> str | None:
-    """The ``id`` of a recorded answer whose body is a JSON object with a non-empty string ``id``."""
-    body = response.get("body")
-    given = body.get("id") if isinstance(body, dict) else None
-    return given if isinstance(given, str) and given else None
+def answer_id(response: dict[str, Any], path: str | None = None) -> str | None:
+    """The object id of a recorded answer: the non-empty string or the number at ``path`` (default ``id``) of
+    its JSON body, as text; None when there is none."""
+    value: Any = response.get("body")
+    for part in (path or DEFAULT_ID_PATH).split("."):
+        if isinstance(value, dict):
+            value = value.get(part)
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    return value if isinstance(value, str) and value else None
+
+
+def unproven_why(up: Upstream, key: str, status: int) -> str:
+    """Why a re-sent key's 2xx answer proves neither a replay nor a second effect, and what settles it."""
+    seen = f"the id at {up.id_path!r}" if up.id_path else "an 'id'"
+    return (f"{up.name} answered {status} to key {key} sent again with no Idempotent-Replayed header and without "
+            f"{seen} to compare with the first answer's, so whether it applied the request again cannot be "
+            f"told; declare where its answers carry the object's id: --effect {up.name}={up.url},id=PATH "
+            f"(e.g. id=ticket.id; pytest: --killpoint-effect)")
 
 
 def upstream_failed(up: Upstream, exc: OSError) -> Reply:
@@ -266,13 +319,16 @@ class ProxyServer(FakeServer):
         response = {"status": answer.status, "body": body_value(answer.body, answer.content_type)}
         earlier = next((e for e in journal.effects_of(up.name, request.run_id)
                         if key is not None and e["key"] == key), None)
-        if earlier is not None:
-            same_object = answer_id(response) is not None and answer_id(response) == earlier["id"]
-            if same_object or answer.header("idempotent-replayed") == "true":
+        given = answer_id(response, up.id_path)
+        if earlier is not None and key is not None:
+            if given == earlier["id"] or answer.header("idempotent-replayed") == "true":
                 return finish("deduplicated", answer.reply(), effect_id=earlier["id"])
+            if given is None:
+                return finish("unproven", answer.reply(), effect_id=earlier["id"],
+                              why=unproven_why(up, key, answer.status))
 
         def respond(seed: str) -> tuple[str, dict[str, Any]]:
-            new_id = answer_id(response) or f"{up.name}_{digest({'service': up.name, 'run': request.run_id, 'seed': seed}, 20)}"
+            new_id = given or f"{up.name}_{digest({'service': up.name, 'run': request.run_id, 'seed': seed}, 20)}"
             return new_id, response
 
         _, effect = journal.apply(attempt, payload, False, respond)

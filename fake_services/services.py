@@ -140,6 +140,18 @@ class Services:
         """Forget one run; or (no run) all records, the arrival counter and the static faults."""
         admin.reset(self.state, run_id)
 
+    def share_account(self, account: str, run_ids: list[str]) -> None:
+        """Bill ``run_ids`` in one provider account: one idempotency key space per service (``journal.py``)."""
+        self.state.journal.share_account(account, list(run_ids))
+
+    def sample(self, run_id: str, seed: int) -> None:
+        """The model answers a request ``run_id`` repeats differently, from ``seed`` (``sampling.py``)."""
+        self.state.sampling.sample(run_id, seed)
+
+    def pin_answers(self, run_id: str, answers: Mapping[str, str]) -> None:
+        """The model answers ``run_id``'s requests of these digests with these texts (``sampling.py``)."""
+        self.state.sampling.pin(run_id, dict(answers))
+
     def set_faults(self, faults: Mapping[str, Mapping[str, int]]) -> None:
         """Set static faults for the services named (shape in ``faults.py``); ``ValueError`` if malformed."""
         self.state.faults.set(faults)

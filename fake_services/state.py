@@ -11,6 +11,7 @@ from .cassette import Cassette
 from .faults import Faults
 from .hooks import Decision, Hook
 from .journal import Journal
+from .sampling import Sampling
 from .script import Script, from_environment
 
 
@@ -25,6 +26,8 @@ class State:
         self.script: Script = from_environment() if script is None else script
         """How the model fakes answer (``script.py``): by default the script ``KILLPOINT_MODEL_SCRIPT`` names,
         else the default policy alone."""
+        self.sampling = Sampling()
+        """The runs whose model samples, and pinned answers (``sampling.py``); none by default."""
         self.cassette: Cassette | None = cassettes.from_environment() if cassette is None else cassette
         """The recorded answers the model fakes replay (``cassette.py``) after the script's, before the default
         policy's: by default the cassette ``KILLPOINT_MODEL_CASSETTE`` names, else none."""

@@ -93,10 +93,14 @@ def _kind(name: str):  # noqa: ANN202 - a class decorator
 
 @_kind("run.begin")
 class RunBegin(Event):
-    """a run starts under a schedule (`schedule`, `steps`)"""
+    """a run starts under a schedule (`schedule`), run by the step module `steps` or, for a black-box
+    worker, by the command `worker_cmd` read through the adapter `adapter` (then `steps` is None)"""
 
+    OPTIONAL = frozenset({"worker_cmd", "adapter"})
     schedule: str | None = None
     steps: str | None = None
+    worker_cmd: str | None = None
+    adapter: str | None = None
 
 
 @_kind("inc.start")

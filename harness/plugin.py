@@ -29,8 +29,9 @@ A user's crash tests:
    `TIME-pytest-PID[-WORKER]`), where they outlive pytest's temporary directories (it keeps three).
 
 Choose the agent with `--killpoint-steps pkg.module` (or the `killpoint_steps` fixture), the database
-with `--killpoint-postgres` / `--killpoint-dsn`, and where run directories go with `--killpoint-out`
-(default: `.killpoint/runs/` under pytest's rootdir).
+with `--killpoint-postgres` / `--killpoint-dsn`, HTTP services recorded through a proxy with
+`--killpoint-effect NAME=URL[,id=PATH]` (the CLI's `--effect`), and where run directories go with
+`--killpoint-out` (default: `.killpoint/runs/` under pytest's rootdir).
 """
 
 from __future__ import annotations
@@ -64,6 +65,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="incarnations from a preloaded fork server (fast) or fresh interpreters")
     group.addoption("--killpoint-jobs", action="store", type=int, default=None,
                     help="schedules of a scenario run at the same time (default: the number of cores)")
+    group.addoption("--killpoint-effect", action="append", default=None, metavar="NAME=URL[,id=PATH]",
+                    help="record the effects sent to an HTTP service through a proxy (repeatable), as the CLI's "
+                         "--effect: the worker gets the run's URL in KILLPOINT_EFFECT_<NAME>_URL; id=PATH says "
+                         "where the service's answers carry the object's id (e.g. id=ticket.id)")
     group.addoption("--killpoint-out", action="store", default=None,
                     help="where the session's run directory goes (default: .killpoint/runs under the rootdir)")
 
@@ -125,8 +130,14 @@ def session_config(config: pytest.Config, steps: str, tmp_path_factory: pytest.T
     worker (`tmp_path_factory` is no longer used: pytest deletes all but its last three sessions'). Under
     pytest-xdist each worker names its runs after itself, after the number, so the scenario a run id names
     (before its last `-`) is unchanged."""
-    from killpoint.cli.args import default_jobs
+    from killpoint.cli.args import default_jobs, effects_option
+    from killpoint.errors import UsageError
     from killpoint.run.config import SessionConfig
+
+    try:
+        effects = effects_option(config.getoption("--killpoint-effect"), "--killpoint-effect")
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
     out = config.getoption("--killpoint-out") or config.rootpath / ".killpoint" / "runs"
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
@@ -136,7 +147,7 @@ def session_config(config: pytest.Config, steps: str, tmp_path_factory: pytest.T
                          postgres="dsn" if dsn else config.getoption("--killpoint-postgres"),
                          spawn=config.getoption("--killpoint-spawn"),
                          jobs=max(1, config.getoption("--killpoint-jobs") or default_jobs()),
-                         run_id_suffix=f".{worker}" if worker else "")
+                         effects=effects, run_id_suffix=f".{worker}" if worker else "")
 
 
 @pytest.fixture(scope="session")

@@ -48,7 +48,7 @@ from typing import Any
 
 import psycopg
 
-from . import killpoints
+from . import clock, killpoints
 from .checkpoint import FAILED, FINISHED
 from .context import Resources, warm  # noqa: F401 - warm: for the fork server (see above)
 from .lease import LeaseBusy, LeaseLost
@@ -275,6 +275,7 @@ def main(argv: list[str] | None = None, conn: psycopg.Connection | None = None) 
         args = _parse(sys.argv[1:] if argv is None else list(argv))
         config = WorkerConfig.from_env(os.environ)
         module = load_step_module(config.steps)
+        clock.shift_from(os.environ)  # a clock fault's resume: after the agent's imports, so they see it too
     except SystemExit as exc:  # argparse has printed the usage
         if conn is not None:
             conn.close()

@@ -4,8 +4,10 @@ must keep the same idempotency keys so that every effect still happens once.
 Faults, each at every step that reaches its point: `error` (5xx before applying, at effect.received and
 model.request; after applying, at effect.applied: the ambiguous failure), `drop` (the effect applied, the
 connection reset before the answer, at effect.applied), `slow` (latency), `overload` (the model answers 529;
-at effect.applied, the service's overload answer after applying). Then a few random multi-fault schedules
-of them.
+at effect.applied, the service's overload answer after applying), `outage` (every request of the service
+fails until the run is resumed: the client's retries run out and the error reaches the step). Then a few
+random multi-fault schedules of them, whose outages last until the resume or one request longer than any
+client's retries (`faults.outage.LENGTHS`).
 Judged by every crash checker (exactly_once, bounded_rework and context_fidelity among them), plus
 `retries_keep_keys`: every request the services saw carried a key the crash-free run used.
 """
@@ -15,6 +17,8 @@ from __future__ import annotations
 from collections import Counter
 
 from killpoint.checkers import CRASH_CHECKERS
+from killpoint.faults.outage import LENGTHS
+from killpoint.faults.points import base
 from killpoint.faults.schedule import Schedule, random_schedules
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
@@ -26,19 +30,20 @@ class FlakyServices(Scenario):
     name = "flaky-services"
     summary = "5xx, dropped connections after applying, latency and model overload: retries keep their keys"
     checkers = (*CRASH_CHECKERS, "retries_keep_keys")
-    actions = ("error", "drop", "slow", "overload")
+    actions = ("error", "drop", "slow", "overload", "outage")
 
     def run(self, ctx: Context) -> list[Trial]:
         return self.exhaustive(ctx) + self.random(ctx, min(ctx.random_count, RANDOM_SCHEDULES), stop_on_budget=True)
 
     def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
         """`count` random schedules of two faults or more (single faults are the exhaustive part's)."""
-        drawn = random_schedules(ctx.seed, count * 8, self.step_points(ctx), actions=self.actions_in(ctx))
+        actions = [x for a in self.actions_in(ctx) for x in (LENGTHS if a == "outage" else (a,))]
+        drawn = random_schedules(ctx.seed, count * 8, self.step_points(ctx), actions=actions)
         return [(seed, schedule) for seed, schedule in drawn if len(schedule) > 1][:count]
 
     def figures(self, trials: list[Trial]) -> str:
-        """E.g. "21 faults (drop 2, error 8, overload 3, slow 8); 9 effect retries deduplicated"."""
-        actions = Counter(f.get("action") for t in trials for f in t.evidence.faults())
+        """E.g. "25 faults (drop 2, error 8, outage 4, overload 3, slow 8); 9 effect retries deduplicated"."""
+        actions = Counter(base(str(f.get("action"))) for t in trials for f in t.evidence.faults())
         dedup = sum(1 for t in trials for a in t.evidence.attempts if a.get("outcome") == "deduplicated")
         kinds = ", ".join(f"{a} {n}" for a, n in sorted(actions.items()))
         return f"{sum(actions.values())} faults ({kinds}); {dedup} effect retries deduplicated"

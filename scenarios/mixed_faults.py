@@ -5,8 +5,11 @@ client back off and a kill comes before its retry. The plan (harness/faults/mixe
 
 1. each service `error` a step meets, followed by a kill at the same step's `checkpoint.committed` and at
    the next step's `step.start` (`pairs`);
-2. then random mixed schedules from the run's seed, each of 2 faults up to the fault budget (one per step),
-   at least one of each kind (`mixed_schedules`); a seed replays as the same mixed schedule.
+2. an outage at each request point (every request of that service fails until the run is resumed: the
+   client's retries cannot hide it), and a clock jump at each step's checkpoint.writing (the worker is
+   killed and resumed a year and a day later, or an hour earlier) (`lasting`);
+3. then random mixed schedules from the run's seed, each of 2 faults up to the fault budget (one per step),
+   at least one of each kind, outages and clock jumps among them (`mixed_schedules`); a seed replays as the same mixed schedule.
 
 Judged by every crash checker plus `retries_keep_keys`. A failing schedule shrinks like any other.
 """
@@ -14,7 +17,15 @@ Judged by every crash checker plus `retries_keep_keys`. A failing schedule shrin
 from __future__ import annotations
 
 from killpoint.checkers import CRASH_CHECKERS
-from killpoint.faults.mixed import PROCESS_MIX, SERVICE_ACTIONS, mixed_from_seed, mixed_schedules, pairs
+from killpoint.faults.mixed import (
+    PROCESS_MIX,
+    SERVICE_ACTIONS,
+    lasting,
+    mixed_from_seed,
+    mixed_schedules,
+    pairs,
+)
+from killpoint.faults.points import base
 from killpoint.faults.schedule import Schedule
 from killpoint.run.plans import run_plan
 from killpoint.run.scenario import Context, Scenario
@@ -23,12 +34,15 @@ from killpoint.run.trial import Trial
 
 class MixedFaults(Scenario):
     name = "mixed-faults"
-    summary = "a 5xx or a lost answer and a kill in the same run: what neither finds alone"
+    summary = ("a 5xx or a lost answer and a kill in the same run, outages that outlast the retries, "
+               "a resume with the clock moved")
     checkers = (*CRASH_CHECKERS, "retries_keep_keys")
-    actions = (*PROCESS_MIX, *SERVICE_ACTIONS)
+    actions = tuple(dict.fromkeys(base(a) for a in (*PROCESS_MIX, *SERVICE_ACTIONS)))
 
     def run(self, ctx: Context) -> list[Trial]:
-        plan = pairs(self.step_points(ctx))
+        points = self.step_points(ctx)
+        allowed = set(self.actions_in(ctx))
+        plan = pairs(points) + [s for s in lasting(points) if all(base(f.action) in allowed for f in s)]
         trials = run_plan(self, ctx, [(None, s) for s in plan],
                           lambda i, _seed, schedule, trial: f"{self.name}: [{i}/{len(plan)}] {schedule} -> {trial.outcome}")
         return trials + self.random(ctx, ctx.random_count, stop_on_budget=True)

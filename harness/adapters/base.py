@@ -54,6 +54,11 @@ class Adapter(Protocol):
 
     def submit(self, conn: psycopg.Connection, run_ids: list[str], module: str, params: dict) -> None: ...
 
+    def no_checkpoint_hint(self, commits: int) -> str:
+        """Why a crash-free run that made `commits` checkpoint commits made none inside a step (so a
+        scenario whose faults land at checkpoint points has nothing to test), and how to change that."""
+        ...
+
 
 class FrameworkRecords:
     """The part of an adapter over a framework's own records that has no leases and starts its own runs
@@ -73,6 +78,9 @@ class FrameworkRecords:
 
     def statuses(self, conn: psycopg.Connection, run_ids: list[str]) -> dict[str, str | None]:
         return {r: self.status(conn, r) for r in run_ids}
+
+    def no_checkpoint_hint(self, commits: int) -> str:
+        return f"the {self.name} worker recorded no step's progress while a step was in flight"
 
     def submit(self, conn: psycopg.Connection, run_ids: list[str], module: str, params: dict) -> None:
         """Refused: the framework's worker starts its runs itself, the harness writes none of its records."""
@@ -126,6 +134,10 @@ class CheckpointsAdapter:
         cur = conn.execute("UPDATE leases SET expires_at = now() - interval '1 second' "
                            "WHERE owner = ANY(%s) AND expires_at > now()", (owners,))
         return cur.rowcount
+
+    def no_checkpoint_hint(self, commits: int) -> str:
+        return ("the agent committed no checkpoint of a step to the checkpoints table" if not commits else
+                "no commit of the checkpoints table was made while a step was in flight")
 
     def submit(self, conn: psycopg.Connection, run_ids: list[str], module: str, params: dict) -> None:
         """Each run as the reference runtime's application creates it: its first checkpoint (seq 0, at the

@@ -55,6 +55,10 @@ class DbosAdapter(FrameworkRecords):
     hold = Hold(table=f"{SCHEMA}.operation_outputs", run_column="workflow_uuid", when="TG_OP = 'INSERT'",
                 seq="(r->>'function_id')::bigint", cursor="r->>'function_name'", status="'running'")
 
+    def no_checkpoint_hint(self, commits: int) -> str:
+        return ("the workflow recorded no step output (operation_outputs) while a step was in flight: are its "
+                "steps @DBOS.step functions called from the @DBOS.workflow?")
+
     def _row(self, conn: psycopg.Connection, run_id: str) -> tuple[str | None, str | None, str | None] | None:
         row: Any = conn.execute(f"SELECT status, output, executor_id FROM {SCHEMA}.workflow_status "
                                 "WHERE workflow_uuid = %s", (run_id,)).fetchone()

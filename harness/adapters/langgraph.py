@@ -15,6 +15,12 @@ node names are the steps. Read without importing LangGraph, from the rows it wri
    `metadata.step`, which grows by one per checkpoint.
 5. The final record is the latest checkpoint's inline channel values (values LangGraph keeps as blobs,
    and its trigger channels, are left out), as `state`.
+6. A graph invoked with `durability="exit"` writes its checkpoints only when the graph ends, after every
+   node ran: no commit lies inside a node, so no checkpoint point can be tested, and `no_checkpoint_hint`
+   says to invoke it with `durability="sync"`. With the default `durability="async"`, each checkpoint is
+   written while the next node already runs: a request that node sends may be read against the previous
+   node's checkpoint (attributed to the previous node) unless its key or a `Killpoint-Step` header names
+   its node; `durability="sync"` writes each checkpoint before the next node starts.
 """
 
 from __future__ import annotations
@@ -51,6 +57,17 @@ class LangGraphAdapter(FrameworkRecords):
                        f"jsonb_object_keys(r->'checkpoint'->'channel_values') AS k WHERE k LIKE '{BRANCH}%'), 'done')",
                 status=f"CASE WHEN EXISTS (SELECT 1 FROM jsonb_object_keys(r->'checkpoint'->'channel_values') AS k "
                        f"WHERE k LIKE '{BRANCH}%') THEN 'running' ELSE 'done' END")
+
+    def no_checkpoint_hint(self, commits: int) -> str:
+        """Flow step 6."""
+        return ("the graph checkpoints only at exit (durability='exit'): invoke it with durability='sync' "
+                "so each node's checkpoint is committed before the next node runs")
+
+    def late_checkpoint_hint(self, step: str) -> str:
+        """Flow step 6: the default durability="async"."""
+        return (f"the graph writes each checkpoint while the next node runs (durability='async', the default), so "
+                f"a request of {step} is attributed to the node before it unless its key or a Killpoint-Step "
+                "header names its node: invoke the graph with durability='sync'")
 
     def _latest(self, conn: psycopg.Connection, run_id: str) -> tuple[dict, str | None, int] | None:
         row: Any = conn.execute(LATEST_SQL, {"run": run_id}).fetchone()

@@ -11,10 +11,12 @@ import importlib
 from collections.abc import Callable, Iterable
 
 from killpoint.checkers.context import context_fidelity
+from killpoint.checkers.decisions import decisions_hold
 from killpoint.checkers.effects import exactly_once
 from killpoint.checkers.egress import blocked, no_egress
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.faults import commits_survive, faults_injected, retries_keep_keys
+from killpoint.checkers.invariants import invariants_hold, same_as_serial
 from killpoint.checkers.outcome import completes, cost_accounted, hung, same_final_state
 from killpoint.checkers.process import bounded_rework, drains_on_sigterm, fenced_zombie, no_orphans, no_rewind
 from killpoint.checkers.verdict import Verdict, combine, unknown
@@ -39,6 +41,9 @@ CHECKERS: dict[str, Checker] = {
     "retries_keep_keys": retries_keep_keys,
     "faults_injected": faults_injected,
     "no_egress": no_egress,
+    "decisions_hold": decisions_hold,
+    "invariants_hold": invariants_hold,
+    "same_as_serial": same_as_serial,
 }
 
 ALWAYS = ("faults_injected",)

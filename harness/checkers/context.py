@@ -1,7 +1,10 @@
 """context_fidelity: a resumed agent sends the model the context the crash-free run sent, tool results too.
 
 A model request's identity is its model, system, messages and the tools it offered (by name), with
-run-specific names replaced (`Evidence.normalize`). The conversation's tool traffic is read from the
+run-specific names replaced (`Evidence.normalize`), text that reads as a timestamp replaced
+(`evidence.unstamped`: a prompt that names the current time is asked again in another second on replay), and
+the crash-free run's volatile `model.` fields left out (they differed between the two crash-free runs, or the
+step module declared them in `NONDETERMINISTIC`, e.g. `model.messages.0.content`). The conversation's tool traffic is read from the
 messages whatever the API (`tool_traffic`): Anthropic `tool_use` / `tool_result` blocks, Chat Completions
 `tool_calls` / `tool` messages, Responses `function_call` / `function_call_output` items.
 
@@ -23,7 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.evidence import Evidence, not_compared, request_body
 from killpoint.checkers.verdict import Verdict, failed, not_applicable, passed, unknown
 
 SHOWN = 3
@@ -93,11 +96,10 @@ def tool_traffic(messages: Any) -> ToolTraffic:
     return traffic
 
 
-def identity(ev: Evidence, r: dict) -> str:
-    """What names a request across runs: model, system, messages and the tools offered, normalized."""
-    body = {k: r.get(k) for k in ("model", "system", "messages")}
-    body["tools"] = r.get("tools") or []
-    return json.dumps(ev.normalize(body), sort_keys=True)
+def identity(ev: Evidence, r: dict, volatile: frozenset[str] = frozenset()) -> str:
+    """What names a request across runs: model, system, messages and the tools offered, normalized, with
+    timestamps and the `volatile` `model.` fields left out (`evidence.request_body`)."""
+    return json.dumps(request_body(ev, r, volatile), sort_keys=True)
 
 
 def explain(ev: Evidence, r: dict, answered: set[str]) -> list[str]:
@@ -125,10 +127,12 @@ def context_fidelity(ev: Evidence, base: Evidence | None) -> Verdict:
         return unknown("context_fidelity", "no crash-free baseline to compare with")
     if not base.model_requests and not ev.model_requests:
         return not_applicable("context_fidelity", "the agent makes no model requests")
-    known = {identity(base, r): r for r in base.model_requests}  # none: any request is one never sent
-    strange = [r for r in ev.model_requests if identity(ev, r) not in known]
+    volatile = base.volatile
+    known = {identity(base, r, volatile): r for r in base.model_requests}  # none: any request is one never sent
+    strange = [r for r in ev.model_requests if identity(ev, r, volatile) not in known]
     if not strange:
-        return passed("context_fidelity", f"{len(ev.model_requests)} model requests, all as in the crash-free run")
+        return passed("context_fidelity", f"{len(ev.model_requests)} model requests, all as in the crash-free run"
+                      + not_compared(volatile, "model"))
     answered = {c for r in base.model_requests for c in tool_traffic(base.normalize(r.get("messages") or [])).results}
     lines = [line for r in strange[:SHOWN] for line in explain(ev, r, answered)]
     lost = any("lost the tool result" in line for line in lines)

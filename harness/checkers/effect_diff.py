@@ -20,6 +20,8 @@ has one place per service. Effects are compared with effects of the same place o
 4. What is left is listed whole: `extra xN` (done here, never in the crash-free run; marked a duplicate when
    the crash-free run applied the same payload at the same place under another key, e.g. a retry that
    dropped its key) and `missing xN`.
+5. The reason names each kind of finding in a clause of its own, joined by `; ` (`effects done twice;
+   effects of the crash-free run never done`).
 """
 
 from __future__ import annotations
@@ -160,9 +162,11 @@ def describe(ev: Evidence, base: Evidence, mine: Counter, theirs: Counter) -> tu
             findings.append(({own}, lines))
     for k, n in (+missing).items():
         findings.append(({(str(k[0]), k[1])}, [f"missing x{n}: " + _effect(k, base)]))
-    what = [w for w, c in (("done twice", any("-- a duplicate" in f[1][0] for f in findings)),
-                           ("done but never in the crash-free run", any(f[1][0].startswith("extra") and "-- a duplicate" not in f[1][0]
-                                                      for f in findings)),
-                           ("with a different payload", any(f[1][0].startswith("payload") for f in findings)),
-                           ("never done", any(f[1][0].startswith("missing") for f in findings))) if c]
-    return f"effects {' and '.join(what) or 'differ'}", [line for f in findings for line in f[1]]
+    firsts = [f[1][0] for f in findings]
+    what = [w for w, c in (("effects done twice", any("-- a duplicate" in x for x in firsts)),
+                           ("effects done that the crash-free run never did",
+                            any(x.startswith("extra") and "-- a duplicate" not in x for x in firsts)),
+                           ("effects done with a different payload", any(x.startswith("payload") for x in firsts)),
+                           ("effects of the crash-free run never done", any(x.startswith("missing") for x in firsts)))
+            if c]
+    return "; ".join(what) or "effects differ", [line for f in findings for line in f[1]]  # a clause per kind

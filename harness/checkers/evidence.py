@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -47,7 +48,7 @@ class Evidence:
     volatile: frozenset[str] = frozenset()
     """Fields left out of comparisons with this (crash-free) run: they differed between two crash-free
     runs, or the step module declared them (`NONDETERMINISTIC`). Paths like `state.decided_at`,
-    `effect.mailer.sent_at`, `own.2`."""
+    `effect.mailer.sent_at`, `own.2`, `model.messages.0.content` (a part of every model request)."""
     replay: Replay = field(default_factory=Replay)
     extra: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
     """What the run's scenario recorded for its checkers and summary (`seeded_raw`, `drain_expect`...)."""
@@ -63,19 +64,23 @@ class Evidence:
     def aliases(self) -> dict[str, str]:
         """Run-specific names and their placeholders, longest first: each idempotency key and each
         effect id, named by service and order of first appearance (so an agent's own key scheme, a
-        uuid or a digest, compares across runs), and the run id."""
+        uuid or a digest, compares across runs), and the run id. A key that holds the run id is left to
+        the run id's placeholder (`<run>:charge`): it compares as it is, whatever order concurrent requests
+        arrived in, and the id of its effect is named after it (`<ledger-effect of <run>:charge>`)."""
         out: dict[str, str] = {}
         keys: dict[str, int] = {}
         effects: dict[str, int] = {}
         for e in self.effects:
             service = str(e.get("service"))
             key = e.get("key")
-            if isinstance(key, str) and len(key) >= MIN_ALIAS and key not in out:
+            if isinstance(key, str) and len(key) >= MIN_ALIAS and key not in out and self.run_id not in key:
                 keys[service] = keys.get(service, 0) + 1
                 out[key] = f"<{service}-key{keys[service]}>"
             effects[service] = effects.get(service, 0) + 1
             if e.get("id") and len(str(e["id"])) >= MIN_ALIAS:
-                out[str(e["id"])] = f"<{service}-effect{effects[service]}>"
+                named = isinstance(key, str) and self.run_id in key  # named by its key, not by arrival
+                out[str(e["id"])] = (f"<{service}-effect of {key.replace(self.run_id, RUN_PLACEHOLDER)}>" if named
+                                     else f"<{service}-effect{effects[service]}>")
         out[self.run_id] = RUN_PLACEHOLDER
         return dict(sorted(out.items(), key=lambda kv: -len(kv[0])))
 
@@ -135,7 +140,8 @@ def differing(a: Any, b: Any, path: str) -> set[str]:
 
 def volatile_fields(a: Evidence, b: Evidence) -> set[str]:
     """Fields that differ between two crash-free runs `a` and `b` of one agent (after run-specific names are
-    replaced): of the final state, of each service's effects (paired in order), of the own-database rows."""
+    replaced): of the final state, of each service's effects (paired in order), of the own-database rows, of
+    the model requests (paired in order, timestamps already left out: `request_body`)."""
     out: set[str] = set()
     if a.final is not None and b.final is not None:
         out |= differing(a.normalize(a.final.get("state")), b.normalize(b.final.get("state")), "state")
@@ -151,4 +157,36 @@ def volatile_fields(a: Evidence, b: Evidence) -> set[str]:
             out |= differing(a.normalize(x.get("payload")), b.normalize(y.get("payload")), f"effect.{service}")
     for x, y in zip(a.own_effects, b.own_effects, strict=False):
         out |= differing(a.normalize(x), b.normalize(y), "own")
+    for x, y in zip(a.model_requests, b.model_requests, strict=False):
+        out |= differing(request_body(a, x), request_body(b, y), "model")
     return out
+
+
+TIMESTAMP = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?:Z|[+-]\d{2}:?\d{2}|\s?UTC)?)?"  # ISO 8601
+    r"|\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b"  # a time of day
+    r"|\b1[6-9]\d{8}(?:\.\d+)?\b")  # seconds since the epoch, 2020-2033
+"""Text that reads as the current time: left out of a model request's identity wherever it appears (a
+prompt that names the hour is asked again in another second on replay; it is the same request)."""
+TIME = "<time>"
+
+
+def unstamped(value: Any) -> Any:
+    """`value` with every timestamp in its strings (`TIMESTAMP`) replaced by `<time>`."""
+    if isinstance(value, str):
+        return TIMESTAMP.sub(TIME, value)
+    if isinstance(value, dict):
+        return {k: unstamped(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [unstamped(v) for v in value]
+    return value
+
+
+def request_body(ev: Evidence, r: dict, volatile: frozenset[str] = frozenset()) -> Any:
+    """What names a model request across runs: its model, system, messages and tools, with run-specific names
+    replaced (`Evidence.normalize`), timestamps in its text replaced (`unstamped`), and the fields in
+    `volatile` under `model.` (`model.messages.0.content`: found to differ between the two crash-free runs,
+    or declared in the step module's `NONDETERMINISTIC`) left out."""
+    body = {k: r.get(k) for k in ("model", "system", "messages")}
+    body["tools"] = r.get("tools") or []
+    return mask(unstamped(ev.normalize(body)), "model", volatile)

@@ -3,7 +3,7 @@ retries_keep_keys (service faults)."""
 
 from __future__ import annotations
 
-from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.evidence import MIN_ALIAS, Evidence, normalize
 from killpoint.checkers.verdict import Verdict, failed, passed, unknown
 from killpoint.events import FaultFired, FaultMissed, Point, RunEnd
 
@@ -43,16 +43,35 @@ def _went_on(ev: Evidence, fault: FaultFired) -> bool:
 
 
 def retries_keep_keys(ev: Evidence, base: Evidence | None) -> Verdict:
-    """Every service request, first try or retry, carried an idempotency key the crash-free run used."""
+    """Every service request, first try or retry, carried an idempotency key the crash-free run used.
+
+    Keys are compared with run-specific names replaced (`attempt_aliases`): each key named by its service
+    and order of first appearance among the run's attempts, applied or not (a correct key whose request
+    never applied in this run, an error answered before it could, is still the crash-free run's key)."""
     if base is None:
         return unknown("retries_keep_keys", "no crash-free baseline to compare with")
-    known = {(a.get("service"), base.normalize(a.get("key"))) for a in base.attempts}
-    strange = [a for a in ev.attempts if (a.get("service"), ev.normalize(a.get("key"))) not in known]
+    known = {(a.get("service"), normalize(a.get("key"), attempt_aliases(base))) for a in base.attempts}
+    mine = attempt_aliases(ev)
+    strange = [a for a in ev.attempts if (a.get("service"), normalize(a.get("key"), mine)) not in known]
     if strange:
         return failed("retries_keep_keys", f"{len(strange)} request(s) with a key the crash-free run never used",
-                      [f"{a.get('service')} key={ev.normalize(a.get('key'))} ({a.get('outcome')})" for a in strange])
+                      [f"{a.get('service')} key={normalize(a.get('key'), mine)} ({a.get('outcome')})"
+                       for a in strange])
     retried = len(ev.attempts) - len({(a.get("service"), a.get("key")) for a in ev.attempts})
     return passed("retries_keep_keys", f"{len(ev.attempts)} requests, {retried} retried, all with the crash-free keys")
+
+
+def attempt_aliases(ev: Evidence) -> dict[str, str]:
+    """`ev.aliases` with its keys numbered among the attempts instead of the applied effects: each key of a
+    request, applied or not, named `<SERVICE-keyN>` by its service and order of first appearance."""
+    out = {name: alias for name, alias in ev.aliases.items() if "-key" not in alias}
+    counts: dict[str, int] = {}
+    for a in ev.attempts:
+        service, key = str(a.get("service")), a.get("key")
+        if isinstance(key, str) and len(key) >= MIN_ALIAS and key not in out:
+            counts[service] = counts.get(service, 0) + 1
+            out[key] = f"<{service}-key{counts[service]}>"
+    return dict(sorted(out.items(), key=lambda kv: -len(kv[0])))
 
 
 def faults_injected(ev: Evidence, base: Evidence | None) -> Verdict:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from killpoint.checkers import pricing
-from killpoint.checkers.evidence import Evidence, Hung, mask, not_compared
-from killpoint.checkers.verdict import Verdict, failed, passed, unknown
+from killpoint.checkers.evidence import Evidence, Hung, mask, not_compared, request_body
+from killpoint.checkers.verdict import Verdict, failed, not_applicable, passed, unknown
 
 
 def completes(ev: Evidence, base: Evidence | None) -> Verdict:
@@ -61,23 +63,37 @@ def same_final_state(ev: Evidence, base: Evidence | None) -> Verdict:
 def cost_accounted(ev: Evidence, base: Evidence | None) -> Verdict:
     """The cost the agent recorded equals what the model fake's answers that it kept cost.
 
-    1. The witnesses: every model request the fake answered (`outcome` applied, with `usage`). The fake
-       answers the same request with the same answer, so a replayed request is one answer, kept once: the
-       requests are counted once per `request_digest`.
+    1. The witnesses: every model request the fake answered (`outcome` applied, with `usage`). A replayed
+       request is one answer, kept once: the requests are counted once per identity (`evidence.request_body`:
+       run-specific names, timestamps and the crash-free run's volatile `model.` fields left out), not per
+       digest, since a replay need not resend the identical bytes (a prompt that names the current time is
+       asked again in another second); the last answer of each is the one kept.
     2. Each is priced by the judge's own documented table (`killpoint.checkers.pricing`, `cost_usd` of its
        model and usage), never the agent's; the sum must equal the final checkpoint's `cost_usd` within the
        rounding of one nano-dollar per call. A cost billed again on replay, or mispriced, fails, even when
        every run (the crash-free one too) has the same wrong cost.
-    3. Where the witnesses cannot price the run (no answer the fake recorded with its usage, a model missing
-       from the table, or a final record without `cost_usd`: an agent that does not account cost this way),
-       the cost is compared with the crash-free
-       run's instead, as before: a replayed step must not be billed twice.
+    3. An agent that made model calls but records no `cost_usd` (a framework that does not account cost)
+       is not judged: `unknown`, saying so; one that made none and records none is `n/a`.
+    4. Where the witnesses cannot price the run (no answer the fake recorded with its usage, a model missing
+       from the table), the cost is compared with the crash-free run's instead: a replayed step must not be
+       billed twice.
     """
     if ev.final is None:
         return unknown("cost_accounted", "the run has no final checkpoint")
-    answered = {r.get("request_digest"): r for r in ev.model_requests
-                if r.get("outcome") == "applied" and r.get("usage") is not None}
-    if answered and "cost_usd" in ev.final and all(pricing.priced(r.get("model")) for r in answered.values()):
+    volatile = base.volatile if base is not None else frozenset()
+    answered: dict[str, dict] = {}
+    for r in ev.model_requests:
+        if r.get("outcome") == "applied" and r.get("usage") is not None:
+            same = (json.dumps(request_body(ev, r, volatile), sort_keys=True) if r.get("messages") is not None
+                    else str(r.get("request_digest")))  # a record without its messages: by digest
+            answered[same] = r
+    if ev.final.get("cost_usd") is None:
+        if ev.model_requests:
+            return unknown("cost_accounted", f"the agent made {len(ev.model_requests)} model request(s) but its final "
+                           "checkpoint records no cost_usd: nothing to account (record the cost in cost_usd, or "
+                           "--skip-checker cost_accounted)")
+        return not_applicable("cost_accounted", "the agent makes no model requests and records no cost")
+    if answered and all(pricing.priced(r.get("model")) for r in answered.values()):
         mine = float(ev.final.get("cost_usd") or 0)
         witnessed = sum(pricing.cost_usd(str(r.get("model")), r.get("usage")) for r in answered.values())
         if abs(mine - witnessed) <= pricing.ROUNDING * (len(answered) + 1):
@@ -86,7 +102,10 @@ def cost_accounted(ev: Evidence, base: Evidence | None) -> Verdict:
         return failed("cost_accounted", f"cost_usd {mine:.9f} but the {len(answered)} model answer(s) kept "
                       f"cost {witnessed:.9f} by the price table",
                       [f"difference {mine - witnessed:+.9f} USD",
-                       *(f"answer {d}: {r.get('model')} usage {r.get('usage')}" for d, r in answered.items())])
+                       *(f"answer {r.get('request_digest')}: {r.get('model')} usage {r.get('usage')}"
+                         for r in answered.values())])
+    if not ev.model_requests and not float(ev.final.get("cost_usd") or 0):
+        return not_applicable("cost_accounted", "the agent makes no model requests (cost_usd 0)")
     if base is None or base.final is None:
         return unknown("cost_accounted", "no crash-free baseline to compare with, and no priced model answers")
     mine, theirs = float(ev.final.get("cost_usd") or 0), float(base.final.get("cost_usd") or 0)

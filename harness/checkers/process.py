@@ -7,12 +7,14 @@ from collections import Counter
 
 from killpoint.checkers.effects import _effect_keys
 from killpoint.checkers.evidence import Evidence
-from killpoint.checkers.verdict import Verdict, failed, passed, unknown
+from killpoint.checkers.verdict import Verdict, failed, not_applicable, passed, unknown
+from killpoint.checkers.visits import Visit, attempt_operations, label, looped, order, visits_of
 from killpoint.events import Escalate, FaultFired, Point
-from killpoint.faults.points import PROCESS_ACTIONS
+from killpoint.faults.points import base as action_name
+from killpoint.faults.points import is_process
 
 DRAIN_DEADLINE_EXIT = 6
-INTERRUPTING = frozenset({"kill", "stop", "db-crash"})
+INTERRUPTING = frozenset({"kill", "stop", "db-crash", "clock"})
 """Faults that end or freeze a worker from outside: a drain they cut short says nothing about the drain."""
 
 
@@ -30,51 +32,81 @@ def no_rewind(ev: Evidence, base: Evidence | None) -> Verdict:
 
 
 def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
-    """A fault costs at most the step it hit, and that step repeats at most one effect.
+    """A fault costs at most the step visit it hit, and that visit repeats at most one effect.
 
-    Each step starts at most once plus once per process fault on it (or service fault that ended the worker:
-    the last fault its incarnation met before exiting with an error, as a client that lets a 5xx end the
-    worker does); and a step's effects are seen again
-    by the services (retries they deduplicated) at most once per fault on that step, of any kind: a replayed
-    step with one externally visible effect repeats one operation (the articles' "one effect per step").
-    Where the services' attempts cannot be paired with the steps that sent them, the bound is run-wide. A
-    fault at a step's `checkpoint.committed`, and a `stop` (a zombie and its successor both go on), counts
-    for the step after it too (`_following`).
+    Counted per visit of the cursor (`checkers.visits`: a loop's second pass over a step is a visit of its
+    own, a replay of a visit is not). Each visit starts at most once plus once per process fault on it (or
+    service fault that ended the worker: the last fault its incarnation met before exiting with an error, as
+    a client that lets a 5xx end the worker does); and a visit's effects are seen again by the services
+    (requests they deduplicated) at most once per fault on that visit, of any kind, beyond those the
+    crash-free run's same visit also had deduplicated (a re-read with no fault: the agent re-sends a request
+    to read its answer back, which is no rework): a replayed step with one externally visible effect repeats
+    one operation (the articles' "one effect per step"); each start of a visit may re-read what the
+    crash-free visit re-read. Where the services' attempts cannot be paired with
+    the visits that sent them, the bound is run-wide. A fault at a visit's `checkpoint.committed`, and a
+    `stop` (a zombie and its successor both go on), counts for the visit after it too (`_following`).
     """
-    starts = Counter(e.step for e in ev.events if isinstance(e, Point) and e.point == "step.start")
+    points = visits_of(ev, Point)
+    starts = Counter(v for e, v in points if isinstance(e, Point) and e.point == "step.start")
     if not starts and not ev.attempts:
         return unknown("bounded_rework", "no step.start points (black-box worker) and no service attempts")
-    hits = Counter(f.step for f in ev.faults() if f.action in PROCESS_ACTIONS or _ended_worker(ev, f))
-    over = {s: n for s, n in starts.items() if n > 1 + hits.get(s, 0)}
+    several = looped(*starts)
+    faults = visits_of(ev, FaultFired)
+    hits = Counter(v for f, v in faults if isinstance(f, FaultFired)
+                   and (is_process(str(f.action)) or _ended_worker(ev, f)))
+    hits.update(_outage_ends(ev))
+    over = {v: n for v, n in starts.items() if n > 1 + hits.get(v, 0)}
     if over:
         return failed("bounded_rework", "steps were re-done more often than the faults that hit them explain",
-                      [f"{s}: started {n}x, {hits.get(s, 0)} fault(s) on it" for s, n in sorted(over.items())])
-    steps = _attempt_steps(ev)
-    repeated = [(a, step) for a, step in zip(ev.attempts, steps or [None] * len(ev.attempts), strict=True)
+                      [f"{label(v, v[0] in several)}: started {n}x, {hits.get(v, 0)} fault(s) on it"
+                       for v, n in sorted(over.items(), key=str)])
+    operations = attempt_operations(ev)
+    paired = operations is not None
+    repeated = [(a, v) for a, v in zip(ev.attempts, operations or [None] * len(ev.attempts), strict=True)
                 if a.get("outcome") == "deduplicated"]
-    faults = Counter(f.step if steps is not None else None for f in ev.faults())
-    if steps is not None:  # a fault at a step's committed checkpoint is at the boundary: the next step may redo
+    allowed: Counter = Counter(v if paired else None for _, v in faults)
+    if paired:  # a fault at a visit's committed checkpoint is at the boundary: the next visit may redo
         following = _following(base)
-        faults.update(following[f.step] for f in ev.faults()
-                      if (f.point == "checkpoint.committed" or f.action == "stop") and f.step in following)
-    counts = Counter(step for _, step in repeated)
-    excess = {s: n for s, n in counts.items() if n > faults.get(s, 0)}
+        allowed.update(following[v] for f, v in faults if isinstance(f, FaultFired)
+                       and (f.point == "checkpoint.committed" or f.action == "stop") and v in following)
+    rereads = _rereads(base, paired)  # each start of a visit re-reads what the crash-free one did
+    allowed.update({v: n * max(1, starts.get(v, 0) if paired else 1 + sum(hits.values()))
+                    for v, n in rereads.items()})
+    counts = (Counter(op[0] for op in {op for _, op in repeated if op}) if paired  # repeated operations per visit
+              else Counter(None for _ in repeated))
+    excess = {v: n for v, n in counts.items() if n > allowed.get(v, 0)}
     if excess:
-        where = ", ".join(f"{s or 'the run'}: {n} repeated after {faults.get(s, 0)} fault(s)"
-                          for s, n in sorted(excess.items(), key=str))
+        several |= looped(*(v for v in excess if v))
+        where = ", ".join(f"{label(v, v[0] in several) if v else 'the run'}: {n} repeated after "
+                          f"{allowed.get(v, 0)} fault(s) or crash-free re-read(s)"
+                          for v, n in sorted(excess.items(), key=str))
         return failed("bounded_rework", f"a replay repeated more than one operation per fault ({where})",
                       [f"repeated: {a.get('service')} key={ev.normalize(a.get('key'))}"
-                       + (f" (step {s})" if s else "") for a, s in repeated])
+                       + (f" (step {label(op[0], op[0][0] in several)})" if op else "") for a, op in repeated])
     if not starts:
         return passed("bounded_rework", "black-box worker: repeated effects within one per fault (step starts unseen)")
-    return passed("bounded_rework", f"{sum(starts.values())} step starts for {len(starts)} steps")
+    return passed("bounded_rework", f"{sum(starts.values())} step starts for {len(starts)} step visits")
+
+
+def _rereads(base: Evidence | None, paired: bool) -> Counter:
+    """The requests the crash-free run's services deduplicated, per visit (run-wide when not `paired`): the
+    agent re-sends them with no fault (to read an answer back), so a faulted run may too."""
+    if base is None:
+        return Counter()
+    operations = attempt_operations(base) if paired else None
+    if paired and operations is None:
+        return Counter()
+    repeated = {op if paired else i for i, (a, op) in
+                enumerate(zip(base.attempts, operations or [None] * len(base.attempts), strict=True))
+                if a.get("outcome") == "deduplicated"}
+    return Counter(op[0] if paired else None for op in repeated)
 
 
 def _ended_worker(ev: Evidence, fault: FaultFired) -> bool:
     """True for a service fault that ended its worker: the last fault of its incarnation, which then exited
     with a non-zero code (not by a signal: a process fault or the harness ended that one)."""
     inc = fault.inc
-    if not inc or fault.action in PROCESS_ACTIONS:
+    if not inc or is_process(str(fault.action)):
         return False
     if [f for f in ev.faults() if f.inc == inc][-1] is not fault:
         return False
@@ -82,37 +114,54 @@ def _ended_worker(ev: Evidence, fault: FaultFired) -> bool:
     return end is not None and end.get("signal") is None and end.get("exit_code") not in (None, 0)
 
 
-def _following(base: Evidence | None) -> dict[str, str]:
-    """Each step's successor in the crash-free run (the order its steps first reached a point). A fault at
+def _outages(ev: Evidence) -> dict[str, int]:
+    """Each service an outage fault hit, with the index in `ev.events` of its first such fault (the service is
+    the `source` of the request point the fault fired at)."""
+    out: dict[str, int] = {}
+    for i, e in enumerate(ev.events):
+        if isinstance(e, FaultFired) and action_name(str(e.action)) == "outage":
+            hit = next((p for p in reversed(ev.events[:i]) if isinstance(p, Point) and p.inc == e.inc
+                        and p.step == e.step and p.point == e.point), None)
+            if hit is not None and hit.source:
+                out.setdefault(str(hit.source), i)
+    return out
+
+
+def _met_outage(ev: Evidence, inc: str | None, outages: dict[str, int], since: int = 0) -> bool:
+    """True when `inc` sent a request (after event `since`) to a service after an outage fault hit it."""
+    return any(isinstance(e, Point) and e.inc == inc and e.point in ("effect.received", "model.request")
+               and e.source in outages and i > outages[str(e.source)]
+               for i, e in enumerate(ev.events) if i > since)
+
+
+def _outage_ends(ev: Evidence) -> Counter:
+    """Workers an outage ended beyond the one it hit: an outage lasts across steps and, as `outage=N`, across
+    incarnations (a kill in its middle), so it can outlast the retries of more than one worker. Each
+    incarnation that met no fault of its own, sent a request to a service in an outage and exited with an
+    error counts as a fault on the visit it was in (its last step.start)."""
+    outages = _outages(ev)
+    if not outages:
+        return Counter()
+    own = {f.inc for f in ev.faults()}
+    started = visits_of(ev, Point)
+    out: Counter = Counter()
+    for end in ev.incarnations:
+        inc = end.get("inc")
+        if inc in own or end.get("signal") is not None or end.get("exit_code") in (None, 0):
+            continue
+        mine = [v for e, v in started if isinstance(e, Point) and e.point == "step.start" and e.inc == inc]
+        if mine and _met_outage(ev, inc, outages):
+            out[mine[-1]] += 1
+    return out
+
+
+def _following(base: Evidence | None) -> dict[Visit, Visit]:
+    """Each visit's successor in the crash-free run (the order its visits first reached a point). A fault at
     `checkpoint.committed` lands between the two, and a worker that goes on before noticing it (a database
     gone, a black-box framework that touches the database only at its next checkpoint) redoes the next
-    step's one operation: that repeat is the fault's, not an unbounded rework."""
-    order: list[str] = []
-    for e in base.events if base is not None else ():
-        if isinstance(e, Point) and e.step and e.step not in order:
-            order.append(e.step)
-    return dict(zip(order, order[1:], strict=False))
-
-
-def _attempt_steps(ev: Evidence) -> list[str | None] | None:
-    """The step of each of `ev.attempts`: the n-th attempt a service saw is the n-th request point of that
-    service in the history (`effect.received`, or `model.request` for the model), named by the step it was
-    attributed to. None if they do not pair up."""
-    received: dict[str, list[str | None]] = {}
-    for e in ev.events:
-        if isinstance(e, Point) and e.point in ("effect.received", "model.request"):
-            received.setdefault(str(e.source), []).append(e.step)
-    seen: Counter = Counter()
-    out: list[str | None] = []
-    for a in ev.attempts:
-        service = str(a.get("service"))
-        if seen[service] >= len(received.get(service, [])):
-            return None
-        out.append(received[service][seen[service]])
-        seen[service] += 1
-    if any(len(steps) != seen[service] for service, steps in received.items()):
-        return None
-    return out
+    visit's one operation: that repeat is the fault's, not an unbounded rework."""
+    visits = order(base) if base is not None else []
+    return dict(zip(visits, visits[1:], strict=False))
 
 
 def conventions(ev: Evidence) -> bool:
@@ -126,15 +175,17 @@ def fenced_zombie(ev: Evidence, base: Evidence | None) -> Verdict:
     then, under killpoint's exit-code convention, stops as fenced (exit 3, 4 or 5; a queue worker may go
     on to other runs). Without the convention only the writes are judged, and they must name their
     writer (PGAPPNAME), else the verdict is unknown. A zombie whose successors wrote nothing (they found
-    the run done, or lost the race for a row the zombie held locked) has nothing to be fenced from."""
+    the run done, or lost the race for a row the zombie held locked) has nothing to be fenced from: with
+    no such zombie (or no stop fault at all) the checker was not exercised, `n/a`, never a pass."""
     zombies = [f.inc for f in ev.faults() if f.action == "stop"]
     if not zombies:
-        return passed("fenced_zombie", "not exercised: no stop fault in this run")
+        return not_applicable("fenced_zombie", "not exercised: no stop fault in this run")
     if not conventions(ev):
         named = {i.get("inc") for i in ev.incarnations}
         if not any(w.get("app") in named for w in ev.audit):
             return unknown("fenced_zombie", "no committed write names its worker (the worker's database sessions "
                            "do not carry PGAPPNAME), so a zombie's writes cannot be told from its successor's")
+    challenged = 0
     for z in zombies:
         later = _started_after(ev, z)
         others_wrote = False
@@ -144,6 +195,7 @@ def fenced_zombie(ev: Evidence, base: Evidence | None) -> Verdict:
                               [f"seq {w['seq']} cursor {w.get('cursor')} status {w.get('status')} by {z}"])
             if w.get("app") not in (z, None) and (later is None or w.get("app") in later):
                 others_wrote = True
+        challenged += others_wrote
         end = _incarnation(ev, z)
         # a queue worker serves many runs: fenced out of one, it goes on to the next job and may exit 0;
         # that it wrote nothing after the takeover (above) is what fencing means for it
@@ -151,7 +203,10 @@ def fenced_zombie(ev: Evidence, base: Evidence | None) -> Verdict:
                 and end.get("exit_code") not in (3, 4, 5) and end.get("signal") is None):
             return failed("fenced_zombie", f"zombie {z} exited {end.get('exit_code')} instead of stopping as fenced",
                           ["expected exit 4 (fenced) or 5 (lease lost)"])
-    return passed("fenced_zombie", f"{len(zombies)} zombie(s) fenced")
+    if not challenged:
+        return not_applicable("fenced_zombie", f"not exercised: no worker wrote after {', '.join(map(str, zombies))} "
+                              "was stopped, so there was nothing to fence it from")
+    return passed("fenced_zombie", f"{challenged} zombie(s) fenced")
 
 
 def _started_after(ev: Evidence, inc: str | None) -> set[str] | None:
@@ -165,19 +220,24 @@ def _started_after(ev: Evidence, inc: str | None) -> set[str] | None:
 
 def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
     """After SIGTERM the worker takes no new step and exits by itself before the grace period ends,
-    having checkpointed.
+    having checkpointed. No SIGTERM, or none that a later fault did not cut short: `n/a` (not exercised).
 
     With `extra["drain_expect"] == "exit"` (a step longer than the drain deadline) only the clean
     exit is required (0, or 6: the drain deadline passed first); otherwise the worker must also leave a `paused` (or `done`) checkpoint.
     """
     terms = [f for f in ev.faults() if f.action == "term"]
     if not terms:
-        return passed("drains_on_sigterm", "not exercised: no term fault in this run")
+        return not_applicable("drains_on_sigterm", "not exercised: no term fault in this run")
     escalated = {e.inc for e in ev.events if isinstance(e, Escalate)}
     faults = ev.faults()
+    cut = [f for f in terms
+           if any(g.inc == f.inc and action_name(str(g.action)) in INTERRUPTING for g in faults[faults.index(f) + 1:])]
+    if len(cut) == len(terms):
+        return not_applicable("drains_on_sigterm", "not exercised: a later fault killed or froze every worker "
+                              "that got a SIGTERM before it could drain")
     for f in terms:
         inc = f.inc
-        if any(g.inc == inc and g.action in INTERRUPTING for g in faults[faults.index(f) + 1:]):
+        if f in cut:
             continue  # a later fault of the schedule killed or froze this worker while it drained: not judged
         end = _incarnation(ev, inc)
         if inc in escalated:
@@ -190,6 +250,8 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
                           [f"term at {f.step}:{f.point}"])
         if end is None:
             return unknown("drains_on_sigterm", f"no end recorded for {inc}")
+        if _outage_cut(ev, f, end):
+            continue  # the step in flight could not finish: its service was down past the client's retries
         if not conventions(ev):
             return _drained_by_records(ev, base, terms)
         expect = ev.extra.get("drain_expect", "checkpoint")
@@ -203,6 +265,15 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
                 return failed("drains_on_sigterm", f"{inc} exited 0 after SIGTERM without checkpointing as paused",
                               [f"its writes: {statuses or 'none'}"])
     return passed("drains_on_sigterm", f"{len(terms)} SIGTERM(s) drained cleanly")
+
+
+def _outage_cut(ev: Evidence, term: FaultFired, end: dict) -> bool:
+    """True when the SIGTERMed worker exited with an error (not by a signal) after sending, since the SIGTERM,
+    a request to a service in an outage: its drain was cut short by the outage, not skipped."""
+    if end.get("signal") is not None or end.get("exit_code") in (None, 0):
+        return False
+    outages = _outages(ev)
+    return bool(outages) and _met_outage(ev, term.inc, outages, since=ev.events.index(term))
 
 
 def _drained_by_records(ev: Evidence, base: Evidence | None, terms: list[FaultFired]) -> Verdict:

@@ -72,14 +72,17 @@ def add_common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--out", default=".killpoint/runs", help="where run directories go")
     g.add_argument("--junit", default=None, help="also write JUnit XML here")
     g.add_argument("--quiet", action="store_true", help="no progress lines")
-    g.add_argument("--effect", action="append", default=None, metavar="NAME=URL",
+    g.add_argument("--effect", action="append", default=None, metavar="NAME=URL[,id=PATH]",
                    help="record the effects sent to an HTTP service through a proxy (repeatable); the worker "
-                        "gets the run's URL in KILLPOINT_EFFECT_<NAME>_URL")
+                        "gets the run's URL in KILLPOINT_EFFECT_<NAME>_URL; id=PATH: where the service's "
+                        "answers carry the object's id when not at 'id' (e.g. id=ticket.id), so a replayed key "
+                        "is told from a second effect")
     add_postgres_options(p)
 
 
-def effects_option(values: Sequence[str] | None) -> dict[str, str]:
-    """`--effect NAME=URL` values as {name: url}; a UsageError naming the first bad or repeated one."""
+def effects_option(values: Sequence[str] | None, flag: str = "--effect") -> dict[str, str]:
+    """`--effect NAME=URL[,id=PATH]` values as {name: "URL[,id=PATH]"} (what `Services.start` takes); a
+    UsageError naming the first bad or repeated one (`flag`: the option's name as the user wrote it)."""
     from killpoint.fake_services.proxy import parse_effect
     from killpoint.fake_services.services import SERVICE_SERVER
 
@@ -88,10 +91,10 @@ def effects_option(values: Sequence[str] | None) -> dict[str, str]:
         try:
             up = parse_effect(text, tuple(SERVICE_SERVER))
         except ValueError as exc:
-            raise UsageError("bad-effect", f"--effect {text}: {exc}",
-                             "write --effect NAME=URL, e.g. --effect sms=http://127.0.0.1:9000/api, with a "
+            raise UsageError("bad-effect", f"{flag} {text}: {exc}",
+                             f"write {flag} NAME=URL[,id=PATH], e.g. {flag} sms=http://127.0.0.1:9000/api, with a "
                              "lower-case name that is not a fake's") from None
         if up.name in out:
-            raise UsageError("bad-effect", f"--effect {up.name} is given twice", "name each service once")
-        out[up.name] = up.url
+            raise UsageError("bad-effect", f"{flag} {up.name} is given twice", "name each service once")
+        out[up.name] = up.spec
     return out

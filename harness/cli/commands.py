@@ -210,6 +210,16 @@ def crash_free_first(inv: Invocation, s: Session, meta: dict) -> int | None:
         print("  no faulted trial was run: a fault's effect could not be told apart from this failure")
         result = ScenarioResult("crash-free", "fail", [], 0.0, reason=exc.message)
         return finish(inv, s, [result], {**meta, "crash_free": "fail"})
+    findings = s.crash_free_findings()
+    if findings:  # said first: every faulted trial will show it again, under schedules that did not cause it
+        print(f"FAIL: the crash-free run of {s.agent.module} fails with no faults: "
+              f"{', '.join(v.checker for v in findings)}")
+        for v in findings:
+            print(f"  {v.checker}: fail: {v.reason}")
+            for line in v.evidence[:4]:
+                print(f"    {line}")
+        print("  the faulted trials below fail for this too: fix it first")
+        meta["crash_free"] = "fail"
     return None
 
 

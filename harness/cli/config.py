@@ -95,7 +95,7 @@ def skip_checker_option(values: list[str] | None) -> frozenset[str]:
 
 def actions_option(text: str | None) -> tuple[str, ...]:
     """`--actions kill,term` as a tuple (empty: every scenario's own actions); unknown actions are refused."""
-    from killpoint.faults.points import ACTIONS
+    from killpoint.faults.points import ACTION_NAMES as ACTIONS
 
     if text is None:
         return ()

@@ -29,6 +29,8 @@ from killpoint.env.postgres import provide
 from killpoint.env.postgres.reaper import destroy, new_cluster_dir
 from killpoint.errors import UsageError
 from killpoint.fake_services import Services
+from killpoint.fake_services.cassette import PATH_VAR as CASSETTE_VAR
+from killpoint.fake_services.cassette import CassetteError
 from killpoint.fake_services.hooks import Decision
 from killpoint.fake_services.script import ScriptError
 
@@ -95,6 +97,10 @@ class Environment:
             raise UsageError("bad-model-script", f"the model script cannot be used: {exc}",
                              "fix MODEL_SCRIPT in the step module or the file KILLPOINT_MODEL_SCRIPT names "
                              "(docs/tools.md)") from None
+        except CassetteError as exc:
+            raise UsageError("bad-cassette", f"the model cassette cannot be used: {exc}",
+                             f"fix the file {CASSETTE_VAR} names, record it with killpoint record, or unset "
+                             f"{CASSETTE_VAR} (docs/tools.md)") from None
         stack.callback(self.services.stop)
         # The fork servers import the agent (about a second) while Postgres starts, under the environment
         # their incarnations get (no real credential, the SDKs pointed at the fakes); `ready` below waits.

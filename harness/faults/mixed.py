@@ -12,10 +12,16 @@ retry. No single fault, and no schedule of one kind of fault, finds it.
    the points the crash-free run reached), one schedule with a kill
    right after it: at the same step's `checkpoint.committed`, and at the next step's `step.start`, in step
    order. Pure: same steps, same pairs.
-3. `mixed_from_seed(seed, step_points, budget)`: a random schedule of 2..budget faults, a pure function of
+3. `lasting(step_points)`, also systematic: an `outage` (every request of the service fails until the run is
+   resumed) at each request point of the crash-free run, alone: the client's retries all fail, so the error
+   reaches the step; and a clock jump (`CLOCK_JUMPS`: a kill whose resume is a year and a day later, and one
+   an hour earlier) at each step's `checkpoint.writing`, where a step that read the clock is redone.
+4. `mixed_from_seed(seed, step_points, budget)`: a random schedule of 2..budget faults, a pure function of
    its arguments, holding at least one service fault and one process fault (the first two draws are one of
    each; the rest from both). A later fault on a (step, point) already used takes the next occurrence.
-4. `mixed_schedules(base_seed, count, step_points, budget)`: `count` of them, each with its own derived seed.
+   Service faults include outages of `faults.outage.LENGTHS` (until resumed, and longer than any client's
+   retries); process faults include the clock jumps.
+5. `mixed_schedules(base_seed, count, step_points, budget)`: `count` of them, each with its own derived seed.
 
 Shrinking (`faults.shrink`) needs nothing more: it drops faults of any kind and renumbers occurrences.
 """
@@ -24,15 +30,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from killpoint.faults.points import PROCESS_ACTIONS, fits
+from killpoint.faults.outage import LENGTHS
+from killpoint.faults.points import fits, is_process
 from killpoint.faults.schedule import Fault, Schedule, _Rng, derive_seed, fault_budget
 
 StepPoints = Mapping[str, Sequence[str]]
 
-SERVICE_ACTIONS: tuple[str, ...] = ("error", "drop")
+SERVICE_ACTIONS: tuple[str, ...] = ("error", "drop", *LENGTHS)
 """The service faults a mixed schedule draws from (a 5xx before or after applying; an answer lost after
-applying), at every point each fits (`faults.points.fits`)."""
-PROCESS_MIX: tuple[str, ...] = ("kill", "term")
+applying; an outage that outlasts the client's retries), at every point each fits (`faults.points.fits`)."""
+CLOCK_JUMPS: tuple[str, ...] = ("clock+366d", "clock-1h")
+"""The clock faults drawn: a resume a year and a day later (across a day, a month and a year boundary,
+whatever the date) and one an hour earlier (across an hour boundary, backwards: a skewed clock)."""
+PROCESS_MIX: tuple[str, ...] = ("kill", "term", *CLOCK_JUMPS)
 """The process faults a mixed schedule draws from."""
 
 
@@ -52,13 +62,22 @@ def pairs(step_points: StepPoints) -> list[Schedule]:
     return out
 
 
+def lasting(step_points: StepPoints) -> list[Schedule]:
+    """An `outage` at each request point, and each clock jump at each step's `checkpoint.writing` (flow step 3)."""
+    out = [Schedule((Fault(step, point, "outage"),)) for step in step_points for point in step_points[step]
+           if fits("outage", point)]
+    out += [Schedule((Fault(step, "checkpoint.writing", jump),)) for step in step_points for jump in CLOCK_JUMPS
+            if "checkpoint.writing" in step_points[step]]
+    return out
+
+
 def mixed_from_seed(seed: int, step_points: StepPoints, budget: int | None = None) -> Schedule:
-    """A random mixed schedule (flow step 3); empty when the steps offer no service point."""
+    """A random mixed schedule (flow step 4); empty when the steps offer no service point."""
     budget = fault_budget(step_points) if budget is None else budget
     rng = _Rng(seed)
     every = [(s, p) for s in step_points for p in step_points[s]]
     service = [(s, p, a) for s, p in every for a in SERVICE_ACTIONS if fits(a, p)]
-    process = [(s, p, a) for s, p in every for a in PROCESS_MIX if a in PROCESS_ACTIONS]
+    process = [(s, p, a) for s, p in every for a in PROCESS_MIX if is_process(a)]
     if not service or not process or budget < 2:
         return Schedule()
     count = 2 + rng.below(budget - 1)
@@ -78,7 +97,7 @@ def mixed_from_seed(seed: int, step_points: StepPoints, budget: int | None = Non
 
 def mixed_schedules(base_seed: int, count: int, step_points: StepPoints,
                     budget: int | None = None) -> list[tuple[int, Schedule]]:
-    """`count` mixed schedules (flow step 4), as (seed, schedule)."""
+    """`count` mixed schedules (flow step 5), as (seed, schedule)."""
     out = []
     for i in range(count):
         seed = derive_seed(base_seed, i)

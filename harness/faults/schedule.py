@@ -1,5 +1,7 @@
 """Fault schedules: `STEP:POINT:ACTION[@N]` lists, parsed, printed, generated from seeds and enumerated.
 
+ACTION is a name of `faults.points` (`kill`, `term`, `stop`, `db-crash`, `drop`, `error`, `slow`, `overload`), a
+clock jump `clock+N<unit>`/`clock-N<unit>` (unit `s`, `m`, `h`, `d`), or an outage `outage`/`outage=N`.
 A schedule prints back to the text it was parsed from (`str(Schedule.parse(s)) == s` for canonical
 text), and every generator here is a pure function of its arguments: the pseudo-random choices come
 from SHA-256 of the seed, never from the interpreter's `random`, so a seed means the same schedule on
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from killpoint.errors import UsageError
-from killpoint.faults.points import ACTIONS, POINTS, fits
+from killpoint.faults.points import ACTION_NAMES, POINTS, base, fits, problem
 
 StepPoints = Mapping[str, Sequence[str]]
 """For each step, the kill points it reaches (in a crash-free run), in order."""
@@ -23,6 +25,11 @@ StepPoints = Mapping[str, Sequence[str]]
 _TOKEN = re.compile(r"^(?P<step>[^:@\s]+):(?P<point>[^:@\s]+):(?P<action>[^:@\s]+)(?:@(?P<nth>.*))?$")
 """Three colon-separated names and an optional @N. Only the shape is checked here: a misspelt step, point
 or action parses, so the error can name the valid choices for the part that is wrong."""
+
+
+ACTION_FORMS: tuple[str, ...] = tuple({"clock": "clock+N<s|m|h|d>", "outage": "outage[=N]"}.get(a, a)
+                                      for a in ACTION_NAMES)
+"""The actions as a schedule writes them (an error's fix lists these)."""
 
 
 class ScheduleError(UsageError):
@@ -59,12 +66,12 @@ class Fault:
             raise ScheduleError(token, f"unknown step {step!r}", f"use one of: {', '.join(known_steps)}")
         if point not in POINTS:
             raise ScheduleError(token, f"unknown point {point!r}", f"use one of: {', '.join(POINTS)}")
-        if action not in ACTIONS:
-            raise ScheduleError(token, f"unknown action {action!r}", f"use one of: {', '.join(ACTIONS)}")
+        if (wrong := problem(action)) is not None:
+            raise ScheduleError(token, wrong, f"use one of: {', '.join(ACTION_FORMS)}")
         if not fits(action, point):
             valid = [p for p in POINTS if fits(action, p)]
             raise ScheduleError(token, f"action {action!r} cannot happen at {point!r}",
-                                f"use {action} at one of: {', '.join(valid)}")
+                                f"use {base(action)} at one of: {', '.join(valid)}")
         nth = 1
         if nth_text is not None:
             if not re.fullmatch(r"[0-9]+", nth_text) or int(nth_text) < 1:  # str.isdigit() accepts "²"

@@ -10,6 +10,9 @@
    else the k-th attempt with the k-th `effect.received`; a run with neither pair draws no services lane.
 3. A time axis under the lanes: seconds since the run's first event, at round steps.
 4. `LEGEND` names every colour used (`legend_html`).
+5. Faults that last (`spans`): an outage is a band on the lane of the incarnation it hit, from the fault to
+   its end (the run's next incarnation for `outage`, the N-th request of that service for `outage=N`),
+   labelled with its service; a clock jump labels every later incarnation's start with the run's shift.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from killpoint.events import (
     ServiceRecord,
     Thaw,
 )
+from killpoint.faults.points import base, clock_shift, outage_length
 from killpoint.report.html_run import duplicates
 
 COLORS = {Point.kind: "#7a9a9a", FaultFired.kind: "#d22", IncStart.kind: "#2a2", IncEnd.kind: "#555",
@@ -43,27 +47,72 @@ LEGEND = {"fault": "a fault (its action and point)", "inc.start": "a process sta
           "point": "a kill point passed", "note": "a note from the worker (drain, fenced...)",
           "escalate": "SIGKILL after the grace", "thaw": "a stopped process thawed",
           "db.down": "Postgres down", "db.up": "Postgres up", "attempt": "a request a fake service received",
-          "effect": "an effect a fake service applied", "other": "anything else"}
+          "effect": "an effect a fake service applied", "outage": "an outage: every request of a service fails",
+          "other": "anything else"}
+OUTAGE_COLOR = "#f6b"
 LANE, LABEL_ROW, LEFT, WIDTH, AXIS = 22, 13, 150, 1000, 26
 SERVICES = "services"
 
 
 def legend_html() -> str:
     """Flow step 4: the colour legend: every colour a timeline uses, with what it means."""
-    items = [(COLORS.get(k, "#999"), text) for k, text in LEGEND.items()]
+    items = [(OUTAGE_COLOR if k == "outage" else COLORS.get(k, "#999"), text) for k, text in LEGEND.items()]
     return "<p class=legend>" + " ".join(
         f"<span><svg width=10 height=10><rect width=10 height=10 fill='{c}'/></svg> {html.escape(t)}</span>"
         for c, t in items) + "</p>"
 
 
-def _label(e: Event) -> str | None:
+def _label(e: Event, shifts: dict[int, float] | None = None) -> str | None:
     if isinstance(e, FaultFired):
         return f"{str(e.action).upper()} {e.step}:{e.point}"
     if isinstance(e, Point) and e.point == "step.start":
         return str(e.step)
+    if isinstance(e, IncStart) and shifts and shifts.get(id(e)):
+        return f"clock {_duration(shifts[id(e)])}"
     if isinstance(e, IncEnd):
         return f"killed (signal {e.signal})" if e.signal else f"exit {e.exit_code}"
     return None
+
+
+def _duration(seconds: float) -> str:
+    """`+366d`, `-1h`, `+90s`: a clock shift as a person reads it."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds and seconds % size == 0:
+            return f"{seconds / size:+g}{unit}"
+    return f"{seconds:+g}s"
+
+
+def clock_shifts(evs: list[Event]) -> dict[int, float]:
+    """Flow step 5: each incarnation start (by `id`) after a clock jump, with the run's shift by then."""
+    out: dict[int, float] = {}
+    shift = 0.0
+    for e in evs:
+        if isinstance(e, FaultFired) and base(str(e.action)) == "clock":
+            shift += clock_shift(str(e.action))
+        elif isinstance(e, IncStart) and shift:
+            out[id(e)] = shift
+    return out
+
+
+def spans(evs: list[Event]) -> list[tuple[float, float, str, str]]:
+    """Flow step 5: each outage as (start, end, lane, label), on the history's clock."""
+    out = []
+    for i, e in enumerate(evs):
+        if not (isinstance(e, FaultFired) and base(str(e.action)) == "outage"):
+            continue
+        hit = next((p for p in reversed(evs[:i]) if isinstance(p, Point) and p.step == e.step
+                    and p.point == e.point), None)
+        service = str(hit.get("source")) if hit is not None else "service"
+        n = outage_length(str(e.action))
+        later = evs[i + 1:]
+        if n is None:
+            end = next((x.t for x in later if isinstance(x, IncStart)), None)
+        else:
+            requests = [x.t for x in later if isinstance(x, Point) and x.get("source") == service]
+            end = requests[n - 2] if 0 <= n - 2 < len(requests) else (requests[-1] if n > 1 and requests else None)
+        last = max((x.t for x in evs), default=e.t)
+        out.append((e.t, end if end is not None else last, str(e.get("inc") or "run"), f"outage: {service}"))
+    return out
 
 
 def _record_time(e: ServiceRecord) -> float | None:
@@ -131,6 +180,8 @@ def timeline_svg(evs: list[Event]) -> str:
     for t, e, lane in sorted(items, key=lambda item: item[2] == SERVICES):  # the services lane last
         lanes.setdefault(lane, []).append((t, e))
     service_labels = _service_labels(evs)
+    shifts = clock_shifts(evs)
+    tops: dict[str, float] = {}
 
     def x_of(t: float) -> float:
         return LEFT + (WIDTH - LEFT - 10) * (t - t0) / span
@@ -141,7 +192,7 @@ def timeline_svg(evs: list[Event]) -> str:
         rows_end: list[float] = []  # per label row, the x where its last label ends
         labels: list[tuple[float, int, str, str]] = []
         for t, e in lane:
-            text = service_labels.get(id(e)) if inc == SERVICES else _label(e)
+            text = service_labels.get(id(e)) if inc == SERVICES else _label(e, shifts)
             if text is None:
                 continue
             x = x_of(t)
@@ -157,6 +208,7 @@ def timeline_svg(evs: list[Event]) -> str:
             parts.append(f"<text x='{x:.1f}' y='{ly}' font-size='11' fill='{color}'>{html.escape(text)}</text>")
         parts.append(f"<text x='4' y='{top + 15}' font-size='12' class=lane-label>{html.escape(inc)}</text>")
         parts.append(f"<rect x='{LEFT}' y='{top}' width='{WIDTH - LEFT}' height='{LANE}' fill='#f4f4f4'/>")
+        tops[inc] = top
         for t, e in lane:
             color = COLORS.get(e.kind, "#999")
             if isinstance(e, ServiceRecord):
@@ -170,6 +222,11 @@ def timeline_svg(evs: list[Event]) -> str:
             parts.append(f"<rect class='ev {html.escape(e.kind)}' x='{x_of(t):.1f}' y='{top + 2}' width='{wide}' "
                          f"height='{LANE - 4}' fill='{color}'><title>{html.escape(what)} @ {t - t0:.4f}s</title></rect>")
         y = top + LANE + 8
+    for start, end, lane, text in spans(evs):
+        if lane in tops:
+            x0, x1 = x_of(start), max(x_of(end), x_of(start) + 3)
+            parts.append(f"<rect class='outage' x='{x0:.1f}' y='{tops[lane] + LANE - 6}' width='{x1 - x0:.1f}' "
+                         f"height='5' fill='{OUTAGE_COLOR}' opacity='0.8'><title>{html.escape(text)}</title></rect>")
     parts.extend(_axis(y, t0, span))
     y += AXIS
     return (f"<svg class=timeline xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{y}' "

@@ -80,7 +80,9 @@ class RunController(Route):
     def run(self) -> None:
         """Start incarnations until the run is done, refused, failed (its records say status `failed`: the
         agent gave up on it, `completes` reports why), or a bound is hit (a liveness failure)."""
-        self.history.append("run.begin", run_id=self.run_id, schedule=str(self.schedule), steps=self.steps_module)
+        ran = ({"worker_cmd": self.env.worker_cmd, "adapter": self.env.adapter.name} if self.env.worker_cmd
+               else {"steps": self.steps_module})  # what actually ran: a black-box worker is no step module
+        self.history.append("run.begin", run_id=self.run_id, schedule=str(self.schedule), **ran)
         bound = self.options.incarnation_bound(len(self.schedule))
         try:
             while True:

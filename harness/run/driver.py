@@ -35,9 +35,13 @@ from killpoint.checkers.evidence import Evidence
 from killpoint.env.environment import Environment
 from killpoint.env.launcher import Incarnation
 from killpoint.env.postgres.handle import PostgresHandle
+from killpoint.env.worker_clock import clock_env
+from killpoint.env.worker_clock import unsupported as clock_unsupported
 from killpoint.env.worker_env import incarnation_env
 from killpoint.fake_services.hooks import Decision
+from killpoint.faults.outage import Outages
 from killpoint.faults.plan import FaultPlan
+from killpoint.faults.points import base
 from killpoint.faults.schedule import Fault
 from killpoint.run import evidence as evidence_mod
 from killpoint.run.attribution import StepAttribution
@@ -70,6 +74,7 @@ class RunTarget:
     run_id: str
     successor: Callable[[], Incarnation]
     time_left: Callable[[], float]
+    clock: Callable[[float], str | None] = lambda seconds: "no clock to move"
 
     @property
     def pg(self) -> PostgresHandle:
@@ -88,6 +93,9 @@ class RunTarget:
 
     def remaining(self) -> float:
         return self.time_left()
+
+    def shift_clock(self, seconds: float) -> str | None:
+        return self.clock(seconds)
 
 
 class Route:
@@ -140,6 +148,9 @@ class Driver:
         self.changed = threading.Event()
         self._lock = threading.Lock()
         self._nemeses: dict[str, Nemesis] = {}
+        self.outages = Outages()
+        self.clock: dict[str, float] = {}
+        """Each run's clock shift in seconds (its `clock` faults so far): its later incarnations' wall clock."""
         self._deadline = time.monotonic() + options.time_budget
 
     def remaining(self) -> float:
@@ -152,6 +163,7 @@ class Driver:
         come under its own id) with `argv`; its log is the run folder's `<inc_id>.log`."""
         log = str(self.env.run_dir / f"{inc_id.replace('#', '-')}.log")
         env = incarnation_env(self.env, inc_id, run_id, self.options, self.steps_module)
+        env.update(clock_env(self.clock.get(run_id or "", 0.0), self.env.black_box, env.get("LD_PRELOAD")))
         inc = self.env.launcher.spawn(inc_id, run_id or inc_id, role, argv, env, log)
         self.on_start(inc)  # a no-op when the launcher has already reported it
         return inc
@@ -161,6 +173,8 @@ class Driver:
 
     def _record_start(self, inc: Incarnation) -> None:
         self.history.append("inc.start", run_id=inc.run_id, inc=inc.inc, role=inc.role, pid=inc.pid)
+        with self._lock:
+            self.outages.resumed(inc.run_id)  # an `outage` lasts until the run is resumed
 
     def on_exit(self, inc: Incarnation) -> None:
         self.env.barrier.settle(inc.pid)  # its last notes (run.done...) go in the journal before its end
@@ -188,9 +202,18 @@ class Driver:
         with self._lock:
             if run_id not in self._nemeses:
                 target = RunTarget(self.env, self.history, self.options, run_id,
-                                   lambda: self.policy.successor(run_id), self.remaining)
+                                   lambda: self.policy.successor(run_id), self.remaining,
+                                   lambda seconds: self._shift_clock(run_id, seconds))
                 self._nemeses[run_id] = Nemesis(target)
             return self._nemeses[run_id]
+
+    def _shift_clock(self, run_id: str, seconds: float) -> str | None:
+        """Move the wall clock of `run_id`'s later incarnations by `seconds`; why it cannot, if it cannot."""
+        reason = clock_unsupported(self.env.black_box)
+        if reason is None:
+            with self._lock:
+                self.clock[run_id] = self.clock.get(run_id, 0.0) + seconds
+        return reason
 
     def on_worker_point(self, run_id: str, msg: dict) -> bool:
         """A white-box worker reports a point; True releases it."""
@@ -214,8 +237,17 @@ class Driver:
         inc = self.registry.sender(run_id, info) or self.registry.owner(run_id)
         inc_id = inc.inc if inc else None
         step = self.steps.step_of(run_id, info, lambda: self.cursor(run_id), inc_id)
-        fault = self._reach(run_id, step, point, inc_id, info.get("service", "service"))
-        return Decision.GO if fault is None else self._nemesis(run_id).apply(fault, inc, service_point=True).decision
+        service = str(info.get("service", "service"))
+        fault = self._reach(run_id, step, point, inc_id, service)
+        if fault is not None and base(fault.action) == "outage":
+            with self._lock:
+                self.outages.start(run_id, service, fault.action)
+            return Decision.ERROR
+        if fault is None:
+            with self._lock:
+                failing = self.outages.take(run_id, service)  # an outage in force fails every request
+            return Decision.ERROR if failing else Decision.GO
+        return self._nemesis(run_id).apply(fault, inc, service_point=True).decision
 
     def cursor(self, run_id: str) -> str | None:
         """The cursor of the run's last committed checkpoint (None if there is none or it cannot be read)."""

@@ -13,7 +13,11 @@ run; what the fleet adds is when workers start:
    single run), and the agent's own sweeper queues the runs nobody is moving; then it drains them;
 4. a `stop` asks for a `successor`: a `worker RUN_ID` of the frozen worker's run;
 5. `evidence(run_id)` records one run's evidence as a single-run trial does, with the incarnations that
-   worked on that run; `stats` sums the fleet up for the scenario's summary line.
+   worked on that run; `stats` sums the fleet up for the scenario's summary line;
+6. invariants across runs (`checkers/invariants.py`): the quantities the agent's `INVARIANTS` declare are
+   measured when the runs are submitted and once they have all ended, and every run of the fleet is judged
+   by `invariants_hold` on them (with the witnesses' effects of the fleet's runs); `moved()` is how far each
+   quantity moved, which `concurrent-runs` compares with the same runs done one after another.
 
 Threads: the driver's handlers on the barrier, service and launcher threads; the loop that called
 `drive_queue` does the database work (lease expiry, sweeps, status).
@@ -22,6 +26,8 @@ Threads: the driver's handlers on the barrier, service and launcher threads; the
 from __future__ import annotations
 
 import contextlib
+import importlib
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -31,6 +37,7 @@ import psycopg
 
 from killpoint.checkers import CheckerRef
 from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.invariants import FACTS, Invariant, declared, facts
 from killpoint.env.environment import Environment
 from killpoint.env.launcher import Incarnation
 from killpoint.env.stepmodule import AgentSpec
@@ -77,6 +84,9 @@ class Fleet:
         self._done = 0
         self._sweeps_queued = 0
         self._elapsed = 0.0
+        self.invariants = agent_invariants(agent)
+        self._before: dict[str, object] | None = None
+        self._facts: list[dict] | None = None
 
     @classmethod
     def new(cls, session: Session, name: str, runs: int, options: RunOptions, agent: AgentSpec,
@@ -175,6 +185,7 @@ class Fleet:
 
     def submit(self, params: dict) -> None:
         """Create every run as an application would (the adapter's `submit`): a first record and a job each."""
+        self._before = self.measure()
         with self.env.connect() as conn:
             self.env.adapter.submit(conn, self.run_ids, self.agent.module, params)
         self.history.append("fleet.submit", run_id=None, runs=self.run_ids)
@@ -219,10 +230,50 @@ class Fleet:
             self._elapsed = time.monotonic() - started
             self._done = sum(1 for s in self.statuses().values() if s == "done")
 
+    # ---- invariants across runs -----------------------------------------------------------------------
+    def measure(self) -> dict[str, object]:
+        """Each declared invariant's quantity now (a number, or the error its query raised)."""
+        out: dict[str, object] = {}
+        if not self.invariants:
+            return out
+        with self.env.pooled() as conn:
+            for inv in self.invariants:
+                try:
+                    row = conn.execute(inv.sql).fetchone()
+                    value = None if row is None else row[0]
+                    out[inv.name] = value if value is None or isinstance(value, (int, float)) else float(value)
+                except psycopg.Error as exc:
+                    conn.rollback()
+                    out[inv.name] = f"error: {str(exc).strip()}"
+        return out
+
+    def invariant_facts(self) -> list[dict]:
+        """The facts of every invariant over the fleet's runs (measured once, after they all ended)."""
+        if self._facts is None:
+            effects = [e for r in self.run_ids for e in self.env.services.effects(r)]
+            self._facts = facts(self.invariants, self._before or {}, self.measure(), effects, self.run_ids)
+        return self._facts
+
+    def moved(self) -> dict[str, object]:
+        """How far each quantity moved over the fleet (after - before), or what was measured when not a number."""
+        out: dict[str, object] = {}
+        for f in self.invariant_facts():
+            before, after = f["before"], f["after"]
+            numbers = all(isinstance(v, (int, float)) for v in (before, after))
+            out[f["name"]] = after - before if numbers else f"{before!r} -> {after!r}"
+        return out
+
     # ---- evidence ----------------------------------------------------------------------------------
     def trial(self, run_id: str, schedule: Schedule, seed: int | None, checkers: Iterable[CheckerRef],
               base: Evidence, extra: dict | None = None) -> Trial:
-        """Record and judge one run of the fleet (as a single-run trial is judged)."""
+        """Record and judge one run of the fleet (as a single-run trial is judged); with declared
+        invariants, by `invariants_hold` too, on the fleet's facts."""
+        checkers = list(checkers)
+        if self.invariants:
+            extra = {**(extra or {}), FACTS: [*self.invariant_facts(), *(extra or {}).get(FACTS, [])]}
+            checkers += [c for c in ("invariants_hold",) if c not in checkers]
+        if extra and "serial" in extra:
+            checkers += [c for c in ("same_as_serial",) if c not in checkers]
         return judge(self.history, run_id, schedule, seed, self.evidence(run_id, extra), base, checkers)
 
     def evidence(self, run_id: str, extra: dict | None = None) -> Evidence:
@@ -231,3 +282,12 @@ class Fleet:
         done = self.statuses().get(run_id) == "done"
         return self.driver.evidence(run_id, self.agent.own_effects_sql, None if done else self.limit, extra,
                                     watch=self.incarnations)
+
+
+def agent_invariants(agent: AgentSpec) -> tuple[Invariant, ...]:
+    """The invariants the agent's step module declares (`INVARIANTS`; none for a black-box worker)."""
+    try:
+        module = sys.modules.get(agent.module) or importlib.import_module(agent.module)
+    except Exception:  # noqa: BLE001 - a module the harness cannot import here declares nothing it can measure
+        return ()
+    return declared(getattr(module, "INVARIANTS", None), agent.module)

@@ -10,7 +10,10 @@ at the barrier and returns a `Reaction`:
 4. `kill`: SIGKILL (and SIGCONT for a frozen one); a held worker point is left unanswered, a held request
    is dropped before its effect or answered into the void after it;
 5. `term`: SIGTERM, then SIGKILL after the grace period if the worker is still alive; it goes on (drains);
-6. `stop`: SIGSTOP, the lease lapses, a successor runs until it ends, waits on a lock the frozen one
+6. `clock±N` (a `kill` whose resume is that far away in the worker's time): the run's clock moves by N for
+   its later incarnations (`Target.shift_clock`), then SIGKILL as `kill`; where the clock cannot be moved (a
+   black-box worker without libfaketime) the fault is recorded as missed and the worker is killed anyway;
+7. `stop`: SIGSTOP, the lease lapses, a successor runs until it ends, waits on a lock the frozen one
    holds, or (while the frozen one holds a transaction) makes no progress, then SIGCONT: the zombie goes
    on and must be fenced.
 
@@ -32,6 +35,7 @@ import psycopg
 from killpoint.env.launcher import Incarnation
 from killpoint.env.postgres.handle import PostgresHandle
 from killpoint.fake_services.hooks import Decision
+from killpoint.faults.points import base, clock_shift
 from killpoint.faults.schedule import Fault
 from killpoint.run.history import History
 from killpoint.run.options import RunOptions
@@ -107,6 +111,10 @@ class Target(Protocol):
         """Seconds left of the run's time budget."""
         ...
 
+    def shift_clock(self, seconds: float) -> str | None:
+        """Move the wall clock of the run's later incarnations by `seconds`; None, or why it cannot."""
+        ...
+
 
 class Nemesis:
     """Fault actions against one run's incarnations and the environment (see the module docstring)."""
@@ -126,8 +134,8 @@ class Nemesis:
             self._missed(fault, "no live incarnation")
             return GO
         actions: dict[str, Callable[[Incarnation, Fault, bool], Reaction]] = {
-            "kill": self._kill, "term": self._term, "stop": self._stop}
-        return actions[action](inc, fault, service_point)
+            "kill": self._kill, "term": self._term, "stop": self._stop, "clock": self._clock}
+        return actions[base(action)](inc, fault, service_point)
 
     def _missed(self, fault: Fault, reason: str) -> None:
         self.target.history.append("fault.missed", run_id=self.target.run_id, fault=str(fault), reason=reason)
@@ -139,6 +147,12 @@ class Nemesis:
         # The client is gone. Before the effect, nothing is applied (as a server that notices the closed
         # connection); after it, the effect stays applied and the response goes nowhere.
         return Reaction(False, Decision.GO if fault.point == "effect.applied" else Decision.DROP)
+
+    def _clock(self, inc: Incarnation, fault: Fault, service_point: bool) -> Reaction:
+        reason = self.target.shift_clock(clock_shift(fault.action))
+        if reason is not None:
+            self._missed(fault, reason)
+        return self._kill(inc, fault, service_point)
 
     def _term(self, inc: Incarnation, fault: Fault, service_point: bool) -> Reaction:
         inc.send(signal.SIGTERM)

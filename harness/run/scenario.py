@@ -70,6 +70,11 @@ class Scenario:
     budget_cuts: tuple[str, ...] = ()
     """What the time budget cut from this instance's plans (`run.plans.run_plan`), said in its result's `cut`."""
 
+    untested = ""
+    """Why this instance had no schedule to run (`testable`), said as its result's reason; "" if it had."""
+    noted = False
+    """Whether `step_points` looked for late checkpoints (`run.untested.late_checkpoint`) already."""
+
     def options(self, base: RunOptions) -> RunOptions:
         return base
 
@@ -108,15 +113,42 @@ class Scenario:
         return "db-crash" not in self.actions and type(self).trial is Scenario.trial
 
     def step_points(self, ctx: Context) -> dict[str, list[str]]:
-        return step_points(ctx.session.baseline(self.options(ctx.session.options), self.agent(ctx)))
+        """The points each step reached in the crash-free run; the first time, a note when a step sent a
+        request before its checkpoint was committed (`run.untested.late_checkpoint`)."""
+        base = ctx.session.baseline(self.options(ctx.session.options), self.agent(ctx))
+        if not self.noted:
+            from killpoint.run.untested import late_checkpoint
+
+            self.noted = True
+            note = late_checkpoint(base, ctx.session.env.adapter)
+            if note:
+                ctx.say(f"{self.name}: {note}")
+        return step_points(base)
 
     def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
         """The schedule a seed stands for in this scenario (what `replay --seed` runs)."""
         points = self.step_points(ctx)
         return Schedule.from_seed(seed, points, actions=self.actions_in(ctx), max_faults=fault_budget(points))
 
+    def testable(self, ctx: Context, points: dict[str, list[str]]) -> bool:
+        """Whether `points` (this scenario's `step_points`) hold a fault point; if not, `untested` says why
+        (`run.untested`) and no schedule is run: a scenario with nothing to test is unknown, never a pass."""
+        if any(points.values()):
+            return True
+        if not self.untested:
+            from killpoint.run.untested import nothing_to_test
+
+            base = ctx.session.baseline(self.options(ctx.session.options), self.agent(ctx))
+            own = tuple(dict.fromkeys(p for ps in points.values() for p in ps))
+            self.untested = nothing_to_test(base, ctx.session.env.adapter, own)
+            ctx.say(f"{self.name}: {self.untested}")
+        return False
+
     def exhaustive(self, ctx: Context) -> list[Trial]:
-        schedules = exhaustive(self.step_points(ctx), self.actions_in(ctx))
+        points = self.step_points(ctx)
+        if not self.testable(ctx, points):
+            return []
+        schedules = exhaustive(points, self.actions_in(ctx))
         return run_plan(self, ctx, [(None, s) for s in schedules],
                               lambda i, _seed, schedule, trial:
                               f"{self.name}: [{i}/{len(schedules)}] {schedule} -> {trial.outcome}")
@@ -125,6 +157,8 @@ class Scenario:
         """The (seed, schedule) pairs `random` runs; each schedule is `Schedule.from_seed(seed, ...)`, of up
         to `fault_budget` faults (one per step of the agent: a longer agent gets longer schedules)."""
         points = self.step_points(ctx)
+        if not self.testable(ctx, points):
+            return []  # a schedule of no fault tests nothing
         return random_schedules(ctx.seed, count, points, actions=self.actions_in(ctx),
                                 max_faults=fault_budget(points))
 
@@ -166,7 +200,7 @@ class Scenario:
         outcomes = {t.outcome for t in trials}
         outcome: ScenarioOutcome = ("fail" if "fail" in outcomes else
                                     "unknown" if "unknown" in outcomes or not trials else "pass")
-        reason = ""
+        reason = self.untested if not trials else ""
         if self.expected_finding:
             outcome, reason = self.negative_control(trials)
         return ScenarioResult(self.name, outcome, trials, time.monotonic() - started,

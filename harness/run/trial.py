@@ -82,6 +82,11 @@ PLAIN = TrialSpec()
 """The session's defaults: the crash checkers, the session's agent and options, against its baseline."""
 
 
+SELF_JUDGED = ("exactly_once", "cost_accounted", "bounded_rework", "no_rewind")
+"""The checkers that can judge a crash-free run by itself (`Session.crash_free_findings`): a per-visit key
+collision, a cost the price table does not witness, a step re-done with no fault, a rewind."""
+
+
 class CrashFreeFailure(KillpointError):
     """The agent does not finish even with no faults: nothing a fault shows could be told apart from it,
     so no faulted trial runs. `details` are the lines that say why (the last traceback, the log)."""
@@ -300,6 +305,13 @@ class Session:
         second = gathered.record(self.history, recorded)
         _raise_unless_finished(agent, second)
         return second
+
+    def crash_free_findings(self, options: RunOptions | None = None, agent: AgentSpec | None = None) -> list[Verdict]:
+        """The failing verdicts of the crash-free run judged by itself (`SELF_JUDGED`): what is wrong with no
+        fault at all (every run bills a step twice, a loop's second pass is deduplicated away), to be said
+        before any faulted trial finds it again under an unrelated schedule."""
+        base = self.baseline(options, agent)
+        return [v for v in run_checkers(SELF_JUDGED, base, base) if v.outcome == "fail"]
 
     def trial(self, schedule: Schedule, spec: TrialSpec = PLAIN, *, prefix: str = "run", seed: int | None = None,
               explicit: bool = True, run_id: str | None = None) -> Trial:

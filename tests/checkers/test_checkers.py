@@ -84,11 +84,27 @@ def fault(ev: Evidence, action: str, step: str, point: str, inc: str) -> None:
                                nth=1))
 
 
-def test_the_clean_run_passes_every_crash_checker() -> None:
+NEEDS_A_FAULT = {"drains_on_sigterm": "term", "fenced_zombie": "stop"}
+"""Checkers a run without their fault does not exercise: `n/a` there, never a pass."""
+
+
+def test_the_clean_run_passes_every_crash_checker_it_exercises() -> None:
     ev = evidence("run-2")
     verdicts = run_checkers(CRASH_CHECKERS, ev, BASE)
-    assert [v.outcome for v in verdicts] == ["pass"] * len(CRASH_CHECKERS), verdicts
+    assert [v.outcome for v in verdicts] == ["n/a" if c in NEEDS_A_FAULT else "pass" for c in CRASH_CHECKERS], verdicts
+    assert all("not exercised" in v.reason for v in verdicts if v.outcome == "n/a")
     assert combine(verdicts) == "pass"
+
+
+def test_a_zombie_nobody_took_over_from_and_a_cut_short_sigterm_are_not_exercised() -> None:
+    ev = evidence("run-2")
+    fault(ev, "stop", "email", "effect.responded", f"{ev.run_id}#1")  # thawed, it finished alone
+    assert run("fenced_zombie", ev).outcome == "n/a"
+    ev = evidence("run-2")
+    fault(ev, "term", "record", "step.start", f"{ev.run_id}#1")
+    fault(ev, "kill", "record", "step.start", f"{ev.run_id}#1")  # killed before it could drain
+    verdict = run("drains_on_sigterm", ev)
+    assert verdict.outcome == "n/a" and "not exercised" in verdict.reason, verdict
 
 
 def test_every_checker_is_covered_here() -> None:
@@ -237,7 +253,7 @@ CASES = [(name, change, words) for name, changes in VIOLATIONS.items() for chang
                          ids=[f"{n}-{c.__name__.strip('_')}" for n, c, _ in CASES])
 def test_checker_fails_on_its_violation(name: str, change: Callable[[Evidence], None], words: str) -> None:
     ev = evidence("run-2")
-    assert run(name, ev).outcome == "pass"
+    assert run(name, ev).outcome == ("n/a" if name in NEEDS_A_FAULT else "pass")
     change(ev)
     verdict = run(name, ev)
     assert verdict.outcome == "fail", verdict

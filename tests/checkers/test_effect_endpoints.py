@@ -91,7 +91,7 @@ def test_a_history_without_endpoints_is_judged_as_before() -> None:
                              bare(refund("re_runx_0000001", "key-eeeeeeee", "pi_runx_0000002"))])
     v = exactly_once(run, base)
     assert v.outcome == "fail"  # as before: paired by key order, the PaymentIntent diffed against the refund
-    assert v.reason == "effects done but never in the crash-free run and with a different payload", v
+    assert v.reason == "effects done that the crash-free run never did; effects done with a different payload", v
     assert v.evidence[:2] == ('extra x1: stripe key=key-eeeeeeee {"payment_intent": "pi_runx_0000002"}',
                               "payload differs: stripe key=key-dddddddd (3 field(s)):"), v.evidence
     assert exactly_once(evidence("run-3", [bare(intent("pi_runz_0000001", "key-ffffffff"))]),

@@ -46,7 +46,7 @@ def test_a_changed_payload_without_a_cause_is_its_own_finding_and_a_missing_effe
                                       effect("webhook", "wh_base_00000001", None, event="paid")])
     run = Evidence("run-2", effects=[effect("mailer", "em_runx_00000001", "run-2:email", amount=120, to="a")])
     v = exactly_once(run, base)
-    assert v.reason == "effects with a different payload and never done"
+    assert v.reason == "effects done with a different payload; effects of the crash-free run never done"
     assert v.evidence == ("payload differs: mailer key=run-2:email (1 field(s)):", "    - amount: 100", "    + amount: 120",
                           'missing x1: webhook key=None {"event": "paid"}'), v.evidence
 

@@ -67,7 +67,7 @@ def test_every_mutant_module_is_catalogued_and_names_its_bug() -> None:
     modules = {p.stem for p in MUTANTS_DIR.glob("*.py") if p.stem != "__init__"}
     previous = {m.rsplit(".", 1)[1] for m in PREVIOUS_CODE}
     assert modules - previous == set(BY_NAME), "a mutant module is missing from the catalog, or the reverse"
-    assert len(MUTANTS) == 17
+    assert len(MUTANTS) == 35
     for m in MUTANTS:
         source = (MUTANTS_DIR / f"{m.name}.py").read_text()
         assert "# BUG:" in source, f"{m.name} does not name its bug in a comment"
@@ -82,7 +82,9 @@ def test_bounded_rework_allows_one_repeated_effect_per_fault_on_a_step() -> None
     starts = [point("plan", "step.start"), point("charge", "step.start"), point("charge", "step.start")]
     kill = FaultFired(run_id="r", step="charge", point="checkpoint.writing", action="kill")
     other = dataclasses.replace(kill, step="plan", point="checkpoint.committed")
-    sent = [point("charge", "effect.received", s) for s in ("ledger", "mailer", "ledger", "mailer")]
+    # each request answered before the next is sent: the client reports effect.responded (one operation each)
+    sent = [p for s in ("ledger", "mailer", "ledger", "mailer")
+            for p in (point("charge", "effect.received", s), point("charge", "effect.responded"))]
     applied, dedup = {"outcome": "applied"}, {"outcome": "deduplicated"}
     attempts = [{"service": "ledger", **applied}, {"service": "mailer", **applied},
                 {"service": "ledger", **dedup}, {"service": "mailer", **dedup}]
@@ -93,6 +95,10 @@ def test_bounded_rework_allows_one_repeated_effect_per_fault_on_a_step() -> None
     assert verdict.outcome == "fail" and "charge: 2 repeated after 1 fault" in verdict.reason, verdict
     unpaired = Evidence("r", events=[*starts, kill], attempts=attempts)  # no effect.received: run-wide bound
     assert bounded_rework(unpaired, None).outcome == "fail"
+    at_once = [point("charge", "effect.received", s) for s in ("ledger", "ledger")]  # two tool calls of one turn
+    batch = Evidence("r", events=[*starts, kill, *at_once, *at_once], attempts=[*attempts[:1], attempts[0],
+                                                                               *attempts[2:3], attempts[2]])
+    assert bounded_rework(batch, None).outcome == "pass", bounded_rework(batch, None)  # one operation repeated
 
 
 # ---- each mutant is caught, by the right checker, with a replay line ----------------------------------

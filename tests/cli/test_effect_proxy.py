@@ -1,7 +1,9 @@
 """`--effect NAME=URL` through the CLI: a service killpoint has no fake for (a sandbox SMS API started by the
 test on 127.0.0.1) is covered through the recording proxy. A keyed agent passes a kill after the SMS API
 applied the text; a keyless one sends it twice, exactly_once says so, and its replay line, run, fails the
-same way. A bad `--effect` is one line and exit 2, with nothing left behind.
+same way. A service that nests its ids and sends no replay header (a Zendesk-like ticket API) leaves a keyed
+agent's verdict unknown, naming the declaration that settles it (`,id=ticket.id`); declared, the keyed agent
+passes and a keyless one fails. A bad `--effect` is one line and exit 2, with nothing left behind.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import shlex
 import pytest
 
 from tests.fake_services.sms_upstream import SmsApi
+from tests.fake_services.ticket_upstream import TicketApi
 from tests.helpers.checks import describe, failing_checkers
 
 SCHEDULE = "notify:effect.applied:kill"
@@ -57,8 +60,35 @@ def test_a_keyless_text_sent_twice_is_found_and_the_replay_line_reproduces_it(sa
     assert len(sms.sent) > sent  # the replay ran against the same SMS API
 
 
+@pytest.fixture
+def tickets():
+    with TicketApi() as api:
+        yield api
+
+
+@pytest.mark.parametrize("steps, spec, code, outcome", [
+    ("ticket_agent", "", 1, "UNKNOWN"),
+    ("ticket_agent", ",id=ticket.id", 0, "PASS"),
+    ("ticket_agent_keyless", ",id=ticket.id", 1, "FAIL"),
+])
+def test_a_nested_id_is_unknown_until_declared_then_keys_decide(sandbox, tickets, steps, spec, code, outcome):
+    done = sandbox.run("replay", "--scenario", "crash-points", "--schedule", "open:effect.applied:kill",
+                       "--steps", f"tests.gallery.variants.{steps}", "--effect", f"tickets={tickets.url}{spec}",
+                       "--out", str(sandbox.out))
+    assert done.returncode == code and re.search(rf"^{outcome}\s+crash-points", done.stdout, re.MULTILINE), describe(done)
+    # what the service did: one ticket per run (each run texts once), and the keyless agent's one extra
+    assert len(tickets.tickets) == len(tickets.texts) + (1 if outcome == "FAIL" else 0), describe(done)
+    if outcome == "UNKNOWN":
+        assert re.search(r"exactly_once: unknown: .*--effect tickets=\S+,id=PATH \(e\.g\. id=ticket\.id", done.stdout)
+        assert "exactly_once" not in failing_checkers(done.stdout), describe(done)
+    if outcome == "FAIL":
+        assert "exactly_once" in failing_checkers(done.stdout), describe(done)
+        assert f"--effect tickets={tickets.url},id=ticket.id" in done.stdout  # the replay line keeps the declaration
+
+
 @pytest.mark.parametrize("effect, problem", [
     ("sms", "is not NAME=URL"), ("stripe=http://127.0.0.1:1", "a fake's name"), ("sms=ftp://x", "not an http"),
+    ("sms=http://127.0.0.1:1,key=x", "only id=PATH"),
 ])
 def test_a_bad_effect_is_one_line_and_exit_2_with_nothing_left(sandbox, effect, problem):
     done = sandbox.run("replay", "--scenario", "crash-points", "--schedule", "email:effect.applied:kill",

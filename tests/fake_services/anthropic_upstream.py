@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 
 USAGE = {"input_tokens": 321, "output_tokens": 12}
 
@@ -24,10 +24,10 @@ class AnthropicApi(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self) -> None:
+    def __init__(self, handler: type[BaseHTTPRequestHandler] | None = None) -> None:
         self.seen: list[tuple[dict[str, str], dict[str, Any]]] = []
         self.lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), AnthropicHandler)
+        super().__init__(("127.0.0.1", 0), handler or AnthropicHandler)
 
     @property
     def url(self) -> str:
@@ -35,18 +35,35 @@ class AnthropicApi(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}"
 
 
+Server = TypeVar("Server", bound=ThreadingHTTPServer)
+
+
 @contextmanager
-def anthropic_api() -> Iterator[AnthropicApi]:
-    """A serving :class:`AnthropicApi`, shut down and closed after the block."""
-    server = AnthropicApi()
-    serving = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    serving.start()
+def serving(server: Server) -> Iterator[Server]:
+    """``server`` serving in a thread for the block, then shut down and closed."""
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
     try:
         yield server
     finally:
         server.shutdown()
         server.server_close()
-        serving.join(5)
+        thread.join(5)
+
+
+def anthropic_api() -> AbstractContextManager[AnthropicApi]:
+    """A serving :class:`AnthropicApi`, shut down and closed after the block."""
+    return serving(AnthropicApi())
+
+
+def send_json(handler: BaseHTTPRequestHandler, status: int, answer: dict[str, Any]) -> None:
+    """Answer ``handler``'s request with ``answer`` as JSON."""
+    data = json.dumps(answer).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
 
 
 def reply_to(body: dict[str, Any], count: int) -> dict[str, Any]:
@@ -81,9 +98,4 @@ class AnthropicHandler(BaseHTTPRequestHandler):
             status, answer = 401, {"type": "error", "error": {"type": "authentication_error", "message": "no key"}}
         else:
             status, answer = 200, reply_to(body, count)
-        data = json.dumps(answer).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, status, answer)

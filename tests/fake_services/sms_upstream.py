@@ -13,25 +13,25 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 
-class SmsApi(ThreadingHTTPServer):
+class LoopbackApi(ThreadingHTTPServer):
+    """A sandbox API on a free port of 127.0.0.1, served from a thread inside a ``with`` block; its base URL
+    is ``url`` (``.../api``)."""
+
     daemon_threads = True
 
-    def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
-        self.pings = 0
-        self.answers: dict[str, tuple[int, bytes]] = {}
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
         self.lock = threading.Lock()
-        super().__init__(("127.0.0.1", 0), SmsHandler)
+        super().__init__(("127.0.0.1", 0), handler)
         self.thread = threading.Thread(target=self.serve_forever, args=(0.02,), daemon=True)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/api"
 
-    def __enter__(self) -> SmsApi:
+    def __enter__(self) -> Self:
         self.thread.start()
         return self
 
@@ -39,6 +39,14 @@ class SmsApi(ThreadingHTTPServer):
         self.shutdown()
         self.server_close()
         self.thread.join(5)
+
+
+class SmsApi(LoopbackApi):
+    def __init__(self) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.pings = 0
+        self.answers: dict[str, tuple[int, bytes]] = {}
+        super().__init__(SmsHandler)
 
 
 class SmsHandler(BaseHTTPRequestHandler):

@@ -18,6 +18,7 @@ import pytest
 from killpoint.fake_services import Decision, Services
 from killpoint.fake_services.proxy import env_var, parse_effect
 from tests.fake_services.sms_upstream import SmsApi
+from tests.fake_services.ticket_upstream import TicketApi
 
 RUN = "r-1"
 
@@ -77,10 +78,57 @@ def test_a_retry_the_upstream_deduplicates_is_one_effect_and_without_a_key_two(s
     assert len(keyless) == 2 and keyless[0]["payload_digest"] == keyless[1]["payload_digest"]
 
 
-def test_an_equal_answer_without_an_id_is_no_proof_of_a_replay(svc, sms):
+def test_an_equal_answer_without_an_id_proves_neither_a_replay_nor_a_second_effect(svc, sms):
     assert call(svc, "POST", "/v1/pings", {}, key="k")[:2] == call(svc, "POST", "/v1/pings", {}, key="k")[:2]
-    assert sms.pings == 2  # the upstream ignored the key: two pings
-    assert [a["outcome"] for a in svc.attempts(RUN)] == ["applied", "applied"] and len(svc.effects(RUN)) == 2
+    assert sms.pings == 2  # this upstream ignored the key, but its answer cannot show it
+    first, again = svc.attempts(RUN)
+    assert (first["outcome"], again["outcome"]) == ("applied", "unproven") and len(svc.effects(RUN)) == 1
+    assert "--effect sms=" in again["why"] and "id=PATH" in again["why"]
+    call(svc, "POST", "/v1/pings", {})  # with no key, nothing was asked to be deduplicated: a second effect
+    assert len(svc.effects(RUN)) == 2
+
+
+@pytest.fixture
+def tickets() -> Iterator[TicketApi]:
+    with TicketApi() as api:
+        yield api
+
+
+def ticket_call(svc: Services, path: str, body: Any, key: str | None) -> tuple[int, Any, dict[str, str]]:
+    """`call` through the `tickets` proxy."""
+    conn = http.client.HTTPConnection("127.0.0.1", svc.ports["tickets"], timeout=10)
+    prefix = svc.url("tickets", RUN).split(str(svc.ports["tickets"]), 1)[1]
+    try:
+        conn.request("POST", prefix + path, json.dumps(body),
+                     {"Content-Type": "application/json", **({"Idempotency-Key": key} if key else {})})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read()), dict(response.getheaders())
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("spec, outcome", [("", "unproven"), (",id=ticket.id", "deduplicated")])
+def test_a_nested_id_tells_a_replay_only_once_declared(tickets, spec, outcome):
+    with Services.start(upstreams={"tickets": tickets.url + spec}) as svc:
+        first = ticket_call(svc, "/v2/tickets", {"ticket": {"subject": "refund"}}, "k")
+        again = ticket_call(svc, "/v2/tickets", {"ticket": {"subject": "refund"}}, "k")
+        assert first[1] == again[1] == {"ticket": {"id": 1, "subject": "refund", "status": "new"}}
+        assert len(tickets.tickets) == 1  # the upstream opened one ticket
+        assert [a["outcome"] for a in svc.attempts(RUN)] == ["applied", outcome]
+        [effect] = svc.effects(RUN)
+        assert effect["id"] == ("1" if spec else effect["id"])
+        ticket_call(svc, "/v2/tickets", {"ticket": {"subject": "refund"}}, None)  # a second ticket, no key
+        assert len(tickets.tickets) == 2 and len(svc.effects(RUN)) == 2
+
+
+def test_a_declared_id_that_differs_is_a_second_effect(tickets):
+    """Twilio's `sid`: the same key answered with another object is proven a second effect."""
+    with Services.start(upstreams={"tickets": tickets.url + ",id=sid"}) as svc:
+        ticket_call(svc, "/2010-04-01/Messages", {"To": "+1", "Body": "a"}, "k")
+        tickets.answers.clear()  # the service forgets the key: the repeat makes a second text
+        ticket_call(svc, "/2010-04-01/Messages", {"To": "+1", "Body": "a"}, "k")
+        assert len(tickets.texts) == 2
+        assert [a["outcome"] for a in svc.attempts(RUN)] == ["applied", "applied"] and len(svc.effects(RUN)) == 2
 
 
 def test_reads_are_forwarded_and_not_recorded(svc, sms):
@@ -160,11 +208,17 @@ def test_an_unreachable_upstream_is_a_502_and_no_effect():
 
 @pytest.mark.parametrize("text, problem", [
     ("sms", "not NAME=URL"), ("SMS=http://x", "lower-case"), ("stripe=http://x", "a fake's name"),
-    ("sms=ftp://x", "not an http"), ("sms=http://x/?a=1", "query"),
+    ("sms=ftp://x", "not an http"), ("sms=http://x/?a=1", "query"), ("sms=http://x,sid", "only id=PATH"),
+    ("sms=http://x,id=a..b", "dot-separated path"),
 ])
 def test_bad_effects_are_refused_naming_the_problem(text, problem):
     with pytest.raises(ValueError, match=problem):
         parse_effect(text, ("stripe", "mailer"))
+
+
+def test_a_declared_id_path_is_kept_in_the_spec_a_replay_line_repeats():
+    up = parse_effect("tickets=http://127.0.0.1:9/api,id=ticket.id")
+    assert (up.url, up.id_path, up.spec) == ("http://127.0.0.1:9/api", "ticket.id", "http://127.0.0.1:9/api,id=ticket.id")
 
 
 def test_the_environment_variable_is_the_upper_cased_name():

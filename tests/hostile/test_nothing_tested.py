@@ -11,9 +11,9 @@ import pytest
 
 from tests.helpers.sandbox import Sandbox
 
-SCENARIOS = ("crash-points", "db-crash", "deploy-drain", "flaky-services", "fleet", "mixed-faults",
-             "non-idempotent-downstream", "rollback-refusal", "schema-upgrade", "stalled-sweep",
-             "stored-checkpoints", "zombie-worker")
+SCENARIOS = ("concurrent-runs", "crash-points", "db-crash", "deploy-drain", "flaky-services", "fleet", "mixed-faults",
+             "non-idempotent-downstream", "rollback-refusal", "sampling-model", "schema-upgrade", "shared-account",
+             "stalled-sweep", "stored-checkpoints", "zombie-worker")
 
 REFUSED: dict[str, tuple[tuple[str, ...], str, str]] = {
     "actions-none-of-the-scenarios": (("run", "--scenario", "crash-points", "--actions", "drop"),

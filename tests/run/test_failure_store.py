@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict
@@ -96,3 +97,27 @@ def test_under_shards_each_stored_failure_is_replayed_by_exactly_one_shard(tmp_p
         ran.extend(sc.ran)
         assert 0 < len(sc.ran) < len(bad)  # split between the shards, not replayed by both
     assert sorted(ran) == sorted(bad)  # together: each stored failure once
+
+
+def worker_ctx(cmd: str, adapter: str) -> Context:
+    env = SimpleNamespace(worker_cmd=cmd, adapter=SimpleNamespace(name=adapter))
+    return Context(session=SimpleNamespace(env=env), say=[].append)  # type: ignore[arg-type]
+
+
+def test_each_worker_command_has_its_own_file_named_after_it(tmp_path: Path) -> None:
+    """A LangGraph graph and a DBOS workflow run against the same (reference) step names never share a file,
+    nor the reference agent's; a change to a worker's program is a new version of it."""
+    graph, flow = tmp_path / "invoice_graph.py", tmp_path / "invoice_workflow.py"
+    graph.write_text("# v1\n")
+    flow.write_text("# v1\n")
+    store, sc = FailureStore(tmp_path / "failures"), Judged({"plan:step.start:kill"})
+    failing = [sc.trial(ctx([]), Schedule.parse("plan:step.start:kill"))]
+    contexts = [worker_ctx(f"python {graph} {{run_id}}", "langgraph"), worker_ctx(f"python {flow} {{run_id}}", "dbos")]
+    for c in contexts:
+        remember(store, sc, c, failing)
+    names = sorted(p.name for p in (tmp_path / "failures").iterdir())
+    assert [n.rsplit("-", 1)[0] for n in names] == ["worker-invoice_graph.py", "worker-invoice_workflow.py"], names
+    assert not (tmp_path / "failures" / f"{AGENT}-{load(AGENT).digest}.json").exists()
+    assert [str(t.schedule) for t in replay(store, Judged(set()), contexts[0])] == ["plan:step.start:kill"]
+    graph.write_text("# v2\n")  # another version of the graph starts afresh
+    assert replay(store, Judged(set()), contexts[0]) == []

@@ -35,22 +35,26 @@ def sms_url(run_id: str) -> str:
     return os.environ["KILLPOINT_EFFECT_SMS_URL"].replace("{run_id}", quote(run_id, safe=""))
 
 
-def send(cp: Checkpoint, key: str | None) -> dict:
+def post(url: str, body: dict, key: str | None, what: str = "SMS API") -> dict:
+    """POST `body` as JSON with the key, retrying a reset or a 5xx with the same key; the JSON answer."""
     headers = {"Idempotency-Key": key} if key is not None else {}
-    body = {"to": cp.state["to"], "text": cp.state["text"]}
     error: Exception | None = None
     for attempt in range(TRIES):
         try:
-            r = httpx.post(sms_url(cp.run_id) + "/v1/messages", json=body, headers=headers, timeout=30)
+            r = httpx.post(url, json=body, headers=headers, timeout=30)
         except httpx.TransportError as exc:
             error = exc
         else:
             if r.status_code < 500:
                 r.raise_for_status()
                 return r.json()
-            error = RuntimeError(f"SMS API answered {r.status_code}")
+            error = RuntimeError(f"{what} answered {r.status_code}")
         time.sleep(0.05 * (attempt + 1))
-    raise RuntimeError(f"SMS API unreachable after {TRIES} tries: {error}")
+    raise RuntimeError(f"{what} unreachable after {TRIES} tries: {error}")
+
+
+def send(cp: Checkpoint, key: str | None) -> dict:
+    return post(sms_url(cp.run_id) + "/v1/messages", {"to": cp.state["to"], "text": cp.state["text"]}, key)
 
 
 def notify(cp: Checkpoint, ctx: StepContext) -> StepResult:

@@ -1,0 +1,79 @@
+"""A refund agent on Pydantic AI, made durable by its DBOS integration, as a Pydantic AI user writes it: the
+model (Claude, through Pydantic AI's Anthropic model) calls the tool ``issue_refund``, and the tool pays the
+refund out through a ledger's HTTP API. Nothing in it knows killpoint.
+
+    python pydantic_ai_refunds.py RUN_ID [--keyed]
+
+starts the workflow ``RUN_ID`` (its DBOS workflow id and executor id) or, if DBOS has it already, lets DBOS
+recover it from its last recorded step; a finished workflow returns its recorded result. The model
+requests are DBOS steps (``DBOSDurability``), so a recovered run gets the model's recorded answer, the same
+tool call with the same ``tool_call_id``, and runs the tool again. Without ``--keyed`` the payout carries
+no idempotency key: killed after the ledger paid and before DBOS recorded the next step, the recovery pays a
+second time. With ``--keyed`` it carries ``refund:RUN_ID:<tool_call_id>`` (not ``RUN_ID:...``, which
+killpoint would read as naming a step), and the ledger answers the repeat with the first payout.
+
+The workflow is synchronous (``agent.run_sync``): at launch DBOS resumes the pending workflows of its
+executor id, and an ``async`` workflow awaiting ``agent.run`` hung when resumed that way (Pydantic AI 2.68,
+DBOS 3.4).
+
+Environment: DATABASE_URL (DBOS's system database), ANTHROPIC_BASE_URL and ANTHROPIC_API_KEY (the model),
+LEDGER_URL (the ledger). Under killpoint (docs/tools.md):
+
+    killpoint run --adapter dbos --worker-cmd 'python examples/tool_agents/pydantic_ai_refunds.py {run_id} --keyed'
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import httpx
+from dbos import DBOS, DBOSConfig, SetWorkflowID
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.durable_exec.dbos import DBOSDurability
+from pydantic_ai.models.anthropic import AnthropicModel
+from pydantic_ai.providers.anthropic import AnthropicProvider
+
+KEYED = "--keyed" in sys.argv[2:]
+RUN_ID = sys.argv[1] if len(sys.argv) > 1 else ""
+
+model = AnthropicModel("claude-haiku-4-5", provider=AnthropicProvider(
+    base_url=os.environ.get("ANTHROPIC_BASE_URL"), api_key=os.environ.get("ANTHROPIC_API_KEY", "unset")))
+agent = Agent(model, name="refunds", capabilities=[DBOSDurability()],
+              instructions="You handle refund requests. Refund an order with the issue_refund tool.")
+
+
+@agent.tool
+async def issue_refund(ctx: RunContext[None], order_id: str, amount_cents: int) -> str:
+    """Refund an order: pay `amount_cents` back to the customer of `order_id`. Returns the payout id."""
+    headers = {"Idempotency-Key": f"refund:{DBOS.workflow_id}:{ctx.tool_call_id}"} if KEYED else {}
+    async with httpx.AsyncClient(timeout=30) as client:
+        paid = await client.post(os.environ["LEDGER_URL"] + "/v1/charges", headers=headers,
+                                 json={"account": order_id, "amount_cents": amount_cents, "currency": "usd"})
+    paid.raise_for_status()
+    return f"refunded as {paid.json()['id']}"
+
+
+@DBOS.workflow()
+def refund_workflow(message: str) -> str:
+    return agent.run_sync(message).output
+
+
+def main() -> int:
+    if not RUN_ID or RUN_ID.startswith("-"):
+        print("usage: pydantic_ai_refunds.py RUN_ID [--keyed]", file=sys.stderr)
+        return 2
+    config: DBOSConfig = {"name": "refunds", "system_database_url": os.environ["DATABASE_URL"],
+                          "executor_id": RUN_ID, "application_version": "1"}
+    DBOS(config=config)
+    DBOS.launch()
+    try:
+        with SetWorkflowID(RUN_ID):
+            refund_workflow("Order A-17 arrived broken. Please refund the 42.00 USD.")
+    finally:
+        DBOS.destroy()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

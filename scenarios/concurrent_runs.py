@@ -1,0 +1,111 @@
+"""concurrent-runs: several runs of one customer at once, judged together and against the same runs done one
+after another.
+
+`RUNS` runs of the same invoice parameters (one customer account) are served by as many queue workers at
+once, their `record` step held back by `DELAY` seconds so that every run is between its earlier steps and
+its checkpoint at the same time (what a busy production queue does now and then). Then the same runs
+again, from where the first set left the agent's tables, served by one queue worker: one after another.
+
+Judged, each run of both sets: by every crash checker against the crash-free run (a memo one process keeps
+across the runs it serves shows in the serial set); each concurrent run also by `invariants_hold` on the
+agent's declared `INVARIANTS` over each set; and by `same_as_serial`: each declared quantity
+and the runs' own effects (`OWN_EFFECTS_SQL`) moved alike concurrently and serially. A balance read outside
+the checkpoint transaction and written back later loses an update here; a per-process memo shared across
+runs is found by `exactly_once` and the invariants. The schedule is the seed's fleet schedule of kills
+over the concurrent set (`replay --seed N`), or none (`--schedule` of faults for the concurrent set).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+import psycopg
+
+from killpoint.checkers import CRASH_CHECKERS
+from killpoint.checkers.invariants import FACTS
+from killpoint.faults.plan import FaultPlan
+from killpoint.faults.schedule import Schedule, derive_seed
+from killpoint.reference_agent.sweeper import sweep_stalled
+from killpoint.run.fleet import Fleet
+from killpoint.run.options import RunOptions
+from killpoint.run.plans import in_shard
+from killpoint.run.scenario import Context, Scenario
+from killpoint.run.trial import Trial
+
+RUNS = 3
+DELAY = 0.4
+"""Seconds each run's `record` step waits before it runs: longer than the runs take to start together."""
+
+
+class ConcurrentRuns(Scenario):
+    name = "concurrent-runs"
+    summary = "3 runs of one customer at once, then the same runs one after another: own tables must agree"
+    black_box_reason = "the runs are served by queue workers (worker --queue), which a --worker-cmd does not serve"
+    checkers = CRASH_CHECKERS
+    actions = ("kill",)
+
+    def options(self, base: RunOptions) -> RunOptions:
+        return replace(base, time_budget=min(base.time_budget, 40.0), step_delay=DELAY, slow_steps=("record",))
+
+    def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
+        """No faults: the concurrency is the test (a seed names the same empty schedule)."""
+        return Schedule()
+
+    def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
+        """`explore --random N`: N more pairs of sets, each under its seed (no faults: the interleaving varies)."""
+        return [(derive_seed(ctx.seed, i), Schedule()) for i in range(count)]
+
+    def run(self, ctx: Context) -> list[Trial]:
+        if not in_shard(self, ctx, [Schedule()], lambda s: (s, ctx.seed)):  # --shard: both sets are one trial
+            return []
+        return self.together(ctx, Schedule(), ctx.seed)
+
+    def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None, run_id: str | None = None) -> Trial:
+        """Both sets under `schedule` (with a seed: the seed's schedule); the first failing run stands for them."""
+        if seed is not None:
+            schedule = self.schedule_from_seed(ctx, seed)
+        trials = self.together(ctx, schedule, seed)
+        return next((t for t in trials if t.outcome != "pass"), trials[0])
+
+    def sweep(self, conn: psycopg.Connection, stale_seconds: float) -> list[str]:
+        return sweep_stalled(conn, stale_seconds)
+
+    def together(self, ctx: Context, schedule: Schedule, seed: int | None) -> list[Trial]:
+        """The concurrent set, then the serial one; the concurrent runs judged with both sets' facts."""
+        options = self.options(ctx.session.options)
+        agent = self.agent(ctx)
+        concurrent, base = Fleet.new(ctx.session, self.name, RUNS, options, agent, FaultPlan(schedule, "fleet"))
+        with concurrent.attached():
+            concurrent.submit(options.params)
+            concurrent.drive_queue(RUNS, self.sweep)
+        concurrent.invariant_facts()  # measured now, before the serial set moves the same tables
+        serial, _ = Fleet.new(ctx.session, f"{self.name}-serial", RUNS, replace(options, step_delay=0.0),
+                              agent, FaultPlan(Schedule(), "fleet"))
+        with serial.attached():
+            serial.submit(options.params)
+            serial.drive_queue(1, self.sweep)
+        moved = {name: {"concurrent": value, "serial": serial.moved().get(name)}
+                 for name, value in concurrent.moved().items()}
+        own = {"own effects": {"concurrent": own_effects(concurrent), "serial": own_effects(serial)}}
+        extra = {"serial": {**moved, **own},
+                 FACTS: [{**f, "name": f"{f['name']} (the same runs, serially)"} for f in serial.invariant_facts()]}
+        trials = [concurrent.trial(r, schedule, seed, self.checkers, base, extra) for r in concurrent.run_ids]
+        trials += [serial.trial(r, Schedule(), seed, self.checkers, base) for r in serial.run_ids]
+        outcomes = {t.outcome for t in trials}
+        worst = next(o for o in ("fail", "unknown", "pass") if o in outcomes or o == "pass")
+        ctx.say(f"{self.name}: {RUNS} runs at once, then one after another ({len(trials)} runs) -> {worst}")
+        return trials
+
+    def figures(self, trials: list[Trial]) -> str:
+        return f"{len(trials)} runs: {RUNS} at once, then the same {RUNS} one after another"
+
+
+def own_effects(fleet: Fleet) -> list[list]:
+    """The own effects of a set of runs, as a sorted multiset (run ids aside): what the runs left in the agent's tables."""
+    if not fleet.agent.own_effects_sql:
+        return []
+    with fleet.env.pooled() as conn:
+        rows = [tuple(map(str, r)) for run in fleet.run_ids
+                for r in conn.execute(fleet.agent.own_effects_sql, (run,)).fetchall()]
+    return sorted([list(k) + [n] for k, n in Counter(rows).items()])

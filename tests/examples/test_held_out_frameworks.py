@@ -1,0 +1,79 @@
+"""Held-out framework agents (tests/examples/agents), run as their users run them, each beside a correct
+lookalike, a few targeted trials each (a framework worker is a fresh interpreter importing its framework):
+
+- a LangGraph graph invoked with `durability="exit"` checkpoints only after every node ran: no scenario has
+  a fault point in a node, and each says so, and why, and is never PASS (nor a traceback); the same graph
+  with `durability="sync"` is testable and passes;
+- a DBOS workflow calling Stripe with the SDK's random keys creates a second PaymentIntent when recovered
+  after Stripe applied the first: exactly_once names that PaymentIntent (the refund of it is a knock-on, not
+  "extra"); with keys from the workflow id it passes. The history's `run.begin` names the worker command
+  that ran, not the reference agent.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+
+import pytest
+
+from tests.examples.frameworks import SCENARIO_LINE, cli
+from tests.helpers import REPO
+from tests.helpers.checks import describe, failing_checkers
+
+AGENTS = REPO / "tests" / "examples" / "agents"
+
+
+def worker(script: str, *args: str) -> str:
+    return " ".join(shlex.quote(a) for a in (sys.executable, str(AGENTS / script))) + " {run_id} " + " ".join(args)
+
+
+@pytest.fixture
+def langgraph():
+    pytest.importorskip("langgraph.checkpoint.postgres", reason="pip install 'killpoint[langgraph]'")
+
+
+@pytest.fixture
+def dbos():
+    pytest.importorskip("dbos", reason="pip install 'killpoint[dbos]'")
+    pytest.importorskip("stripe", reason="pip install 'killpoint[sdks]'")
+
+
+def test_a_graph_that_checkpoints_only_at_exit_is_never_passed_and_says_why(sandbox, langgraph):
+    graph = worker("lg_durability.py", "--durability", "exit", "--no-email")
+    ran = cli(sandbox, "run", "--scenario", "crash-points", "--scenario", "db-crash", "--scenario", "deploy-drain",
+              "--budget", "5", "--adapter", "langgraph", "--worker-cmd", graph)
+    explored = cli(sandbox, "explore", "--exhaustive", "--scenario", "crash-points", "--adapter", "langgraph",
+                   "--worker-cmd", graph)
+    for proc, names in ((ran, {"crash-points", "db-crash", "deploy-drain"}), (explored, {"crash-points"})):
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr, describe(proc)
+        assert dict((n, o) for o, n in SCENARIO_LINE.findall(proc.stdout)) == dict.fromkeys(names, "UNKNOWN"), \
+            describe(proc)
+        for name in names:
+            line = next(x for x in proc.stdout.splitlines() if re.match(rf"UNKNOWN\s+{name}\s+0 schedules", x))
+            assert "nothing to test" in line and "durability='sync'" in line, line
+
+
+def test_the_same_graph_checkpointing_each_node_is_tested_and_passes(sandbox, langgraph):
+    proc = cli(sandbox, "replay", "--scenario", "crash-points", "--schedule", "email:checkpoint.committed:kill",
+               "--adapter", "langgraph", "--worker-cmd", worker("lg_durability.py", "--durability", "sync"))
+    assert proc.returncode == 0 and re.search(r"^PASS\s+crash-points\s+1 schedules", proc.stdout, re.MULTILINE), \
+        describe(proc)
+
+
+@pytest.mark.parametrize("keys", ["random", "workflow"])
+def test_random_sdk_keys_make_a_second_payment_intent_and_it_is_named(sandbox, dbos, keys):
+    cmd = worker("dbos_payments.py", "--keys", keys)
+    proc = cli(sandbox, "replay", "--scenario", "crash-points", "--schedule", "charge:effect.applied:kill",
+               "--adapter", "dbos", "--worker-cmd", cmd)
+    begun = [e for e in sandbox.events() if e["type"] == "run.begin"]
+    assert begun and all(e["worker_cmd"] == cmd and e["adapter"] == "dbos" and e.get("steps") is None for e in begun)
+    if keys == "workflow":
+        assert proc.returncode == 0, describe(proc)
+        return
+    assert proc.returncode == 1 and failing_checkers(proc.stdout) == ["exactly_once"], describe(proc)
+    extras = re.findall(r"^\s+extra x\d+: (stripe POST \S+)", proc.stdout, re.MULTILINE)
+    assert extras == ["stripe POST /v1/payment_intents"], describe(proc)
+    assert "-- a duplicate: the same payload as key=" in proc.stdout, describe(proc)
+    assert re.search(r"knock-on: payload differs: stripe POST /v1/refunds", proc.stdout), describe(proc)

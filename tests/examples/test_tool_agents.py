@@ -1,0 +1,113 @@
+"""examples/tool_agents: agents whose tool calls make the side effects, on three real frameworks, crash-tested
+through the CLI at the tool call (one targeted schedule each, not the whole suite: these frameworks import
+slowly, and the suite's time is shared):
+
+- LangGraph's prebuilt ReAct agent (``langchain-openai``, PostgresSaver; ``--adapter langgraph``), whose
+  tool emails the customer with the resend SDK: killed after Resend sent it (``tools:effect.applied``);
+- a Pydantic AI agent made durable by its DBOS integration (``--adapter dbos``), whose tool pays a refund
+  through the ledger: killed after the ledger paid (``refunds__model.request:effect.applied``: DBOS records
+  the tool's work under the model-request step, the last one before it);
+- an OpenAI Agents SDK agent in a step module (the reference runtime), whose tool charges a card with the
+  stripe SDK: killed after Stripe charged it (``bill:effect.applied``).
+
+Each keyed (the tool's effect keyed with the run and the model's tool call id) passes with the effect made
+exactly once, with the arguments the model script pinned; each bare (no key) is caught by ``exactly_once``
+with a replay line naming the same schedule and worker. Each sandbox is left with no survivor.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+
+import pytest
+
+from tests.examples.frameworks import worker_cmd
+from tests.helpers import REPO
+from tests.helpers.checks import describe, failing_checkers
+from tests.helpers.sandbox import Sandbox
+
+EXAMPLES = REPO / "examples" / "tool_agents"
+SCRIPT = EXAMPLES / "model_script.toml"
+REPLAY = re.compile(r"reproduce the first failure with:\n\s+(killpoint replay .*)")
+
+
+@dataclass(frozen=True)
+class Example:
+    """One example and how to run it: the modules it needs, the CLI arguments of its keyed and its bare
+    variant, the schedule that kills at its tool's effect, and the effect's service and pinned payload."""
+
+    name: str
+    needs: tuple[str, ...]
+    keyed: tuple[str, ...]
+    bare: tuple[str, ...]
+    schedule: str
+    service: str
+    payload: dict
+
+
+def worker(file: str, adapter: str, keyed: bool) -> tuple[str, ...]:
+    return ("--adapter", adapter, "--worker-cmd", worker_cmd(f"tool_agents/{file}", keyed))
+
+
+EXAMPLES_UNDER_TEST = [
+    Example("langgraph-react", ("langgraph.prebuilt", "langgraph.checkpoint.postgres", "langchain_openai", "resend"),
+            worker("react_agent.py", "langgraph", True), worker("react_agent.py", "langgraph", False),
+            "tools:effect.applied:kill", "resend",
+            {"to": ["ada@example.com"], "html": "<p>Your refund of 42.00 USD is on its way.</p>"}),
+    Example("pydantic-ai-dbos", ("pydantic_ai.durable_exec.dbos", "anthropic", "dbos"),
+            worker("pydantic_ai_refunds.py", "dbos", True), worker("pydantic_ai_refunds.py", "dbos", False),
+            "refunds__model.request:effect.applied:kill", "ledger", {"account": "A-17", "amount_cents": 4200}),
+    Example("openai-agents", ("agents", "stripe"), ("--steps", "openai_agents_billing"),
+            ("--steps", "openai_agents_billing_keyless"), "bill:effect.applied:kill", "stripe",
+            {"amount": "12500", "metadata": {"order": "A-17"}}),
+]
+
+
+def killpoint(box: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
+    """`killpoint ARGS` in the sandbox, with the examples' model script and the step modules importable (the
+    frameworks import slowly on a busy machine: the step module's import may take longer than the default)."""
+    env = {**box.env(), "KILLPOINT_MODEL_SCRIPT": str(SCRIPT), "KILLPOINT_IMPORT_TIMEOUT": "300"}
+    env["PYTHONPATH"] = os.pathsep.join([str(EXAMPLES), env["PYTHONPATH"]])
+    return subprocess.run(box.argv(*args, "--out", str(box.out)), capture_output=True, text=True, cwd=box.cwd,
+                          env=env, timeout=900, stdin=subprocess.DEVNULL)
+
+
+def effects(box: Sandbox, run_id: str, service: str) -> list[dict]:
+    return [e["record"] for e in box.events() if e["type"] == "effect" and e["record"]["run_id"] == run_id
+            and e["record"]["service"] == service]
+
+
+def needs(example: Example) -> None:
+    for module in example.needs:
+        pytest.importorskip(module, reason=f"{module} is not installed: pip install 'killpoint[tool-agents]'")
+
+
+@pytest.mark.parametrize("example", EXAMPLES_UNDER_TEST, ids=lambda e: e.name)
+def test_keyed_tool_effect_is_made_once_when_killed_after_it(example: Example, sandbox: Sandbox) -> None:
+    needs(example)
+    proc = killpoint(sandbox, "replay", "--scenario", "crash-points", "--schedule", example.schedule, *example.keyed)
+    assert proc.returncode == 0, describe(proc)
+    assert re.search(r"^PASS\s+crash-points", proc.stdout, re.MULTILINE), describe(proc)
+    assert "never reached" not in proc.stdout and "UNKNOWN" not in proc.stdout, describe(proc)
+    faults = [e for e in sandbox.events() if e["type"] == "fault"]
+    assert len(faults) == 1, faults
+    made = effects(sandbox, faults[0]["run_id"], example.service)
+    assert len(made) == 1 and made[0]["key"], made  # the killed run's effect, made once, under its key
+    assert example.payload.items() <= made[0]["payload"].items(), made[0]["payload"]
+    assert not sandbox.survivors(), sandbox.survivors()
+
+
+@pytest.mark.parametrize("example", EXAMPLES_UNDER_TEST, ids=lambda e: e.name)
+def test_bare_tool_effect_is_made_twice_and_exactly_once_says_so(example: Example, sandbox: Sandbox) -> None:
+    needs(example)
+    proc = killpoint(sandbox, "replay", "--scenario", "crash-points", "--schedule", example.schedule, *example.bare)
+    assert proc.returncode == 1, describe(proc)
+    assert "exactly_once" in failing_checkers(proc.stdout) and "effects done twice" in proc.stdout, describe(proc)
+    assert re.search(rf"extra x1: {example.service} ", proc.stdout), describe(proc)
+    line = REPLAY.search(proc.stdout)
+    assert line and f"--schedule '{example.schedule}'" in line.group(1), describe(proc)
+    assert all(arg in line.group(1) for arg in example.bare if not arg.startswith("/")), line.group(1)
+    assert not sandbox.survivors(), sandbox.survivors()
