@@ -72,8 +72,8 @@ def cost_accounted(ev: Evidence, base: Evidence | None) -> Verdict:
        model and usage), never the agent's; the sum must equal the final checkpoint's `cost_usd` within the
        rounding of one nano-dollar per call. A cost billed again on replay, or mispriced, fails, even when
        every run (the crash-free one too) has the same wrong cost.
-    3. An agent that made model calls but records no `cost_usd` (a framework that does not account cost)
-       is not judged: `unknown`, saying so; one that made none and records none is `n/a`.
+    3. An agent that records no `cost_usd` (a framework that does not account cost) is not judged: `n/a`,
+       saying whether it made model calls, never a pass (there is no cost of its own to be right or wrong).
     4. Where the witnesses cannot price the run (no answer the fake recorded with its usage, a model missing
        from the table), the cost is compared with the crash-free run's instead: a replayed step must not be
        billed twice.
@@ -89,9 +89,9 @@ def cost_accounted(ev: Evidence, base: Evidence | None) -> Verdict:
             answered[same] = r
     if ev.final.get("cost_usd") is None:
         if ev.model_requests:
-            return unknown("cost_accounted", f"the agent made {len(ev.model_requests)} model request(s) but its final "
-                           "checkpoint records no cost_usd: nothing to account (record the cost in cost_usd, or "
-                           "--skip-checker cost_accounted)")
+            return not_applicable("cost_accounted", f"the agent made {len(ev.model_requests)} model request(s) but "
+                                  "its final checkpoint records no cost_usd: it keeps no cost, so there is none to "
+                                  "check (record the cost in cost_usd to have it judged)")
         return not_applicable("cost_accounted", "the agent makes no model requests and records no cost")
     if answered and all(pricing.priced(r.get("model")) for r in answered.values()):
         mine = float(ev.final.get("cost_usd") or 0)

@@ -51,6 +51,6 @@ def test_without_priced_witnesses_the_crash_free_run_is_the_reference() -> None:
     assert cost_accounted(run(0.5, unknown_model), run(0.5, unknown_model)).outcome == "pass"
     assert cost_accounted(run(0.7, unknown_model), run(0.5, unknown_model)).outcome == "fail"
     no_cost = cost_accounted(run(None, PLAN), run(None, PLAN))  # model calls made, no cost recorded at all
-    assert no_cost.outcome == "unknown" and "records no cost_usd" in no_cost.reason, no_cost
+    assert no_cost.outcome == "n/a" and "records no cost_usd" in no_cost.reason, no_cost  # never a pass
     assert cost_accounted(run(None), run(None)).outcome == "n/a"  # no model calls, no cost
     assert cost_accounted(run(0.5, unknown_model), None).outcome == "unknown"
