@@ -102,10 +102,12 @@ class ConcurrentRuns(Scenario):
 
 
 def own_effects(fleet: Fleet) -> list[list]:
-    """The own effects of a set of runs, as a sorted multiset (run ids aside): what the runs left in the agent's tables."""
+    """The own effects of a set of runs, as a sorted multiset: what the runs left in the agent's tables, each
+    run's rows with its run-specific names (its run id, its keys, the ids the providers minted for its
+    effects: `Evidence.aliases`) replaced by placeholders, so the same work done twice compares equal."""
     if not fleet.agent.own_effects_sql:
         return []
     with fleet.env.pooled() as conn:
-        rows = [tuple(map(str, r)) for run in fleet.run_ids
+        rows = [tuple(str(v) for v in fleet.evidence(run).normalize([str(v) for v in r])) for run in fleet.run_ids
                 for r in conn.execute(fleet.agent.own_effects_sql, (run,)).fetchall()]
     return sorted([list(k) + [n] for k, n in Counter(rows).items()])

@@ -4,8 +4,8 @@ that raises is `unknown`; `combine` is three-valued (fail > unknown > pass, and 
 from __future__ import annotations
 
 import copy
-import re
 import itertools
+import re
 from collections.abc import Callable
 from pathlib import Path
 

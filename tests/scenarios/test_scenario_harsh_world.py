@@ -63,7 +63,8 @@ def test_sampling_model_finds_a_charge_made_on_a_replaced_approval(session: Sess
     assert "decisions_hold" in failing(trial), why([trial])
 
 
-@pytest.mark.parametrize("steps", [None, f"{VARIANTS}.balance_in_txn"])
+@pytest.mark.parametrize("steps", [None, f"{VARIANTS}.balance_in_txn", f"{VARIANTS}.stored_ids",
+                                   f"{VARIANTS}.receipt_note"])  # own rows naming the ids providers minted
 def test_concurrent_runs_pass_updates_made_in_the_checkpoint_transaction(session: Session, steps: str | None) -> None:
     trials = on(ConcurrentRuns(), steps).together(Context(session=session), Schedule(), 0)
     assert len(trials) == 6 and all(t.outcome == "pass" for t in trials), why(trials)
