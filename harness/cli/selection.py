@@ -4,8 +4,9 @@
    single trial: no scenario left (`--skip-scenario` took them all), or none whose faults are among
    `--actions`. One `UsageError` each (exit 2), naming the fix.
 2. After the summary, `tested(results, code, allow_empty_shard)` keeps the command's exit code when at least
-   one trial was judged (or the code is already not 0); when none was, it raises `NothingTested` (exit 2,
-   one line naming every scenario's reason). The one exception is a shard that `--shard` left with nothing
+   one trial was judged (or the code says something else went wrong); when none was (every scenario
+   skipped, or unknown because its agent reached none of its fault points: `run.untested`), it raises
+   `NothingTested` (exit 2, one line naming every scenario's reason, the adapter's hint among them). The one exception is a shard that `--shard` left with nothing
    to do and that was asked to accept it (`--allow-empty-shard`, for CI matrices): a note on stderr, exit 0.
 """
 
@@ -16,6 +17,11 @@ from collections.abc import Sequence
 
 from killpoint.errors import UsageError
 from killpoint.run.scenario import OTHER_SHARDS, Scenario, ScenarioResult
+
+
+def untested(result: ScenarioResult) -> bool:
+    """A scenario that ran no trial because its agent reached none of its fault points (`run.untested`)."""
+    return result.outcome == "unknown" and not result.trials and result.reason.startswith("nothing to test")
 
 
 class NothingTested(UsageError):
@@ -39,7 +45,9 @@ def refuse_empty(scenarios: Sequence[Scenario], actions: tuple[str, ...], what: 
 
 def tested(results: Sequence[ScenarioResult], code: int, allow_empty_shard: bool = False) -> int:
     """Flow step 2: `code`, unless no trial was judged (see the module doc)."""
-    if code != 0 or any(r.trials or r.outcome not in ("skipped", "pass") for r in results):
+    if any(r.trials or not (r.outcome in ("skipped", "pass") or untested(r)) for r in results):
+        return code
+    if code not in (0, 1):  # 1: the untested scenarios' UNKNOWN; anything else is the command's own
         return code
     if results and allow_empty_shard and all(r.reason.startswith(OTHER_SHARDS) for r in results):
         print("killpoint: note: this shard has nothing to do (every trial runs in another shard); "

@@ -47,7 +47,11 @@ def test_a_graph_that_checkpoints_only_at_exit_is_never_passed_and_says_why(sand
     explored = cli(sandbox, "explore", "--exhaustive", "--scenario", "crash-points", "--adapter", "langgraph",
                    "--worker-cmd", graph)
     for proc, names in ((ran, {"crash-points", "db-crash", "deploy-drain"}), (explored, {"crash-points"})):
-        assert proc.returncode == 1 and "Traceback" not in proc.stderr, describe(proc)
+        # nothing was tested: never a pass, and exit 2 (error[nothing-tested]) naming the hint, as a session
+        # whose every scenario was skipped
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, describe(proc)
+        error = [x for x in proc.stderr.splitlines() if "error[nothing-tested]" in x]
+        assert len(error) == 1 and "durability='sync'" in error[0], describe(proc)
         assert dict((n, o) for o, n in SCENARIO_LINE.findall(proc.stdout)) == dict.fromkeys(names, "UNKNOWN"), \
             describe(proc)
         for name in names:
