@@ -298,11 +298,11 @@ CASES = {
     "github-actions.yml": (".github/workflows/killpoint.yml", {
         "KILLPOINT_STEPS: mypkg.agent_steps": f"KILLPOINT_STEPS: {MODULE}",
         "KILLPOINT_SOURCE: git+https://github.com/YOUR-ORG/killpoint.git@main": "KILLPOINT_SOURCE: {source}",
-        "shard: [1, 2, 3, 4]": "shard: [1, 2]"}, run_github),
+        "shard: [1, 2, 3, 4]": "shard: [1, 2]", 'KILLPOINT_ARGS: ""': 'KILLPOINT_ARGS: "--budget 1"'}, run_github),
     "gitlab-ci.yml": (".gitlab-ci.yml", {
         "KILLPOINT_STEPS: mypkg.agent_steps": f"KILLPOINT_STEPS: {MODULE}",
         "KILLPOINT_SOURCE: git+https://gitlab.com/YOUR-GROUP/killpoint.git@main": "KILLPOINT_SOURCE: {source}",
-        "parallel: 4": "parallel: 2"}, run_gitlab),
+        "parallel: 4": "parallel: 2", 'KILLPOINT_ARGS: ""': 'KILLPOINT_ARGS: "--budget 1"'}, run_gitlab),
 }
 
 
