@@ -23,6 +23,9 @@ drivers of many runs, about several at once):
    incarnations, by id: a queue worker holds the leases of whichever runs it served); how many lapsed.
 9. `submit(conn, run_ids, module, params)`: create runs as an application would, for queue workers to
    take (a first record and a job each); a runtime the harness cannot create runs for refuses (UsageError).
+10. `retire(conn, run_id)`: once a run's evidence is read and its processes are gone, leave nothing of it
+   that a later run's worker would pick up (DBOS: its unfinished workflows, which any process of the
+   application dequeues); how many records it retired. A no-op where nothing is picked up across runs.
 
 and names, in `hold`, the table whose commits are the run's checkpoint points: the SQL barrier
 (harness/env/sqlbarrier.py) puts its deferred trigger there and holds the commits `hold.when` selects

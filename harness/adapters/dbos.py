@@ -14,7 +14,14 @@ names are the steps. Read without importing DBOS, from its tables in schema `dbo
    order. Before any run has succeeded it is None (attribution then relies on the header or the key).
 4. The final record is the workflow's status and output, as `state`, and the executor id that ran it
    last (`executor_id`: one per run, else DBOS's recovery may run one run's workflow in another's process).
-5. DBOS creates its schema `dbos` by name, outside the session schema of a `--dsn` database
+5. Retiring a run (`retire`, once its evidence is read and its processes are gone) cancels its workflow and
+   the workflows it started (`parent_workflow_id`), as `DBOS.cancel_workflow` does, where they are not
+   finished: DBOS's recovery at launch puts a dead executor's PENDING workflow back on its internal queue
+   (ENQUEUED), and every process of the application (its name and version) dequeues from it, so a trial
+   whose last incarnation died after that, e.g. a mixed-faults run ended by its incarnation bound, left a
+   workflow that the next trial's worker ran, with that run's credentials: its effects were the later run's
+   duplicates. Within a run nothing changes: recovery of the run's own workflow is what the trial tests.
+6. DBOS creates its schema `dbos` by name, outside the session schema of a `--dsn` database
    (`system_schemas`): there the session runs in a database of its own on the user's server, dropped at
    its end (harness/env/postgres/dsn.py `isolate`), so no `dbos` schema is left in the user's database.
 """
@@ -25,11 +32,22 @@ from typing import Any
 
 import psycopg
 
-from killpoint.adapters.base import FrameworkRecords, Hold
+from killpoint.adapters.base import FrameworkRecords, Hold, table_exists
 
 SCHEMA = "dbos"
 
 FAILED = {"ERROR", "CANCELLED", "RETRIES_EXCEEDED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED"}
+FINISHED = ("SUCCESS", *sorted(FAILED))
+
+RETIRE_SQL = f"""
+WITH RECURSIVE family(id) AS (
+    SELECT %(run)s::text
+    UNION SELECT w.workflow_uuid FROM {SCHEMA}.workflow_status w JOIN family f ON w.parent_workflow_id = f.id)
+UPDATE {SCHEMA}.workflow_status SET status = 'CANCELLED', queue_name = NULL
+WHERE workflow_uuid IN (SELECT id FROM family) AND status <> ALL(%(finished)s)
+"""
+"""The run's workflow and its descendants, cancelled where unfinished (DBOS's own cancel: status CANCELLED,
+off its queue), so that no process dequeues or recovers them."""
 
 CURSOR_SQL = f"""
 WITH mine AS (SELECT w.name, (SELECT coalesce(max(function_id), -1) FROM {SCHEMA}.operation_outputs o
@@ -76,6 +94,11 @@ class DbosAdapter(FrameworkRecords):
     def progress(self, conn: psycopg.Connection, run_id: str) -> tuple[str | None, int | None]:
         row: Any = conn.execute(CURSOR_SQL, {"run": run_id}).fetchone()
         return (row[0], int(row[1])) if row else (None, None)
+
+    def retire(self, conn: psycopg.Connection, run_id: str) -> int:
+        if not table_exists(conn, f"{SCHEMA}.workflow_status"):
+            return 0  # the worker never got as far as creating DBOS's tables
+        return conn.execute(RETIRE_SQL, {"run": run_id, "finished": list(FINISHED)}).rowcount
 
     def final(self, conn: psycopg.Connection, run_id: str) -> tuple[dict | None, str | None]:
         row = self._row(conn, run_id)

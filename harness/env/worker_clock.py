@@ -6,23 +6,75 @@ later incarnation of the run:
 1. a worker of the reference runtime (a step module, forked or exec'd) reads `KILLPOINT_CLOCK_OFFSET`, and its
    runtime moves `time.time`, `datetime.now` and their kin by it (`reference_agent/clock.py`);
 2. a black-box worker (`--worker-cmd`) is run under libfaketime (`LD_PRELOAD` with `FAKETIME="+N"`, the
-   monotonic clock left alone), which moves the clock of any dynamically linked program; where libfaketime
-   is not installed (Debian: `apt-get install faketime`), `unsupported` says so and the fault is recorded
-   as missed (the trial is then unknown, never passed). A statically linked program (a Go binary) and a
-   program that reads the clock through its own system calls are not moved by libfaketime.
+   monotonic clock left alone, as a real clock jump leaves it), which moves the clock of any dynamically
+   linked program; where libfaketime is not installed (Debian: `apt-get install faketime`), `unsupported`
+   says so and the fault is recorded as missed (the trial is then unknown, never passed). A statically linked
+   program (a Go binary) and a program that reads the clock through its own system calls are not moved by
+   libfaketime.
+
+libfaketime up to 0.9.10 (Debian 12's) mistranslates an absolute sleep on the monotonic clock it was told to
+leave alone (`clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`, libfaketime issue #426): the kernel gets a
+negative deadline and the call fails with EINVAL, so Python >= 3.11's `time.sleep` raises `OSError: [Errno
+22]` in every worker under a shift. `clock_env` probes the library once (`monotonic_sleep_broken`) and, when
+it is broken, preloads before it a small shim (`_SHIM_SOURCE`, built once with the C compiler into
+`shim_dir()`) that hands a monotonic or boot-time `clock_nanosleep` to the kernel unchanged and any other to
+libfaketime. Without a C compiler a broken libfaketime cannot move a clock faithfully, and `unsupported`
+says so.
 
 A shift of 0 adds nothing: runs without clock faults see the machine's clock, unchanged.
 """
 
 from __future__ import annotations
 
+import functools
 import glob
+import hashlib
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 
 OFFSET_VAR = "KILLPOINT_CLOCK_OFFSET"
 FAKETIME_GLOBS = ("/usr/lib/*/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1",
                   "/usr/local/lib/faketime/libfaketime.so.1", "/usr/lib64/faketime/libfaketime.so.1")
 """Where Debian, Fedora and a source build install libfaketime."""
+
+_SHIM_SOURCE = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/* killpoint: libfaketime <= 0.9.10 breaks TIMER_ABSTIME sleeps on the monotonic clock it leaves alone
+   (FAKETIME_DONT_FAKE_MONOTONIC, libfaketime issue #426); send those to the kernel unchanged. */
+int clock_nanosleep(clockid_t clock_id, int flags, const struct timespec *req, struct timespec *rem) {
+    static int (*next)(clockid_t, int, const struct timespec *, struct timespec *);
+    if (clock_id == CLOCK_MONOTONIC || clock_id == CLOCK_BOOTTIME) {
+        int saved = errno;
+        long r = syscall(SYS_clock_nanosleep, clock_id, flags, req, rem);
+        int err = r == 0 ? 0 : errno;
+        errno = saved;
+        return err;
+    }
+    if (!next)
+        next = (int (*)(clockid_t, int, const struct timespec *, struct timespec *))dlsym(RTLD_NEXT, "clock_nanosleep");
+    return next(clock_id, flags, req, rem);
+}
+"""
+
+_PROBE = r"""
+import ctypes, time
+class Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+libc = ctypes.CDLL(None, use_errno=True)
+t = time.clock_gettime_ns(time.CLOCK_MONOTONIC) + 1_000_000
+print(libc.clock_nanosleep(time.CLOCK_MONOTONIC, 1, ctypes.byref(Timespec(t // 10**9, t % 10**9)), None))
+"""
+"""Prints what an absolute 1 ms sleep on the monotonic clock returns (0, or an error number) in a process
+under the preload it is run with."""
 
 
 def faketime_library() -> str | None:
@@ -37,11 +89,74 @@ def faketime_library() -> str | None:
     return None
 
 
+def _faketime_vars(offset: float, preload: str) -> dict[str, str]:
+    return {"LD_PRELOAD": preload, "FAKETIME": f"{int(offset):+d}", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+
+
+def _sleep_result(preload: str) -> str:
+    """What `_PROBE` prints under `preload` with a shift of a day ('' when the probe could not run)."""
+    env = {**os.environ, **_faketime_vars(86400.0, preload)}
+    try:
+        proc = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return proc.stdout.strip()
+
+
+@functools.cache
+def monotonic_sleep_broken(lib: str) -> bool:
+    """Whether libfaketime at `lib` fails an absolute sleep on the monotonic clock it leaves alone."""
+    return _sleep_result(lib) not in ("0", "")
+
+
+def shim_dir() -> str:
+    """Where the built shim is kept between sessions (one file per shim source, named by its digest)."""
+    return os.path.join(tempfile.gettempdir(), f"killpoint-{os.getuid()}")
+
+
+@functools.cache
+def sleep_shim() -> str | None:
+    """The path of the built `_SHIM_SOURCE` (built now if need be), or None without a working C compiler."""
+    digest = hashlib.sha256(_SHIM_SOURCE.encode()).hexdigest()[:16]
+    path = os.path.join(shim_dir(), f"faketime-sleep-{digest}.so")
+    if os.path.exists(path):
+        return path
+    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if compiler is None:
+        return None
+    os.makedirs(shim_dir(), mode=0o700, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=shim_dir()) as work:
+        source, built = os.path.join(work, "shim.c"), os.path.join(work, "shim.so")
+        with open(source, "w") as f:
+            f.write(_SHIM_SOURCE)
+        proc = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", built, source, "-ldl"],
+                              capture_output=True, timeout=120)
+        if proc.returncode != 0:
+            return None
+        os.replace(built, path)  # atomic: a concurrent session sees the whole file or none
+    return path
+
+
+def _preload(lib: str) -> str | None:
+    """libfaketime's preload, with the sleep shim before it where the library needs it; None if it does and
+    the shim cannot be built."""
+    if not monotonic_sleep_broken(lib):
+        return lib
+    shim = sleep_shim()
+    return None if shim is None else f"{shim} {lib}"
+
+
 def unsupported(black_box: bool) -> str | None:
     """Why a clock fault cannot move this session's workers' clock, or None when it can."""
-    if black_box and faketime_library() is None:
+    if not black_box:
+        return None
+    lib = faketime_library()
+    if lib is None:
         return ("libfaketime is not installed, so a --worker-cmd worker's clock cannot be moved "
                 "(install it: apt-get install faketime; or set KILLPOINT_FAKETIME_LIB)")
+    if _preload(lib) is None:
+        return (f"{lib} fails absolute sleeps on the monotonic clock (libfaketime issue #426) and no C compiler "
+                "builds killpoint's fix for it (install cc, or libfaketime >= 0.9.11)")
     return None
 
 
@@ -52,8 +167,8 @@ def clock_env(offset: float, black_box: bool, existing_preload: str | None = Non
     if not black_box:
         return {OFFSET_VAR: repr(float(offset))}
     lib = faketime_library()
-    if lib is None:
+    preload = None if lib is None else _preload(lib)
+    if preload is None:
         return {}
-    preload = " ".join(p for p in (lib, existing_preload) if p)
-    return {"LD_PRELOAD": preload, "FAKETIME": f"{int(offset):+d}", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    return _faketime_vars(offset, " ".join(p for p in (preload, existing_preload) if p))
     # not OFFSET_VAR: a --worker-cmd that runs the reference runtime would move its clock twice

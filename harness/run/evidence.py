@@ -2,7 +2,8 @@
 
 1. `gather(...)` reads what the run left (its checkpoint row, the audit trail of its writes, its own
    database effects, the processes still alive, which it then kills, and the fake services' attempts,
-   effects and model requests) into a `Gathered`, unrecorded.
+   effects and model requests) into a `Gathered`, unrecorded; the run is then retired in its runtime
+   (`adapter.retire`: DBOS's unfinished workflows cancelled), so that no later run's worker takes it up.
 2. `Gathered.record(history, options)` appends it to the history: a `run.evidence` event (with `options`),
    then one event per record, each with `of` = the `run.evidence` event's index; `record(...)` is both
    steps at once.
@@ -141,6 +142,8 @@ def gather(env: Environment, run_id: str, incarnations: list[Incarnation], own_e
         for inc in watched:
             if not isinstance(inc, launcher.Incarnation):
                 inc.kill_all()
+    with env.pooled() as conn:  # read, and nothing of the run lives on: leave nothing a later run takes up
+        env.adapter.retire(conn, run_id)
     records: list[Record] = [CheckpointWrite(run_id=run_id, **w) for w in writes]
     for kind, found in ((Attempt, svc.attempts(run_id)), (Effect, svc.effects(run_id)),
                         (ModelRequest, svc.model_requests(run_id))):

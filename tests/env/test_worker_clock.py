@@ -1,5 +1,6 @@
 """How a clock fault reaches an incarnation (harness/env/worker_clock.py): the reference runtime's variable
-for a step-module worker, libfaketime for a black-box one, nothing without a shift."""
+for a step-module worker, libfaketime for a black-box one (with the sleep shim where libfaketime breaks
+monotonic sleeps), nothing without a shift."""
 
 from __future__ import annotations
 
@@ -32,15 +33,55 @@ def test_a_black_box_worker_runs_under_libfaketime_or_the_fault_says_why_not(mon
     assert worker_clock.clock_env(60.0, black_box=True) == {}
 
 
+def test_a_libfaketime_that_breaks_monotonic_sleeps_without_a_compiler_is_unsupported(
+        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
+    lib = tmp_path / "libfaketime.so.1"
+    lib.write_bytes(b"")
+    monkeypatch.setenv("KILLPOINT_FAKETIME_LIB", str(lib))
+    monkeypatch.setattr(worker_clock, "monotonic_sleep_broken", lambda _lib: True)
+    monkeypatch.setattr(worker_clock, "sleep_shim", lambda: None)
+    reason = worker_clock.unsupported(black_box=True)
+    assert reason is not None and "issue #426" in reason and "C compiler" in reason
+    assert worker_clock.clock_env(60.0, black_box=True) == {}  # the fault is missed, never half-applied
+
+
+SLEEPER = """
+import threading, time
+before = time.time()
+time.sleep(0.05)                      # Python >= 3.11: clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)
+threading.Event().wait(0.05)          # a timed wait on the monotonic clock
+print(before, time.time())
+"""
+
+
 @pytest.mark.skipif(worker_clock.faketime_library() is None, reason="libfaketime is not installed here")
-def test_libfaketime_moves_a_black_box_programs_clock() -> None:
+@pytest.mark.parametrize("offset", [366 * 86400.0, -3600.0])
+def test_a_black_box_python_worker_sleeps_and_reads_the_moved_clock(offset: float) -> None:
+    """Under a jump either way, a black-box Python worker's sleeps and timed waits still work (they run on the
+    monotonic clock, which a real jump leaves alone), and its wall clock reads the jump."""
     import subprocess
     import sys
-
-    env = {"PATH": "/usr/bin:/bin", **worker_clock.clock_env(366 * 86400.0, black_box=True)}
-    code = "import time; print(time.time())"
-    moved = float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                                 check=True).stdout)
     import time
 
-    assert moved - time.time() > 365 * 86400
+    if worker_clock.unsupported(black_box=True) is not None:
+        pytest.skip(worker_clock.unsupported(black_box=True) or "")
+    env = {"PATH": "/usr/bin:/bin", **worker_clock.clock_env(offset, black_box=True)}
+    start = time.time()
+    proc = subprocess.run([sys.executable, "-c", SLEEPER], env=env, capture_output=True, text=True)
+    end = time.time()
+    assert proc.returncode == 0, proc.stderr
+    before, after = (float(x) for x in proc.stdout.split())
+    assert start + offset - 60 <= before <= after <= end + offset + 60, (start, before, after, end, offset)
+    assert after - before >= 0.1  # it slept, and its wall clock ran on through the sleep
+
+
+@pytest.mark.skipif(worker_clock.faketime_library() is None, reason="libfaketime is not installed here")
+def test_the_probe_sees_this_libfaketimes_monotonic_sleep_as_it_is() -> None:
+    """Without the shim, an absolute monotonic sleep under the probed library fails exactly when the probe
+    says it is broken; with the preload clock_env builds, it never fails."""
+    lib = worker_clock.faketime_library()
+    assert lib is not None
+    assert (worker_clock._sleep_result(lib) != "0") == worker_clock.monotonic_sleep_broken(lib)
+    preload = worker_clock.clock_env(86400.0, black_box=True).get("LD_PRELOAD")
+    if preload is not None:
+        assert worker_clock._sleep_result(preload) == "0"

@@ -1,11 +1,13 @@
 """examples/dbos: an invoice workflow on DBOS, crash-tested as written, through the CLI with `--adapter dbos`:
 the bare email's duplicate is found by exactly_once with a replay line that reproduces it; the keyed email
 passes `killpoint run` (every applicable scenario) with no UNKNOWN; every run has an executor id of its own;
-on a `--dsn` database, DBOS's `dbos` schema lives in a database of the session's own, dropped at its end."""
+a Resend outage that outlasts the email step's retries leaves the workflow to be resumed (the example as
+written passes), while one that ends it ERROR (`--dbos-retries`) fails `completes`; on a `--dsn` database, DBOS's `dbos` schema lives in a database of the session's own, dropped at its end."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 import psycopg
@@ -17,7 +19,7 @@ pytest.importorskip("dbos", reason="dbos is not installed: pip install 'killpoin
 pytest.importorskip("resend", reason="the resend SDK is not installed: pip install 'killpoint[dbos]'")
 
 from tests.examples.frameworks import assert_duplicate_found, assert_keyed_passes, cli, run_dirs, worker_cmd  # noqa: E402
-from tests.helpers.checks import describe  # noqa: E402
+from tests.helpers.checks import describe, failing_checkers  # noqa: E402
 
 EXAMPLE = "dbos/invoice_workflow.py"
 
@@ -38,6 +40,23 @@ def test_each_run_has_an_executor_id_of_its_own(sandbox):
     assert len(finals) >= 3, finals  # two crash-free runs and the faulted one
     for run_id, final in finals.items():
         assert final["executor_id"] == run_id, (run_id, final)
+
+
+@pytest.mark.parametrize("schedule", ["email:effect.received:outage", "email:effect.received:outage=5"])
+def test_an_outage_longer_than_the_steps_retries_is_ridden_out_not_given_up_on(sandbox, schedule):
+    """The example exits with the workflow PENDING when Resend is still down after its retries, and the next
+    incarnation sends the email; the same workflow with the step retried by DBOS (`--dbos-retries`) ends
+    ERROR for good (the invoice never sent), which `completes` fails and the replay line reproduces."""
+    given_up = cli(sandbox, "replay", "--scenario", "flaky-services", "--schedule", schedule, "--adapter", "dbos",
+                   "--worker-cmd", worker_cmd(EXAMPLE, keyed=True) + " --dbos-retries")
+    assert given_up.returncode == 1, describe(given_up)
+    assert "completes" in failing_checkers(given_up.stdout), describe(given_up)
+    assert "DBOSMaxStepRetriesExceeded" in given_up.stdout, describe(given_up)
+    ridden_out = cli(sandbox, "replay", "--scenario", "flaky-services", "--schedule", schedule, "--adapter", "dbos",
+                     "--worker-cmd", worker_cmd(EXAMPLE, keyed=True))
+    assert ridden_out.returncode == 0, describe(ridden_out)
+    assert re.search(r"^PASS\s+flaky-services\s", ridden_out.stdout, re.MULTILINE), describe(ridden_out)
+    assert not sandbox.survivors(), sandbox.survivors()
 
 
 @pytest.mark.slow
