@@ -70,8 +70,7 @@ class SamplingModel(Scenario):
             return {"sampling_seed": sample}
 
         ctl, extra = session.drive(run_id, schedule, options, sampled, agent)
-        if ctx.explicit and len(schedule):
-            extra["explicit"] = True
+        extra.update(session.replay_flags(schedule, ctx.explicit))  # the replay line runs the same worker
         ev = ctl.evidence(agent.own_effects_sql, extra)
         answers = final_answers(ev)
         judge_by = self.counterfactual(ctx, answers, base) if answers else base

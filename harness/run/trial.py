@@ -331,12 +331,7 @@ class Session:
         run_id = run_id or self.next_run_id(prefix)
         earlier: list = []
         extra: dict = {}
-        flags = {"explicit": True} if explicit and len(schedule) else {}
-        if self.env.worker_cmd:
-            flags["worker_cmd"] = self.env.worker_cmd  # the replay line must run the same worker
-            flags["adapter"] = self.env.adapter.name  # ... read through the same adapter (--adapter)
-        if getattr(self.env, "effects", None):
-            flags["effects"] = dict(self.env.effects)  # ... through the same proxies (--effect)
+        flags = self.replay_flags(schedule, explicit)
         if upgrade is not None:
             first, extra = self.drive(run_id, schedule, replace(options, max_incarnations=1), spec.setup,
                                       upgrade.previous)
@@ -354,6 +349,17 @@ class Session:
                            spec.checkers)
         trial.steps, trial.run_dir = agent.module, self.env.run_dir
         return trial
+
+    def replay_flags(self, schedule: Schedule, explicit: bool) -> dict:
+        """What a trial's evidence must record for its replay line to run it again alike (`extra`): that its
+        schedule was explicit, and the worker command, adapter and effect proxies of this session."""
+        flags: dict = {"explicit": True} if explicit and len(schedule) else {}
+        if self.env.worker_cmd:
+            flags["worker_cmd"] = self.env.worker_cmd  # the replay line must run the same worker
+            flags["adapter"] = self.env.adapter.name  # ... read through the same adapter (--adapter)
+        if getattr(self.env, "effects", None):
+            flags["effects"] = dict(self.env.effects)  # ... through the same proxies (--effect)
+        return flags
 
     def judge(self, run_id: str, schedule: Schedule, seed: int | None, ev: Evidence, base: Evidence | None,
               checkers: Iterable[CheckerRef]) -> Trial:
