@@ -77,3 +77,28 @@ def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
     failure must not leak into the machine)."""
     with Sandbox(tmp_path / "sandbox") as box:
         yield box
+
+
+LONGEST_FIRST = (
+    "tests/examples/test_dbos.py",
+    "tests/checkers/test_mutants.py",
+    "tests/examples/test_langgraph.py",
+    "tests/meta/test_ci_templates.py",
+    "tests/examples/test_tool_agents.py",
+    "tests/checkers/test_corpus.py",
+    "tests/examples/test_refund_agent.py",
+    "tests/examples/test_sdk_agent.py",
+    "tests/examples/test_held_out_frameworks.py",
+    "tests/hostile/test_user_database.py",
+    "tests/hostile/test_libpq_env.py",
+    "tests/cli/test_effect_proxy.py",
+)
+"""The test files that take the longest (each minutes of one worker, from `--durations` of whole-suite runs),
+longest first."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first, the rest in their order: `--dist loadfile` hands files to workers in collection
+    order, so a long file met last would keep one worker busy while the other idles."""
+    rank = {path: n for n, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))

@@ -55,7 +55,7 @@ def assert_duplicate_found(box: Sandbox, adapter: str, example: str) -> None:
 def assert_keyed_passes(box: Sandbox, adapter: str, example: str) -> dict[str, str]:
     """`killpoint run` on the keyed variant: every scenario PASS or SKIP (with its reason), no UNKNOWN, exit
     0; returns {scenario: outcome}."""
-    proc = cli(box, "run", "--seed", "1", "--budget", "5", "--adapter", adapter,
+    proc = cli(box, "run", "--seed", "1", "--budget", "2", "--adapter", adapter,
                "--worker-cmd", worker_cmd(example, keyed=True), timeout=3600)
     outcomes = {name: outcome for outcome, name in SCENARIO_LINE.findall(proc.stdout)}
     assert proc.returncode == 0, describe(proc)
