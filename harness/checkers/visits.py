@@ -8,7 +8,9 @@ visit (resumed after a kill, the zombie and its successor) is told apart from th
    worker read through the SQL barrier) starts a new visit of `step` at each seq not seen before for it; a
    replay loads the same checkpoint, hence the same seq, and is the same visit. A seq whose committed
    checkpoint the audit shows as `paused` at the same cursor (a drained worker's last write) does not start
-   a visit: the run was only paused there.
+   a visit while the step's last visit is unfinished (no checkpoint of it committed: the run was only
+   paused there); after a finished one it is the loop's next pass (a worker drained after `act` finished,
+   paused at `think`, resumes with `think`'s next visit).
 2. A worker that reports no seq visits each step once (`n` is 1): per step, as before.
 3. Any other point (a service's `effect.received`, a fault) is in the visit its incarnation last started
    of that step, else in the last visit of that step in the run, else in visit 1.
@@ -40,6 +42,7 @@ def event_visits(ev: Evidence) -> dict[int, Visit]:
     paused = _paused(ev)
     seqs: dict[str | None, dict[int, int]] = {}  # step -> seq -> visit number
     last: dict[str | None, int] = {}  # step -> its last visit number so far
+    finished: set[str | None] = set()  # steps whose last visit committed its checkpoint
     current: dict[str | None, Visit] = {}  # incarnation -> the visit it last started
     out: dict[int, Visit] = {}
     for i, e in enumerate(ev.events):
@@ -52,16 +55,20 @@ def event_visits(ev: Evidence) -> dict[int, Visit]:
                 n = 1
             elif e.seq in known:
                 n = known[e.seq]
-            elif known and (step, e.seq) in paused:
+            elif known and (step, e.seq) in paused and step not in finished:
                 n = known[e.seq] = last.get(step, 1)
             else:
                 n = known[e.seq] = last.get(step, 0) + 1
+            if n > last.get(step, 0):
+                finished.discard(step)
             last[step] = max(last.get(step, 0), n)
             current[e.inc] = (step, n)
             out[i] = (step, n)
             continue
         mine = current.get(e.inc)
         out[i] = mine if mine is not None and mine[0] == step else (step, last.get(step, 1))
+        if isinstance(e, Point) and e.point == "checkpoint.committed" and out[i] == (step, last.get(step)):
+            finished.add(step)
     return out
 
 

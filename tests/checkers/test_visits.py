@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.visits import event_visits
 from killpoint.env.postgres import PostgresHandle
+from killpoint.events import FaultFired, Point
 from killpoint.faults.schedule import Schedule
 from tests.gallery.mutants import BY_NAME
 from tests.helpers.harness import harness_session
@@ -27,3 +30,31 @@ def test_a_colliding_per_visit_key_fails_exactly_once_as_a_missing_effect(
     assert verdicts["exactly_once"].evidence[0].startswith("missing x1: ledger"), verdicts["exactly_once"]
     assert "charge (visit 2)" in verdicts["exactly_once"].evidence[0]
     assert verdicts["bounded_rework"].outcome == "pass", verdicts["bounded_rework"]
+
+
+def _start(inc: str, step: str, seq: int) -> Point:
+    return Point(run_id="r", inc=inc, step=step, point="step.start", seq=seq, source="worker")
+
+
+def _committed(inc: str, step: str, seq: int) -> Point:
+    return Point(run_id="r", inc=inc, step=step, point="checkpoint.committed", seq=seq, source="worker")
+
+
+def test_a_drain_after_a_loops_step_finished_resumes_into_the_next_visit() -> None:
+    """think -> act -> think: SIGTERM at act's commit; the drained worker pauses at `think` (seq 3), and its
+    successor's `think` is the loop's second visit, not a re-start of the first (a false bounded_rework)."""
+    events = [_start("r#1", "think", 0), _committed("r#1", "think", 1), _start("r#1", "act", 1),
+              _committed("r#1", "act", 2),
+              FaultFired(run_id="r", inc="r#1", step="act", point="checkpoint.committed", action="term"),
+              _start("r#2", "think", 3)]
+    ev = Evidence("r", events=events, audit=[{"cursor": "think", "seq": 3, "status": "paused"}])
+    assert event_visits(ev)[5] == ("think", 2)
+
+
+def test_a_drain_before_the_step_committed_resumes_the_same_visit() -> None:
+    """SIGTERM at think's start: the worker pauses at `think` without finishing it; the resume is visit 1."""
+    events = [_start("r#1", "think", 0),
+              FaultFired(run_id="r", inc="r#1", step="think", point="step.start", action="term"),
+              _start("r#2", "think", 1)]
+    ev = Evidence("r", events=events, audit=[{"cursor": "think", "seq": 1, "status": "paused"}])
+    assert event_visits(ev)[2] == ("think", 1)

@@ -8,7 +8,9 @@ slowly, and the suite's time is shared):
   through the ledger: killed after the ledger paid (``refunds__model.request:effect.applied``: DBOS records
   the tool's work under the model-request step, the last one before it);
 - an OpenAI Agents SDK agent in a step module (the reference runtime), whose tool charges a card with the
-  stripe SDK: killed after Stripe charged it (``bill:effect.applied``).
+  stripe SDK: killed after Stripe charged it (``bill:effect.applied``);
+- the Anthropic SDK's own tool loop in a step module (``think``/``act`` steps that loop, a checkpoint per
+  turn), whose tool refunds through the ledger: killed after the ledger paid (``act:effect.applied``).
 
 Each keyed (the tool's effect keyed with the run and the model's tool call id) passes with the effect made
 exactly once, with the arguments the model script pinned; each bare (no key) is caught by ``exactly_once``
@@ -60,6 +62,9 @@ EXAMPLES_UNDER_TEST = [
     Example("pydantic-ai-dbos", ("pydantic_ai.durable_exec.dbos", "anthropic", "dbos"),
             worker("pydantic_ai_refunds.py", "dbos", True), worker("pydantic_ai_refunds.py", "dbos", False),
             "refunds__model.request:effect.applied:kill", "ledger", {"account": "A-17", "amount_cents": 4200}),
+    Example("anthropic-tool-loop", ("anthropic",), ("--steps", "anthropic_tool_loop"),
+            ("--steps", "anthropic_tool_loop_keyless"), "act:effect.applied:kill", "ledger",
+            {"account": "A-17", "amount_cents": 4200}),
     Example("openai-agents", ("agents", "stripe"), ("--steps", "openai_agents_billing"),
             ("--steps", "openai_agents_billing_keyless"), "bill:effect.applied:kill", "stripe",
             {"amount": "12500", "metadata": {"order": "A-17"}}),
