@@ -23,6 +23,9 @@ drivers of many runs, about several at once):
    incarnations, by id: a queue worker holds the leases of whichever runs it served); how many lapsed.
 9. `submit(conn, run_ids, module, params)`: create runs as an application would, for queue workers to
    take (a first record and a job each); a runtime the harness cannot create runs for refuses (UsageError).
+10. `notes(conn, run_id)`: what the runtime's own records show it did that explains a failure, one line
+    each with its fix (LangGraph: a checkpoint whose time-ordered id sorts below its parent's); printed in
+    the failure block (`runtime:`), judged by no checker.
 
 and names, in `hold`, the table whose commits are the run's checkpoint points: the SQL barrier
 (harness/env/sqlbarrier.py) puts its deferred trigger there and holds the commits `hold.when` selects

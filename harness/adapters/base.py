@@ -54,6 +54,8 @@ class Adapter(Protocol):
 
     def submit(self, conn: psycopg.Connection, run_ids: list[str], module: str, params: dict) -> None: ...
 
+    def notes(self, conn: psycopg.Connection, run_id: str) -> list[str]: ...
+
     def no_checkpoint_hint(self, commits: int) -> str:
         """Why a crash-free run that made `commits` checkpoint commits made none inside a step (so a
         scenario whose faults land at checkpoint points has nothing to test), and how to change that."""
@@ -78,6 +80,10 @@ class FrameworkRecords:
 
     def statuses(self, conn: psycopg.Connection, run_ids: list[str]) -> dict[str, str | None]:
         return {r: self.status(conn, r) for r in run_ids}
+
+    def notes(self, conn: psycopg.Connection, run_id: str) -> list[str]:
+        """Nothing known of the framework's records that explains a failure (an adapter overrides it)."""
+        return []
 
     def no_checkpoint_hint(self, commits: int) -> str:
         return f"the {self.name} worker recorded no step's progress while a step was in flight"
@@ -134,6 +140,10 @@ class CheckpointsAdapter:
         cur = conn.execute("UPDATE leases SET expires_at = now() - interval '1 second' "
                            "WHERE owner = ANY(%s) AND expires_at > now()", (owners,))
         return cur.rowcount
+
+    def notes(self, conn: psycopg.Connection, run_id: str) -> list[str]:
+        """The seeds' records explain nothing beyond what the checkers read."""
+        return []
 
     def no_checkpoint_hint(self, commits: int) -> str:
         return ("the agent committed no checkpoint of a step to the checkpoints table" if not commits else
