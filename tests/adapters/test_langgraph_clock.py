@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from types import SimpleNamespace
-from typing import TypedDict
 
 import psycopg
 import pytest
@@ -20,47 +19,24 @@ pytest.importorskip("langgraph.checkpoint.postgres", reason="langgraph-checkpoin
 
 from langgraph.checkpoint.base import id as lg_id  # noqa: E402
 from langgraph.checkpoint.postgres import PostgresSaver  # noqa: E402
-from langgraph.graph import END, START, StateGraph  # noqa: E402
 
 from killpoint.adapters import get  # noqa: E402
 from killpoint.adapters.langgraph import CLOCK_NOTE  # noqa: E402
+from tests.adapters.test_langgraph_adapter import Boom, graph  # noqa: E402
 
 HOUR_NS = 3600 * 10**9
 NOTE_HEAD = CLOCK_NOTE.split("{", 1)[0]
 
 
-class State(TypedDict, total=False):
-    planned: int
-    sent: int
-
-
-class Down(Exception):
-    pass
-
-
 def invoke(dsn: str, thread: str, email_fails: bool) -> int:
     """Run (or resume) plan -> email on `thread`; the step of the checkpoint LangGraph loads afterwards."""
-    def plan(_s: State) -> State:
-        return {"planned": 1}
-
-    def email(_s: State) -> State:
-        if email_fails:
-            raise Down("the mailer is down")
-        return {"sent": 1}
-
-    g = StateGraph(State)
-    g.add_node("plan", plan)
-    g.add_node("email", email)
-    g.add_edge(START, "plan")
-    g.add_edge("plan", "email")
-    g.add_edge("email", END)
     config = {"configurable": {"thread_id": thread}}
     with PostgresSaver.from_conn_string(dsn) as saver:
         saver.setup()
-        app = g.compile(checkpointer=saver)
+        app = graph(saver, email_fails)
         try:
             app.invoke(None if app.get_state(config).created_at else {}, config, durability="sync")
-        except Down:
+        except Boom:
             pass
         return app.get_state(config).metadata["step"]
 
