@@ -247,7 +247,9 @@ class RunEvidence(Event):
     JSON object (`killpoint.checkers.options.split` tells them apart)."""
     crashes: dict[str, dict] | None = None
     notes: list[str] | None = None
-    """What the runtime's own records show it did that explains a failure (`Adapter.notes`)."""
+    """What the runtime's own records show it did that explains a failure (`Adapter.notes`); written only
+    when there is some."""
+    OPTIONAL = frozenset({"notes"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
