@@ -45,9 +45,10 @@ def test_keyed_email_passes_the_whole_suite_but_a_resume_on_a_clock_stepped_back
     outcomes = {name: outcome for outcome, name in SCENARIO_LINE.findall(proc.stdout)}
     assert proc.returncode == 1, describe(proc)
     assert outcomes.pop("mixed-faults", None) == "FAIL", describe(proc)
-    assert outcomes and set(outcomes.values()) <= {"PASS", "SKIP"}, outcomes
+    assert outcomes and set(outcomes.values()) <= {"PASS", "SKIP"}, (outcomes, describe(proc))
     assert "UNKNOWN" not in proc.stdout, describe(proc)
-    assert all(outcomes.get(n) == "PASS" for n in KEYED_PASS) and all(outcomes.get(n) == "SKIP" for n in KEYED_SKIP), outcomes
+    assert all(outcomes.get(n) == "PASS" for n in KEYED_PASS) and all(outcomes.get(n) == "SKIP" for n in KEYED_SKIP), \
+        (outcomes, describe(proc))
     head = CLOCK_NOTE.split("{", 1)[0]
     assert f"runtime: {head}" in proc.stdout, describe(proc)
     (verdicts,) = [json.loads((d / "verdicts.json").read_text()) for d in run_dirs(sandbox)]
