@@ -246,6 +246,10 @@ class RunEvidence(Event):
     """The run's knobs, the baseline's volatile fields, the replay metadata and the scenario's extras, in one
     JSON object (`killpoint.checkers.options.split` tells them apart)."""
     crashes: dict[str, dict] | None = None
+    notes: list[str] | None = None
+    """What the runtime's own records show it did that explains a failure (`Adapter.notes`); written only
+    when there is some."""
+    OPTIONAL = frozenset({"notes"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,12 +1,14 @@
 """An invoice graph on LangGraph, as a LangGraph user writes it: plan -> email -> record, checkpointed by
 PostgresSaver, the email sent with Resend's own SDK. Nothing in it knows killpoint.
 
-    python invoice_graph.py RUN_ID [--keyed]
+    python invoice_graph.py RUN_ID [--keyed] [--durability sync|async]
 
 starts the run `RUN_ID` (the graph's thread id) or, if the thread has a checkpoint, resumes it where it
 stopped (a finished thread has nothing left to run). Without `--keyed`, the email is sent bare: killed after Resend
 applied it and before LangGraph checkpointed the node, a resume sends it again. With `--keyed`, it carries
-the idempotency key `RUN_ID:email`, and Resend answers a repeat with the first email.
+the idempotency key `RUN_ID:email`, and Resend answers a repeat with the first email. `--durability`
+is LangGraph's (default here `sync`: each node's checkpoint is committed before the next node starts;
+`async` writes it while the next node runs, LangGraph's own default).
 
 Environment: DATABASE_URL (Postgres), RESEND_API_KEY and RESEND_API_URL (the resend SDK reads it at import).
 Under killpoint:
@@ -18,12 +20,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TypedDict
+from typing import TypedDict, cast
 
 import psycopg
 import resend
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import Durability
 
 
 class Invoice(TypedDict, total=False):
@@ -61,8 +64,9 @@ def build(saver: PostgresSaver, run_id: str, keyed: bool):
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0].startswith("-"):
-        print("usage: invoice_graph.py RUN_ID [--keyed]", file=sys.stderr)
+    durability = argv[argv.index("--durability") + 1] if "--durability" in argv[:-1] else "sync"
+    if not argv or argv[0].startswith("-") or durability not in ("sync", "async"):
+        print("usage: invoice_graph.py RUN_ID [--keyed] [--durability sync|async]", file=sys.stderr)
         return 2
     run_id, keyed = argv[0], "--keyed" in argv[1:]
     resend.api_key = os.environ.get("RESEND_API_KEY", "re_test")
@@ -74,20 +78,20 @@ def main(argv: list[str]) -> int:
     # checkpoint, which has nothing left to run if the first finished it.
     with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as lock:
         lock.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (f"invoice_graph:{run_id}",))
-        return run(run_id, keyed, config)
+        return run(run_id, keyed, config, cast(Durability, durability))
 
 
-def run(run_id: str, keyed: bool, config: dict) -> int:
+def run(run_id: str, keyed: bool, config: dict, durability: Durability = "sync") -> int:
     with PostgresSaver.from_conn_string(os.environ["DATABASE_URL"]) as saver:
         saver.setup()
         app = build(saver, run_id, keyed)
         if app.get_state(config).created_at is None:
-            app.invoke({}, config, durability="sync")  # a new run
+            app.invoke({}, config, durability=durability)  # a new run
         else:
             # Resume from the last checkpoint (a finished thread has nothing left to run). Not `if
             # snapshot.next:`: a node whose writes were saved but whose superstep was not checkpointed
             # leaves `next` empty, and the run would never finish.
-            app.invoke(None, config, durability="sync")
+            app.invoke(None, config, durability=durability)
     return 0
 
 

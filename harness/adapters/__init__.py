@@ -26,6 +26,9 @@ drivers of many runs, about several at once):
 10. `retire(conn, run_id)`: once a run's evidence is read and its processes are gone, leave nothing of it
    that a later run's worker would pick up (DBOS: its unfinished workflows, which any process of the
    application dequeues); how many records it retired. A no-op where nothing is picked up across runs.
+11. `notes(conn, run_id)`: what the runtime's own records show it did that explains a failure, one line
+    each with its fix (LangGraph: a checkpoint whose time-ordered id sorts below its parent's); printed in
+    the failure block (`runtime:`), judged by no checker.
 
 and names, in `hold`, the table whose commits are the run's checkpoint points: the SQL barrier
 (harness/env/sqlbarrier.py) puts its deferred trigger there and holds the commits `hold.when` selects

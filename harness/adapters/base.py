@@ -56,6 +56,8 @@ class Adapter(Protocol):
 
     def retire(self, conn: psycopg.Connection, run_id: str) -> int: ...
 
+    def notes(self, conn: psycopg.Connection, run_id: str) -> list[str]: ...
+
     def no_checkpoint_hint(self, commits: int) -> str:
         """Why a crash-free run that made `commits` checkpoint commits made none inside a step (so a
         scenario whose faults land at checkpoint points has nothing to test), and how to change that."""
@@ -84,6 +86,10 @@ class FrameworkRecords:
     def retire(self, conn: psycopg.Connection, run_id: str) -> int:
         """Nothing to retire: a later run's worker picks up nothing of this run by itself."""
         return 0
+
+    def notes(self, conn: psycopg.Connection, run_id: str) -> list[str]:
+        """Nothing known of the framework's records that explains a failure (an adapter overrides it)."""
+        return []
 
     def no_checkpoint_hint(self, commits: int) -> str:
         return f"the {self.name} worker recorded no step's progress while a step was in flight"
@@ -144,6 +150,10 @@ class CheckpointsAdapter:
     def retire(self, conn: psycopg.Connection, run_id: str) -> int:
         """Nothing retired: the seeds' runtime resumes a run only through a worker or a job the harness starts."""
         return 0
+
+    def notes(self, conn: psycopg.Connection, run_id: str) -> list[str]:
+        """The seeds' records explain nothing beyond what the checkers read."""
+        return []
 
     def no_checkpoint_hint(self, commits: int) -> str:
         return ("the agent committed no checkpoint of a step to the checkpoints table" if not commits else

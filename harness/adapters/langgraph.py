@@ -21,6 +21,13 @@ node names are the steps. Read without importing LangGraph, from the rows it wri
    written while the next node already runs: a request that node sends may be read against the previous
    node's checkpoint (attributed to the previous node) unless its key or a `Killpoint-Step` header names
    its node; `durability="sync"` writes each checkpoint before the next node starts.
+7. Notes (`notes`): LangGraph's checkpoint ids are uuid6, made from the writing process's wall clock
+   (`langgraph.checkpoint.base.id.uuid6`, kept increasing only within one process), and PostgresSaver's
+   `get_tuple` without a checkpoint id loads the thread's greatest id. A worker whose clock is behind the
+   thread's last checkpoint (a clock stepped back, a node with a skewed clock) writes a child checkpoint that
+   sorts below its parent: the next resume loads an older checkpoint and redoes its nodes, and nothing that
+   clock writes ever becomes the latest. Each such child, found in the thread's rows, is one note naming
+   this cause and its fix; it is a failure of the graph on its framework (the checkers still judge it).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from typing import Any
 
 import psycopg
 
-from killpoint.adapters.base import FrameworkRecords, Hold
+from killpoint.adapters.base import FrameworkRecords, Hold, table_exists
 
 BRANCH = "branch:to:"
 
@@ -40,6 +47,23 @@ SELECT checkpoint->'channel_values', metadata->>'source',
 FROM checkpoints WHERE thread_id = %(run)s AND checkpoint_ns = ''
 ORDER BY checkpoint_id DESC LIMIT 1
 """
+
+BEHIND_SQL = """
+SELECT (c.metadata->>'step')::bigint, (p.metadata->>'step')::bigint
+FROM checkpoints c JOIN checkpoints p
+  ON p.thread_id = c.thread_id AND p.checkpoint_ns = c.checkpoint_ns AND p.checkpoint_id = c.parent_checkpoint_id
+WHERE c.thread_id = %(run)s AND c.checkpoint_ns = '' AND c.checkpoint_id < p.checkpoint_id
+ORDER BY c.checkpoint_id
+"""
+"""Flow step 7: the root checkpoints whose id sorts below their parent's, with both steps (LangGraph's own
+order: the same text comparison its `ORDER BY checkpoint_id DESC` makes)."""
+
+CLOCK_NOTE = ("LangGraph orders a thread's checkpoints by uuid6 ids taken from the writer's wall clock, and {n} "
+              "of this thread's sort below their parent ({pairs}): a worker whose clock was behind wrote them, so "
+              "a resume loads an older checkpoint and redoes its nodes, never done while that clock lags; fix: "
+              "keep workers' clocks monotonic (NTP slewing, not stepping) and never resume a thread on a node "
+              "whose clock is behind its last checkpoint")
+"""Flow step 7's note: its first words (up to the colon) are the same for every run it is met in."""
 
 
 class LangGraphAdapter(FrameworkRecords):
@@ -68,6 +92,16 @@ class LangGraphAdapter(FrameworkRecords):
         return (f"the graph writes each checkpoint while the next node runs (durability='async', the default), so "
                 f"a request of {step} is attributed to the node before it unless its key or a Killpoint-Step "
                 "header names its node: invoke the graph with durability='sync'")
+
+    def notes(self, conn: psycopg.Connection, run_id: str) -> list[str]:
+        """Flow step 7: one note when a checkpoint of the run sorts below its parent (none otherwise)."""
+        if not table_exists(conn, "checkpoints"):
+            return []
+        rows = conn.execute(BEHIND_SQL, {"run": run_id}).fetchall()
+        if not rows:
+            return []
+        pairs = ", ".join(f"step {c} below step {p}" for c, p in sorted(set(rows)))
+        return [CLOCK_NOTE.format(n=len(rows), pairs=pairs)]
 
     def _latest(self, conn: psycopg.Connection, run_id: str) -> tuple[dict, str | None, int] | None:
         row: Any = conn.execute(LATEST_SQL, {"run": run_id}).fetchone()

@@ -44,6 +44,8 @@ class Evidence:
     leftovers: list[str] = field(default_factory=list)
     crashes: dict[str, dict] = field(default_factory=dict)
     """Workers that died of an exception: incarnation id -> {"log": path, "tail": last traceback lines}."""
+    notes: list[str] = field(default_factory=list)
+    """What the runtime's own records show it did that explains a failure (`Adapter.notes`), one line each."""
     knobs: Knobs = field(default_factory=Knobs)
     volatile: frozenset[str] = frozenset()
     """Fields left out of comparisons with this (crash-free) run: they differed between two crash-free

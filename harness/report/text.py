@@ -45,6 +45,7 @@ def trial_block(scenario: str, t: Trial, steps: str, title: str = "FAILED", base
         lines.append(f"  {v.checker}: {v.outcome}: {v.reason}")
         lines.extend(f"      {e}" for e in v.evidence)
     lines.extend(f"  {line}" for line in crash_lines(t.evidence.crashes))
+    lines.extend(f"  runtime: {note}" for note in t.evidence.notes)
     if t.unfired():
         lines.append(f"  not fired (the run never reached them): {', '.join(t.unfired())}")
     lines.append(f"  seed:     {seed_text if seed_text and t.seed is None else seed_line(t, base_seed)}")
@@ -122,7 +123,8 @@ def write_run_dir(run_dir: Path, results: list[ScenarioResult], meta: dict) -> N
                  "trials": [{"run_id": t.run_id, "schedule": str(t.schedule), "seed": t.seed, "outcome": t.outcome,
                              "verdicts": [v.to_dict() for v in t.verdicts],
                              **({"shrunk_from": str(t.shrunk_from)} if t.shrunk_from is not None else {}),
-                             **({"remembered": True} if t.remembered else {})}
+                             **({"remembered": True} if t.remembered else {}),
+                             **({"notes": t.evidence.notes} if t.evidence.notes else {})}
                             for t in r.trials]}
                 for r in results]
     (run_dir / "verdicts.json").write_text(json.dumps(verdicts, indent=2))

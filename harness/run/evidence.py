@@ -125,6 +125,7 @@ def gather(env: Environment, run_id: str, incarnations: list[Incarnation], own_e
         own_effects_sql = None  # a framework's worker (an adapter) is not the step module's agent
     with env.pooled() as conn:
         row = env.adapter.final(conn, run_id)  # the run's final record, where its runtime keeps it
+        said = env.adapter.notes(conn, run_id)  # what the runtime's records show it did wrong, if anything
         writes = audit.writes(conn, run_id) if audit.installed(conn) else []  # none before a framework's tables
         own = [list(r) for r in conn.execute(own_effects_sql, (run_id,)).fetchall()] if own_effects_sql else []
     svc = env.services
@@ -132,7 +133,7 @@ def gather(env: Environment, run_id: str, incarnations: list[Incarnation], own_e
     left = leftovers(watched)
     head = RunEvidence(
         run_id=run_id, final=row[0], final_raw=row[1], own_effects=own, limit=limit, leftovers=left,
-        crashes=crashes(incarnations),
+        crashes=crashes(incarnations), notes=said or None,
         incarnations=[{"inc": i.inc, "role": i.role, "pid": i.pid, "exit_code": i.exit_code,
                        "signal": i.signal} for i in incarnations])
     if left:  # nothing alive was found: nothing of theirs can start any more (a dead process forks nothing)
@@ -198,6 +199,7 @@ def _evidence(run_id: str, control: list[Event], head: RunEvidence, records: lis
         limit=head.limit,
         leftovers=head.leftovers or [],
         crashes=head.crashes or {},
+        notes=head.notes or [],
         knobs=knobs,
         volatile=volatile,
         replay=replay,

@@ -52,6 +52,13 @@ def assert_duplicate_found(box: Sandbox, adapter: str, example: str) -> None:
     assert not box.survivors(), box.survivors()
 
 
+KEYED_PASS = ("crash-points", "db-crash", "flaky-services", "zombie-worker", "deploy-drain")
+"""Scenarios a correct (keyed) framework example must pass."""
+KEYED_SKIP = ("fleet", "stalled-sweep", "schema-upgrade", "stored-checkpoints", "rollback-refusal",
+              "non-idempotent-downstream")
+"""Scenarios that do not apply to a black-box worker: skipped, with their reason."""
+
+
 def assert_keyed_passes(box: Sandbox, adapter: str, example: str) -> dict[str, str]:
     """`killpoint run` on the keyed variant: every scenario PASS or SKIP (with its reason), no UNKNOWN, exit
     0; returns {scenario: outcome}."""
@@ -61,10 +68,9 @@ def assert_keyed_passes(box: Sandbox, adapter: str, example: str) -> dict[str, s
     assert proc.returncode == 0, describe(proc)
     assert outcomes and set(outcomes.values()) <= {"PASS", "SKIP"}, outcomes
     assert "UNKNOWN" not in proc.stdout, describe(proc)
-    for name in ("crash-points", "db-crash", "flaky-services", "zombie-worker", "deploy-drain"):
+    for name in KEYED_PASS:
         assert outcomes.get(name) == "PASS", (name, outcomes)
-    for name in ("fleet", "stalled-sweep", "schema-upgrade", "stored-checkpoints", "rollback-refusal",
-                 "non-idempotent-downstream"):
+    for name in KEYED_SKIP:
         assert outcomes.get(name) == "SKIP", (name, outcomes)
     assert not box.survivors(), box.survivors()
     return outcomes
