@@ -8,7 +8,15 @@ from collections import Counter
 from killpoint.checkers.effects import _effect_keys
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict, failed, not_applicable, passed, unknown
-from killpoint.checkers.visits import Visit, attempt_operations, label, looped, order, visits_of
+from killpoint.checkers.visits import (
+    REQUEST_POINTS,
+    Visit,
+    attempt_operations,
+    label,
+    looped,
+    order,
+    visits_of,
+)
 from killpoint.events import Escalate, FaultFired, Point
 from killpoint.faults.points import base as action_name
 from killpoint.faults.points import is_process
@@ -44,7 +52,9 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     one operation (the articles' "one effect per step"); each start of a visit may re-read what the
     crash-free visit re-read. Where the services' attempts cannot be paired with
     the visits that sent them, the bound is run-wide. A fault at a visit's `checkpoint.committed`, and a
-    `stop` (a zombie and its successor both go on), counts for the visit after it too (`_following`).
+    `stop` (a zombie and its successor both go on), counts for the visit after it too (`_following`); so
+    does one at its `checkpoint.writing` when the crash-free run's next visit sent a request before that
+    commit (`_late_commits`: LangGraph's async durability writes a node's checkpoint while the next runs).
     """
     points = visits_of(ev, Point)
     starts = Counter(v for e, v in points if isinstance(e, Point) and e.point == "step.start")
@@ -66,9 +76,10 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
                 if a.get("outcome") == "deduplicated"]
     allowed: Counter = Counter(v if paired else None for _, v in faults)
     if paired:  # a fault at a visit's committed checkpoint is at the boundary: the next visit may redo
-        following = _following(base)
-        allowed.update(following[v] for f, v in faults if isinstance(f, FaultFired)
-                       and (f.point == "checkpoint.committed" or f.action == "stop") and v in following)
+        following, late = _following(base), _late_commits(base)
+        allowed.update(following[v] for f, v in faults if isinstance(f, FaultFired) and v in following
+                       and (f.point == "checkpoint.committed" or f.action == "stop"
+                            or (f.point == "checkpoint.writing" and v in late)))
     rereads = _rereads(base, paired)  # each start of a visit re-reads what the crash-free one did
     allowed.update({v: n * max(1, starts.get(v, 0) if paired else 1 + sum(hits.values()))
                     for v, n in rereads.items()})
@@ -162,6 +173,25 @@ def _following(base: Evidence | None) -> dict[Visit, Visit]:
     visit's one operation: that repeat is the fault's, not an unbounded rework."""
     visits = order(base) if base is not None else []
     return dict(zip(visits, visits[1:], strict=False))
+
+
+def _late_commits(base: Evidence | None) -> set[Visit]:
+    """The crash-free run's visits whose checkpoint commit came after the next visit had sent a request
+    (`effect.received` or `model.request`): a fault while that checkpoint is written has the next visit's
+    operation in flight, and its repeat is the fault's."""
+    if base is None:
+        return set()
+    following = _following(base)
+    committed: set[Visit] = set()
+    out: set[Visit] = set()
+    for e, v in visits_of(base, Point):
+        if not isinstance(e, Point):
+            continue
+        if e.point == "checkpoint.committed":
+            committed.add(v)
+        elif e.point in REQUEST_POINTS:
+            out.update(w for w, nxt in following.items() if nxt == v and w not in committed)
+    return out
 
 
 def conventions(ev: Evidence) -> bool:

@@ -58,3 +58,30 @@ def test_a_drain_before_the_step_committed_resumes_the_same_visit() -> None:
               _start("r#2", "think", 1)]
     ev = Evidence("r", events=events, audit=[{"cursor": "think", "seq": 1, "status": "paused"}])
     assert event_visits(ev)[2] == ("think", 1)
+
+
+def _point(inc: str, step: str, point: str, seq: int | None = None, source: str = "worker") -> Point:
+    return Point(run_id="r", inc=inc, step=step, point=point, seq=seq, source=source)
+
+
+def test_a_kill_while_a_late_checkpoint_is_written_may_repeat_the_next_steps_request() -> None:
+    """LangGraph's async durability: `email` sends its request while `plan`'s checkpoint is being written. A
+    kill at plan's checkpoint.writing resumes at plan and email re-sends (deduplicated): one repeat, the
+    kill's; the same repeat with the crash-free run committing plan before email's request is not excused."""
+    from killpoint.checkers.process import bounded_rework
+
+    def run(inc: str, late: bool) -> list:
+        request = _point(inc, "email", "effect.received", source="resend")
+        commit = _point(inc, "plan", "checkpoint.committed", 1)
+        return [_point(inc, "plan", "step.start", 0), *((request, commit) if late else (commit, request)),
+                _point(inc, "email", "step.start", 1), _point(inc, "email", "checkpoint.committed", 2)]
+
+    for late in (True, False):
+        base = Evidence("b", events=run("b#1", late), attempts=[{"service": "resend", "outcome": "applied"}])
+        killed = [_point("r#1", "plan", "step.start", 0), _point("r#1", "email", "effect.received", source="resend"),
+                  FaultFired(run_id="r", inc="r#1", step="plan", point="checkpoint.writing", action="kill"),
+                  *run("r#2", True)]
+        ev = Evidence("r", events=killed, attempts=[{"service": "resend", "outcome": "applied"},
+                                                    {"service": "resend", "outcome": "deduplicated"}])
+        verdict = bounded_rework(ev, base)
+        assert verdict.outcome == ("pass" if late else "fail"), (late, verdict)
