@@ -55,7 +55,10 @@ def build(run_id: str, keyed: bool) -> Agent:
     client = stripe.StripeClient(os.environ["STRIPE_API_KEY"], max_network_retries=3,
                                  base_addresses={"api": for_run(os.environ["STRIPE_BASE_URL"], run_id)})
 
-    @function_tool
+    # failure_error_function=None: a charge that fails (Stripe down past the client's retries) raises, so the
+    # step fails and is resumed; the SDK's default hands the model "An error occurred" and the run ends
+    # uncharged, which killpoint's outage schedules find (exactly_once: "missing x1: stripe").
+    @function_tool(failure_error_function=None)
     def charge_card(ctx: ToolContext[Any], order_id: str, amount_cents: int) -> str:
         """Charge the card on file of an order's customer, in cents. Returns the payment's id."""
         options: Any = {"idempotency_key": f"{run_id}:{ctx.tool_call_id}"} if keyed else {}
