@@ -158,10 +158,13 @@ class FaultMissed(Event):
 
 @_kind("escalate")
 class Escalate(Event):
-    """SIGKILL after the grace period of a SIGTERM (`grace`)"""
+    """SIGKILL after the grace period of a SIGTERM (`grace`); `waited`: the seconds of it the worker spent
+    waiting for a CPU (None where unknown)"""
 
+    OPTIONAL = frozenset({"waited"})
     inc: str | None = None
     grace: float | None = None
+    waited: float | None = None
 
 
 @_kind("thaw")

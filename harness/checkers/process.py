@@ -175,6 +175,21 @@ def _following(base: Evidence | None) -> dict[Visit, Visit]:
     return dict(zip(visits, visits[1:], strict=False))
 
 
+STARVED_FRACTION = 0.25
+"""A worker that waited for a CPU this share of its grace period or more was kept from draining by a busy
+machine: its SIGKILL is no evidence of a worker that ignores SIGTERM."""
+
+
+def _starved(escalation: Escalate) -> str:
+    """Why `escalation` cannot be judged (the machine kept the worker from running), or ''."""
+    waited, grace = escalation.waited, escalation.grace
+    if waited is None or not grace or waited < STARVED_FRACTION * grace:
+        return ""
+    return (f"{escalation.inc} was SIGKILLed at the end of its {grace:g}s grace period, but it spent {waited:.1f}s "
+            "of it waiting for a CPU: the machine was too busy to tell a slow drain from a stuck one (run it "
+            "again on a quieter machine, with fewer -j, or a longer --grace)")
+
+
 def _late_commits(base: Evidence | None) -> set[Visit]:
     """The crash-free run's visits whose checkpoint commit came after the next visit had sent a request
     (`effect.received` or `model.request`): a fault while that checkpoint is written has the next visit's
@@ -258,7 +273,7 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
     terms = [f for f in ev.faults() if f.action == "term"]
     if not terms:
         return not_applicable("drains_on_sigterm", "not exercised: no term fault in this run")
-    escalated = {e.inc for e in ev.events if isinstance(e, Escalate)}
+    escalated = {e.inc: e for e in ev.events if isinstance(e, Escalate)}
     faults = ev.faults()
     cut = [f for f in terms
            if any(g.inc == f.inc and action_name(str(g.action)) in INTERRUPTING for g in faults[faults.index(f) + 1:])]
@@ -271,6 +286,9 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
             continue  # a later fault of the schedule killed or froze this worker while it drained: not judged
         end = _incarnation(ev, inc)
         if inc in escalated:
+            starved = _starved(escalated[inc])
+            if starved:
+                return unknown("drains_on_sigterm", starved)
             return failed("drains_on_sigterm", f"{inc} was still running when the grace period ended "
                           f"({ev.knobs.grace}s) and was SIGKILLed", [f"term at {f.step}:{f.point}"])
         after = ev.events[ev.events.index(f) + 1:]

@@ -93,3 +93,26 @@ def describe(proc: psutil.Process) -> str:
     if len(cmd) > 160:
         cmd = cmd[:157] + "..."
     return f"pid {proc.pid} ({cmd})"
+
+
+def cpu_wait(pid: int | None) -> float | None:
+    """Seconds the threads of process `pid` have spent runnable but waiting for a CPU, since each started
+    (the kernel's `run_delay`, the second field of /proc/PID/task/TID/schedstat); None where it cannot be
+    read (the process is gone, or the kernel keeps no schedstats). Two readings bracket how long a busy
+    machine kept the process from running."""
+    if pid is None:
+        return None
+    total, seen = 0, False
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[1])
+                seen = True
+        except (OSError, ValueError, IndexError):
+            continue
+    return total / 1e9 if seen else None
+

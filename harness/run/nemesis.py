@@ -34,6 +34,7 @@ import psycopg
 
 from killpoint.env.launcher import Incarnation
 from killpoint.env.postgres.handle import PostgresHandle
+from killpoint.env.procutil import cpu_wait
 from killpoint.fake_services.hooks import Decision
 from killpoint.faults.points import base, clock_shift
 from killpoint.faults.schedule import Fault
@@ -155,6 +156,7 @@ class Nemesis:
         return self._kill(inc, fault, service_point)
 
     def _term(self, inc: Incarnation, fault: Fault, service_point: bool) -> Reaction:
+        before = cpu_wait(inc.pid)  # how long a busy machine keeps it from running during the grace
         inc.send(signal.SIGTERM)
         grace = self.target.options.grace
         history, run_id = self.target.history, self.target.run_id
@@ -162,7 +164,9 @@ class Nemesis:
         def escalate() -> None:
             # `ended` follows the journal's inc.end; `exited` is set the moment the exit is known
             if not inc.ended.wait(timeout=grace) and not inc.exited:
-                history.append("escalate", run_id=run_id, inc=inc.inc, grace=grace)
+                after = cpu_wait(inc.pid)
+                waited = None if before is None or after is None else round(after - before, 3)
+                history.append("escalate", run_id=run_id, inc=inc.inc, grace=grace, waited=waited)
                 inc.send(signal.SIGKILL)
                 inc.send(signal.SIGCONT)
 

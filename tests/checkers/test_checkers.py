@@ -14,7 +14,7 @@ import pytest
 from killpoint.checkers import CHECKERS, CRASH_CHECKERS, Evidence, Verdict, combine, run_checkers
 from killpoint.checkers.knobs import Replay, split
 from killpoint.checkers.verdict import failed, passed, unknown
-from killpoint.events import Event, decode
+from killpoint.events import Escalate, Event, decode
 
 STEPS = ("plan", "validate", "charge", "email", "record")
 
@@ -295,6 +295,19 @@ def test_faults_explain_rework_and_drain_passes() -> None:
     with_options(ev, {"drain_expect": "exit"})  # a step longer than the deadline: exit 6 is a clean drain too
     ev.incarnations[0] = {**ev.incarnations[0], "exit_code": 6}
     assert run("drains_on_sigterm", ev).outcome == "pass"
+
+
+def test_a_sigkill_after_a_grace_spent_waiting_for_a_cpu_is_unknown_not_fail() -> None:
+    """A busy machine kept the worker from running for most of its grace: no evidence it ignores SIGTERM."""
+    for waited, outcome in ((4.0, "unknown"), (0.2, "fail"), (None, "fail")):
+        ev = evidence("run-2")
+        _term_escalated(ev)
+        at = next(i for i, e in enumerate(ev.events) if isinstance(e, Escalate))
+        ev.events[at] = event({"type": "escalate", "run_id": ev.run_id, "inc": f"{ev.run_id}#1", "grace": 5.0,
+                               "waited": waited})
+        verdict = run("drains_on_sigterm", ev)
+        assert verdict.outcome == outcome, (waited, verdict)
+        assert outcome == "fail" or "waiting for a CPU" in verdict.reason
 
 
 def test_fenced_zombie_passes_when_fenced() -> None:
