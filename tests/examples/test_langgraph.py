@@ -40,7 +40,7 @@ def test_keyed_email_passes_the_whole_suite_but_a_resume_on_a_clock_stepped_back
     """`killpoint run` on the keyed graph: every scenario PASS or SKIP but `mixed-faults`, which FAILs; its
     only non-passing trials are backward clock jumps (each step's `checkpoint.writing:clock-1h` among them),
     each with the adapter's note naming LangGraph's time-ordered checkpoint ids and the fix; no UNKNOWN."""
-    proc = cli(sandbox, "run", "--seed", "1", "--budget", "5", "--adapter", "langgraph",
+    proc = cli(sandbox, "run", "--seed", "1", "--budget", "2", "--adapter", "langgraph",
                "--worker-cmd", worker_cmd(EXAMPLE, keyed=True), timeout=3600)
     outcomes = {name: outcome for outcome, name in SCENARIO_LINE.findall(proc.stdout)}
     assert proc.returncode == 1, describe(proc)
