@@ -75,6 +75,9 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     repeated = [(a, v) for a, v in zip(ev.attempts, operations or [None] * len(ev.attempts), strict=True)
                 if a.get("outcome") == "deduplicated"]
     allowed: Counter = Counter(v if paired else None for _, v in faults)
+    # a stop counts twice on its visit: the successor redoes the visit, and the thawed zombie finishes what it
+    # had in flight (parallel tool calls frozen mid-send) before it is fenced
+    allowed.update(v if paired else None for f, v in faults if isinstance(f, FaultFired) and f.action == "stop")
     if paired:  # a fault at a visit's committed checkpoint is at the boundary: the next visit may redo
         following, late = _following(base), _late_commits(base)
         allowed.update(following[v] for f, v in faults if isinstance(f, FaultFired) and v in following
