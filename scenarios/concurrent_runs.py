@@ -23,6 +23,7 @@ from dataclasses import replace
 import psycopg
 
 from killpoint.checkers import CRASH_CHECKERS
+from killpoint.checkers.evidence import aliases, normalize
 from killpoint.checkers.invariants import FACTS
 from killpoint.faults.plan import FaultPlan
 from killpoint.faults.schedule import Schedule, derive_seed
@@ -104,10 +105,13 @@ class ConcurrentRuns(Scenario):
 def own_effects(fleet: Fleet) -> list[list]:
     """The own effects of a set of runs, as a sorted multiset: what the runs left in the agent's tables, each
     run's rows with its run-specific names (its run id, its keys, the ids the providers minted for its
-    effects: `Evidence.aliases`) replaced by placeholders, so the same work done twice compares equal."""
+    effects: `checkers.evidence.aliases`) replaced by placeholders, so the same work done twice compares equal."""
     if not fleet.agent.own_effects_sql:
         return []
+    rows: list[tuple[str, ...]] = []
     with fleet.env.pooled() as conn:
-        rows = [tuple(str(v) for v in fleet.evidence(run).normalize([str(v) for v in r])) for run in fleet.run_ids
-                for r in conn.execute(fleet.agent.own_effects_sql, (run,)).fetchall()]
+        for run in fleet.run_ids:
+            names = aliases(run, fleet.env.services.effects(run))
+            rows += [tuple(normalize([str(v) for v in r], names))
+                     for r in conn.execute(fleet.agent.own_effects_sql, (run,)).fetchall()]
     return sorted([list(k) + [n] for k, n in Counter(rows).items()])

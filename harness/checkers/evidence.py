@@ -64,31 +64,37 @@ class Evidence:
 
     @cached_property
     def aliases(self) -> dict[str, str]:
-        """Run-specific names and their placeholders, longest first: each idempotency key and each
-        effect id, named by service and order of first appearance (so an agent's own key scheme, a
-        uuid or a digest, compares across runs), and the run id. A key that holds the run id is left to
-        the run id's placeholder (`<run>:charge`): it compares as it is, whatever order concurrent requests
-        arrived in, and the id of its effect is named after it (`<ledger-effect of <run>:charge>`)."""
-        out: dict[str, str] = {}
-        keys: dict[str, int] = {}
-        effects: dict[str, int] = {}
-        for e in self.effects:
-            service = str(e.get("service"))
-            key = e.get("key")
-            if isinstance(key, str) and len(key) >= MIN_ALIAS and key not in out and self.run_id not in key:
-                keys[service] = keys.get(service, 0) + 1
-                out[key] = f"<{service}-key{keys[service]}>"
-            effects[service] = effects.get(service, 0) + 1
-            if e.get("id") and len(str(e["id"])) >= MIN_ALIAS:
-                named = isinstance(key, str) and self.run_id in key  # named by its key, not by arrival
-                out[str(e["id"])] = (f"<{service}-effect of {key.replace(self.run_id, RUN_PLACEHOLDER)}>" if named
-                                     else f"<{service}-effect{effects[service]}>")
-        out[self.run_id] = RUN_PLACEHOLDER
-        return dict(sorted(out.items(), key=lambda kv: -len(kv[0])))
+        """Run-specific names and their placeholders (`aliases`, of this run's effects)."""
+        return aliases(self.run_id, self.effects)
 
     def normalize(self, value: Any) -> Any:
         """`value` with run-specific names replaced by placeholders, so two runs compare."""
         return normalize(value, self.aliases)
+
+
+def aliases(run_id: str, effects: list[dict[str, Any]]) -> dict[str, str]:
+    """Run-specific names and their placeholders, longest first: each idempotency key and each
+    effect id of `effects` (the run's, as the fake services recorded them), named by service and order of
+    first appearance (so an agent's own key scheme, a uuid or a digest, compares across runs), and the run
+    id. A key that holds the run id is left to the run id's placeholder (`<run>:charge`): it compares as it
+    is, whatever order concurrent requests arrived in, and the id of its effect is named after it
+    (`<ledger-effect of <run>:charge>`)."""
+    out: dict[str, str] = {}
+    keys: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    for e in effects:
+        service = str(e.get("service"))
+        key = e.get("key")
+        if isinstance(key, str) and len(key) >= MIN_ALIAS and key not in out and run_id not in key:
+            keys[service] = keys.get(service, 0) + 1
+            out[key] = f"<{service}-key{keys[service]}>"
+        counts[service] = counts.get(service, 0) + 1
+        if e.get("id") and len(str(e["id"])) >= MIN_ALIAS:
+            named = isinstance(key, str) and run_id in key  # named by its key, not by arrival
+            out[str(e["id"])] = (f"<{service}-effect of {key.replace(run_id, RUN_PLACEHOLDER)}>" if named
+                                 else f"<{service}-effect{counts[service]}>")
+    out[run_id] = RUN_PLACEHOLDER
+    return dict(sorted(out.items(), key=lambda kv: -len(kv[0])))
 
 
 def normalize(value: Any, aliases: dict[str, str]) -> Any:
