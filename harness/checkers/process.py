@@ -79,7 +79,8 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     # had in flight (parallel tool calls frozen mid-send) before it is fenced
     allowed.update(v if paired else None for f, v in faults if isinstance(f, FaultFired) and f.action == "stop")
     if paired:  # a fault at a visit's committed checkpoint is at the boundary: the next visit may redo
-        following, late = _following(base), _late_commits(base)
+        following = _following(base)
+        late = _late_commits(base, following)
         allowed.update(following[v] for f, v in faults if isinstance(f, FaultFired) and v in following
                        and (f.point == "checkpoint.committed" or f.action == "stop"
                             or (f.point == "checkpoint.writing" and v in late)))
@@ -193,13 +194,13 @@ def _starved(escalation: Escalate) -> str:
             "again on a quieter machine, with fewer -j, or a longer --grace)")
 
 
-def _late_commits(base: Evidence | None) -> set[Visit]:
-    """The crash-free run's visits whose checkpoint commit came after the next visit had sent a request
-    (`effect.received` or `model.request`): a fault while that checkpoint is written has the next visit's
-    operation in flight, and its repeat is the fault's."""
+def _late_commits(base: Evidence | None, following: dict[Visit, Visit]) -> set[Visit]:
+    """The crash-free run's visits whose checkpoint commit came after the next visit (`following`, its
+    `_following`) had sent a request (`effect.received` or `model.request`): a fault while that checkpoint is
+    written has the next visit's operation in flight, and its repeat is the fault's."""
     if base is None:
         return set()
-    following = _following(base)
+    previous = {nxt: v for v, nxt in following.items()}
     committed: set[Visit] = set()
     out: set[Visit] = set()
     for e, v in visits_of(base, Point):
@@ -207,8 +208,8 @@ def _late_commits(base: Evidence | None) -> set[Visit]:
             continue
         if e.point == "checkpoint.committed":
             committed.add(v)
-        elif e.point in REQUEST_POINTS:
-            out.update(w for w, nxt in following.items() if nxt == v and w not in committed)
+        elif e.point in REQUEST_POINTS and v in previous and previous[v] not in committed:
+            out.add(previous[v])
     return out
 
 
