@@ -6,8 +6,9 @@
 2. After the summary, `tested(results, code, allow_empty_shard)` keeps the command's exit code when at least
    one trial was judged (or the code says something else went wrong); when none was (every scenario
    skipped, or unknown because its agent reached none of its fault points: `run.untested`), it raises
-   `NothingTested` (exit 2, one line naming every scenario's reason, the adapter's hint among them). The one exception is a shard that `--shard` left with nothing
-   to do and that was asked to accept it (`--allow-empty-shard`, for CI matrices): a note on stderr, exit 0.
+   `NothingTested` (exit 2, one line naming every scenario's reason, the adapter's hint among them). The
+   one exception is a shard that `--shard` left with nothing to do and that was asked to accept it
+   (`--allow-empty-shard`, for CI matrices): a note on stderr, exit 0.
 """
 
 from __future__ import annotations

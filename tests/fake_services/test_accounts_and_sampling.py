@@ -5,8 +5,6 @@ for the same seed; pinned answers are answered as pinned."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx2
 import pytest
 
@@ -14,18 +12,6 @@ from killpoint.fake_services import AdminClient, Services
 
 CHARGE = {"account": "acct-42", "amount_cents": 12_500, "currency": "usd"}
 ASK = {"model": "claude-test", "max_tokens": 64, "messages": [{"role": "user", "content": "approve INV-1?"}]}
-
-
-@pytest.fixture
-def svc() -> Iterator[Services]:
-    with Services.start() as services:
-        yield services
-
-
-@pytest.fixture
-def client() -> Iterator[httpx2.Client]:
-    with httpx2.Client(timeout=5) as c:
-        yield c
 
 
 def charge(c: httpx2.Client, svc: Services, run: str, body: dict, key: str) -> httpx2.Response:

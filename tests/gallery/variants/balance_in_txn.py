@@ -14,23 +14,16 @@ from killpoint.reference_agent.invoice_agent import (
     STATE_VERSION,
     initial_state,
 )
-from killpoint.reference_agent.runtime import Checkpoint, StepContext, StepResult
+from killpoint.reference_agent.runtime import Checkpoint
 from tests.gallery.balances import INVARIANTS, SCHEMA_SQL, credit
+from tests.gallery.record_also import record_also
 
 __all__ = ["INVARIANTS", "MIGRATIONS", "OWN_EFFECTS_SQL", "SCHEMA_SQL", "START", "STATE_VERSION", "STEPS",
            "initial_state"]
 
 
-
-def record(cp: Checkpoint, ctx: StepContext) -> StepResult:
-    s = cp.state
-    result = invoice_agent.record(cp, ctx)
-
-    def write(cur: psycopg.Cursor) -> None:
-        result.in_txn(cur)
-        credit(cur, s["customer"]["account"], s["amount_cents"])
-
-    return StepResult(result.cursor, result.state, in_txn=write)
+def add_to_balance(cur: psycopg.Cursor, cp: Checkpoint) -> None:
+    credit(cur, cp.state["customer"]["account"], cp.state["amount_cents"])
 
 
-STEPS = {**invoice_agent.STEPS, "record": record}
+STEPS = {**invoice_agent.STEPS, "record": record_also(add_to_balance)}

@@ -8,7 +8,8 @@ import psycopg
 
 from killpoint.reference_agent import invoice_agent
 from killpoint.reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, initial_state
-from killpoint.reference_agent.runtime import Checkpoint, StepContext, StepResult
+from killpoint.reference_agent.runtime import Checkpoint
+from tests.gallery.record_also import record_also
 
 __all__ = ["MIGRATIONS", "OWN_EFFECTS_SQL", "SCHEMA_SQL", "START", "STATE_VERSION", "STEPS", "initial_state"]
 
@@ -16,16 +17,10 @@ SCHEMA_SQL = "CREATE TABLE IF NOT EXISTS receipt_notes (run_id text PRIMARY KEY,
 OWN_EFFECTS_SQL = "SELECT note FROM receipt_notes WHERE run_id = %s"
 
 
-def record(cp: Checkpoint, ctx: StepContext) -> StepResult:
+def keep_note(cur: psycopg.Cursor, cp: Checkpoint) -> None:
     s = cp.state
-    result = invoice_agent.record(cp, ctx)
-
-    def write(cur: psycopg.Cursor) -> None:
-        result.in_txn(cur)
-        cur.execute("INSERT INTO receipt_notes (run_id, note) VALUES (%s, %s)",
-                    (cp.run_id, f"charged {s['charge_id']} and mailed {s['email_id']} for {s['invoice_id']}"))
-
-    return StepResult(result.cursor, result.state, in_txn=write)
+    cur.execute("INSERT INTO receipt_notes (run_id, note) VALUES (%s, %s)",
+                (cp.run_id, f"charged {s['charge_id']} and mailed {s['email_id']} for {s['invoice_id']}"))
 
 
-STEPS = {**invoice_agent.STEPS, "record": record}
+STEPS = {**invoice_agent.STEPS, "record": record_also(keep_note)}

@@ -9,7 +9,8 @@ import psycopg
 
 from killpoint.reference_agent import invoice_agent
 from killpoint.reference_agent.invoice_agent import MIGRATIONS, START, STATE_VERSION, initial_state
-from killpoint.reference_agent.runtime import Checkpoint, StepContext, StepResult
+from killpoint.reference_agent.runtime import Checkpoint
+from tests.gallery.record_also import record_also
 
 __all__ = ["MIGRATIONS", "OWN_EFFECTS_SQL", "SCHEMA_SQL", "START", "STATE_VERSION", "STEPS", "initial_state"]
 
@@ -18,16 +19,10 @@ SCHEMA_SQL = ("CREATE TABLE IF NOT EXISTS receipts_kept (run_id text PRIMARY KEY
 OWN_EFFECTS_SQL = "SELECT invoice_id, charge_id, email_id FROM receipts_kept WHERE run_id = %s"
 
 
-def record(cp: Checkpoint, ctx: StepContext) -> StepResult:
+def keep_ids(cur: psycopg.Cursor, cp: Checkpoint) -> None:
     s = cp.state
-    result = invoice_agent.record(cp, ctx)
-
-    def write(cur: psycopg.Cursor) -> None:
-        result.in_txn(cur)
-        cur.execute("INSERT INTO receipts_kept (run_id, invoice_id, charge_id, email_id) VALUES (%s, %s, %s, %s)",
-                    (cp.run_id, s["invoice_id"], s["charge_id"], s["email_id"]))
-
-    return StepResult(result.cursor, result.state, in_txn=write)
+    cur.execute("INSERT INTO receipts_kept (run_id, invoice_id, charge_id, email_id) VALUES (%s, %s, %s, %s)",
+                (cp.run_id, s["invoice_id"], s["charge_id"], s["email_id"]))
 
 
-STEPS = {**invoice_agent.STEPS, "record": record}
+STEPS = {**invoice_agent.STEPS, "record": record_also(keep_ids)}
