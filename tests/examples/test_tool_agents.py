@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.examples.frameworks import worker_cmd
+from tests.examples.frameworks import SCENARIO_LINE, worker_cmd
 from tests.helpers import REPO
 from tests.helpers.checks import describe, failing_checkers
 from tests.helpers.sandbox import Sandbox
@@ -132,8 +132,7 @@ def test_keyed_step_module_tool_agent_passes_the_whole_suite(example: Example, s
     needs(example)
     proc = killpoint(sandbox, "run", "--seed", "1", "--budget", "2", *example.keyed)
     assert proc.returncode == 0, describe(proc)
-    outcomes = dict((name, outcome) for outcome, name in
-                    re.findall(r"^(PASS|FAIL|UNKNOWN|SKIP|EXPECTED)\s+(\S+)\s+\d+ schedules", proc.stdout, re.M))
+    outcomes = {name: outcome for outcome, name in SCENARIO_LINE.findall(proc.stdout)}
     assert outcomes and set(outcomes.values()) <= {"PASS", "SKIP"}, describe(proc)
     assert outcomes["crash-points"] == outcomes["mixed-faults"] == "PASS", outcomes
     assert not sandbox.survivors(), sandbox.survivors()
