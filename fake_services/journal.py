@@ -66,6 +66,8 @@ class Journal:
         self._by_id: dict[tuple[str, str, str], Record] = {}
         self._counts: dict[tuple[str, str], int] = {}
         self._accounts: dict[str, str] = {}  # run id -> the provider account it bills in (default: its own)
+        self._indexed: dict[str, list[tuple[dict, tuple]]] = {}  # run id -> the index entries it made
+        self._dropped: set[int] = set()  # id() of records of forgotten runs still in the session lists
 
     def share_account(self, account: str, run_ids: list[str]) -> None:
         """Put ``run_ids`` in the provider account ``account``: from now on they share one idempotency key
@@ -88,11 +90,18 @@ class Journal:
         run = self._runs.setdefault(str(record.get("run_id")), {k: [] for k in KINDS})
         run[kind].append(record)
 
+    def _index(self, run_id: str, index: dict, key: tuple, value: Any) -> None:
+        """`index[key] = value`, remembered as `run_id`'s (so forgetting the run costs its own size)."""
+        index[key] = value
+        self._indexed.setdefault(run_id, []).append((index, key))
+
     def _read(self, kind: str, run_id: str | None) -> list[Record]:
         """Copies of the records of `kind`: the run's, or (None) the session's."""
         with self._lock:
-            records = self._session(kind) if run_id is None else self._runs.get(run_id, {}).get(kind, [])
-            return [copy.deepcopy(r) for r in records]
+            if run_id is not None:
+                return [copy.deepcopy(r) for r in self._runs.get(run_id, {}).get(kind, [])]
+            dropped = self._dropped
+            return [copy.deepcopy(r) for r in self._session(kind) if id(r) not in dropped]
 
     def begin(self, service: str, run_id: str, key: str | None, payload_digest: str, path: str,
               method: str | None = None) -> Record:
@@ -144,7 +153,7 @@ class Journal:
                     same = original["payload_digest"] == attempt["payload_digest"]
                     return ("deduplicated" if same else "conflict"), original
             count = self._counts.get((service, run_id), 0) + 1
-            self._counts[(service, run_id)] = count
+            self._index(run_id, self._counts, (service, run_id), count)
             effect_id, response = respond(key if dedupe and key is not None else f"#{count}")
             effect: Record = {
                 "order": self._tick(), "service": service, "run_id": run_id, "key": key,
@@ -154,9 +163,9 @@ class Journal:
             if "endpoint" in attempt:
                 effect["endpoint"] = attempt["endpoint"]
             self._keep("effects", effect)
-            self._by_id[(service, run_id, effect_id)] = effect
+            self._index(run_id, self._by_id, (service, run_id, effect_id), effect)
             if dedupe and key is not None:
-                self._by_key[(service, space, key)] = effect
+                self._index(run_id, self._by_key, (service, space, key), effect)
             return "applied", effect
 
     def find_effect(self, service: str, run_id: str, effect_id: str) -> Record | None:
@@ -186,7 +195,9 @@ class Journal:
         return self._read("model", run_id)
 
     def reset(self, run_id: str | None = None) -> None:
-        """Forget one run's records (and its idempotency keys), or everything and the counter."""
+        """Forget one run's records (and its idempotency keys), or everything and the counter. Forgetting a
+        run costs its own records, not the session's: a harness forgets each run once it is judged, so a
+        long exploration's memory stays flat (the session lists drop them in batches, `_compact`)."""
         with self._lock:
             if run_id is None:
                 self._order = 0
@@ -198,12 +209,35 @@ class Journal:
                 self._by_id.clear()
                 self._counts.clear()
                 self._accounts.clear()
+                self._indexed.clear()
+                self._dropped.clear()
                 return
-            self._attempts = [r for r in self._attempts if r["run_id"] != run_id]
-            self._effects = [r for r in self._effects if r["run_id"] != run_id]
-            self._model = [r for r in self._model if r["run_id"] != run_id]
-            self._runs.pop(run_id, None)
-            self._by_key = {k: v for k, v in self._by_key.items() if v["run_id"] != run_id}
+            for records in self._runs.pop(run_id, {}).values():
+                self._dropped.update(id(r) for r in records)
+            for index, key in self._indexed.pop(run_id, []):
+                value = index.get(key)
+                if value is not None and (not isinstance(value, dict) or value.get("run_id") == run_id):
+                    del index[key]
             self._accounts.pop(run_id, None)
-            self._by_id = {k: v for k, v in self._by_id.items() if k[1] != run_id}
-            self._counts = {k: v for k, v in self._counts.items() if k[1] != run_id}
+            self._compact()
+
+    def forget(self, run_id: str) -> bool:
+        """``reset(run_id)`` unless the run bills in a shared account (another run of the account may still
+        replay its keys): whether it was forgotten."""
+        with self._lock:
+            if run_id in self._accounts:
+                return False
+        self.reset(run_id)
+        return True
+
+    def _compact(self) -> None:
+        """Drop forgotten runs' records from the session lists once they are half of them (amortised:
+        each record is passed over a bounded number of times)."""
+        held = len(self._attempts) + len(self._effects) + len(self._model)
+        if not self._dropped or 2 * len(self._dropped) < held:
+            return
+        dropped = self._dropped
+        self._attempts = [r for r in self._attempts if id(r) not in dropped]
+        self._effects = [r for r in self._effects if id(r) not in dropped]
+        self._model = [r for r in self._model if id(r) not in dropped]
+        self._dropped = set()

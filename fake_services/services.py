@@ -140,6 +140,14 @@ class Services:
         """Forget one run; or (no run) all records, the arrival counter and the static faults."""
         admin.reset(self.state, run_id)
 
+    def forget(self, run_id: str) -> bool:
+        """Forget a judged run's records and keys, unless it bills in a shared account (``journal.py``):
+        then another run may still replay its keys, and it is kept; whether it was forgotten."""
+        if not self.state.journal.forget(run_id):
+            return False
+        self.state.sampling.forget(run_id)
+        return True
+
     def share_account(self, account: str, run_ids: list[str]) -> None:
         """Bill ``run_ids`` in one provider account: one idempotency key space per service (``journal.py``)."""
         self.state.journal.share_account(account, list(run_ids))

@@ -117,6 +117,7 @@ def session(inv: Invocation, progress: Progress | None = None, meta: dict | None
     try:
         with open_session(inv.session, _say(inv.quiet)) as s:
             s.prepare(s.agent)  # the agent's own schema, and its OWN_EFFECTS_SQL checked, before any run
+            s.forget_judged = True  # a long exploration's memory stays flat (the history's file keeps all)
             try:
                 yield s
             except Exception as exc:  # a Postgres or fork server that died under the run: one line, exit 2
@@ -131,7 +132,7 @@ def session(inv: Invocation, progress: Progress | None = None, meta: dict | None
             _remove(run_dir, made)
         raise
     except KillpointError:
-        if s is None or not s.history.events("run.begin"):  # refused before any run: nothing of it is left
+        if s is None or not s.history.seen("run.begin"):  # refused before any run: nothing of it is left
             _remove(run_dir, made)
         raise
 

@@ -10,6 +10,7 @@ and `killpoint judge` reading the file see the same values.
 
 from __future__ import annotations
 
+import bisect
 import json
 import sys
 import threading
@@ -67,8 +68,11 @@ class History:
     """
 
     def __init__(self, path: Path | None = None) -> None:
-        self._events: list[Event] = []
+        self._events: list[Event] = []  # the events not forgotten, in order of `i`
+        self._count = 0  # every event appended, forgotten or not: the next `i`
         self._by_run: dict[str, list[Event]] = {}
+        self._forgotten: set[int] = set()  # `i` of forgotten events still in `_events` (see `forget`)
+        self._kinds: set[str] = set()  # every kind ever appended
         self._lock = threading.Lock()
         self._t0 = time.monotonic()
         self._file: TextIO | None = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
@@ -93,13 +97,15 @@ class History:
 
     def _write(self, kind: str, fields: dict[str, Any]) -> Event:
         with self._lock:
-            obj: dict[str, Any] = {"i": len(self._events), "t": round(time.monotonic() - self._t0, 6), "type": kind}
+            obj: dict[str, Any] = {"i": self._count, "t": round(time.monotonic() - self._t0, 6), "type": kind}
             obj.update(fields)
             line = _line(obj)
             event = decode(_parse(line))  # what a reader of the file gets, its repeated strings shared
             if event is None:  # its fields named another `type`
                 raise ValueError(f"the fields of a {kind!r} event name the unknown type {obj['type']!r}")
             self._events.append(event)
+            self._count += 1
+            self._kinds.add(kind)
             if event.run_id is not None:
                 self._by_run.setdefault(str(event.run_id), []).append(event)
             if self._file is not None and self.failed is None:
@@ -111,8 +117,27 @@ class History:
             return event
 
     def events(self, type_: str | None = None) -> list[Event]:
+        """The events held (all but those of forgotten runs), of kind `type_` if given, in journal order."""
         with self._lock:
-            return [e for e in self._events if type_ is None or e.kind == type_]
+            gone = self._forgotten
+            return [e for e in self._events if (type_ is None or e.kind == type_) and e.i not in gone]
+
+    def seen(self, type_: str) -> bool:
+        """Whether an event of kind `type_` was ever appended (forgotten or not)."""
+        with self._lock:
+            return type_ in self._kinds
+
+    def forget(self, run_id: str) -> None:
+        """Stop holding `run_id`'s events in memory (the file keeps them): a harness forgets each run once
+        it is judged, so a long exploration's memory stays flat. `of_run` then finds nothing of it; `since`,
+        `events` and iteration skip its events; `len` and every `i` are unchanged. Costs the run's own
+        events: the list of all events drops forgotten ones in batches, once they are half of it."""
+        with self._lock:
+            gone = self._by_run.pop(run_id, [])
+            self._forgotten.update(e.i for e in gone)
+            if self._forgotten and 2 * len(self._forgotten) >= len(self._events):
+                self._events = [e for e in self._events if e.i not in self._forgotten]
+                self._forgotten = set()
 
     def of_run(self, run_id: str, type_: str | None = None) -> list[Event]:
         """The events of `run_id` (of kind `type_` if given), in journal order."""
@@ -120,13 +145,17 @@ class History:
             return [e for e in self._by_run.get(run_id, ()) if type_ is None or e.kind == type_]
 
     def since(self, index: int) -> list[Event]:
-        """The events appended at or after position `index` (an earlier `len(history)`)."""
+        """The events appended at or after position `index` (an earlier `len(history)`), those of forgotten
+        runs left out."""
         with self._lock:
-            return self._events[index:]
+            start = bisect.bisect_left(self._events, index, key=lambda e: e.i)
+            gone = self._forgotten
+            return [e for e in self._events[start:] if e.i not in gone]
 
     def __len__(self) -> int:
+        """How many events were appended (forgotten ones included): the next event's `i`."""
         with self._lock:
-            return len(self._events)
+            return self._count
 
     def __iter__(self) -> Iterator[Event]:
         return iter(self.events())

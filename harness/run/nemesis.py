@@ -213,7 +213,7 @@ class Nemesis:
                 new = history.since(seen)
                 if any(e.get("inc") == successor.inc for e in new):
                     moved = time.monotonic()
-                seen += len(new)
+                seen = new[-1].i + 1 if new else seen
                 if moved is None and conn.execute(LIVE_SQL, (successor.inc,)).fetchone() is not None:
                     moved = time.monotonic()
                 if (moved is not None and time.monotonic() - moved >= stall

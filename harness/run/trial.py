@@ -173,6 +173,26 @@ class Trial:
         """Faults of the schedule the run never reached (nothing was injected for them)."""
         return [u for e in self.evidence.events if isinstance(e, RunEnd) for u in e.unfired or []]
 
+    def lighten(self) -> None:
+        """Drop what only a finding's report reads from a judged trial's evidence (`light`), so a session
+        of thousands of trials holds a few kilobytes per trial."""
+        self.evidence = light(self.evidence)
+
+
+def light(ev: Evidence) -> Evidence:
+    """`ev` without what only a finding's report reads: the worker's kill-point trace (`point` events),
+    the stored checkpoint and its writes, the agent's own rows, and every nested value (payloads, answers,
+    transcripts) of the service records. Kept: the control events (faults, incarnations' starts and ends,
+    the run's begin and end, hangs, database restarts), the incarnations, the knobs, `extra`, the notes and
+    the replay metadata, and each record's scalar fields (service, key, outcome, ids, digests): what
+    scenarios' figures, `unfired` and verdicts.json read."""
+    def scalars(records: list[dict]) -> list[dict]:
+        return [{k: v for k, v in r.items() if not isinstance(v, (dict, list))} for r in records]
+
+    return replace(ev, events=[e for e in ev.events if not isinstance(e, Point)], final=None, final_raw=None,
+                   audit=[], own_effects=[], attempts=scalars(ev.attempts), effects=scalars(ev.effects),
+                   model_requests=scalars(ev.model_requests))
+
 
 class Failing(list):
     """A trial's failing verdicts (a plain list to read), whose repr is what a reader of a failed assertion
@@ -216,6 +236,11 @@ class Session:
         """Every trial this session judged, in order (what `verdicts.json` lists for a pytest session)."""
         self.skip_checkers = skip_checkers
         """Checkers the user turned off (`--skip-checker NAME`): left out of every trial's judgement."""
+        self.forget_judged = False
+        """Once a trial is judged, forget its run: the fake services' records of it and its events in the
+        history's memory (the history's file keeps them), and, if it passed, the raw parts of its evidence
+        (`Trial.lighten`). The CLI turns it on, so a long exploration's memory stays flat; an API or pytest
+        session keeps everything for its caller to inspect."""
         self.previous_code = previous_code
         """What the session knows of the agent's previous code from git (`--previous-steps git:REF`, or the
         default looked up on first use), for the schema scenarios; None: the session looks for none."""
@@ -348,7 +373,17 @@ class Session:
         trial = self.judge(run_id, schedule, seed, ctl.evidence(agent.own_effects_sql, extra, also=earlier), base,
                            spec.checkers)
         trial.steps, trial.run_dir = agent.module, self.env.run_dir
+        if self.forget_judged:
+            self.forget(trial)
         return trial
+
+    def forget(self, trial: Trial) -> None:
+        """Forget `trial`'s run (`forget_judged`): a run billed in a shared provider account is kept by the
+        fake services (another run may still replay its keys)."""
+        self.env.services.forget(trial.run_id)
+        self.history.forget(trial.run_id)
+        if trial.outcome == "pass":
+            trial.lighten()
 
     def replay_flags(self, schedule: Schedule, explicit: bool) -> dict:
         """What a trial's evidence must record for its replay line to run it again alike (`extra`): that its

@@ -37,3 +37,33 @@ def test_one_runs_records_are_the_session_filtered_to_it_and_reset_forgets_them(
     assert {r["run_id"] for r in journal.attempts()} == {"r-0", "r-2"}
     journal.reset()
     assert journal.attempts() == journal.attempts("r-0") == []
+
+
+def held(journal: Journal) -> int:
+    """Records and index entries the journal holds (its own structures, whatever the reads filter)."""
+    lists = len(journal._attempts) + len(journal._effects) + len(journal._model)  # noqa: SLF001
+    return lists + len(journal._by_key) + len(journal._by_id) + len(journal._counts)  # noqa: SLF001
+
+
+def test_forgetting_each_run_once_judged_keeps_a_long_session_flat() -> None:
+    """A harness forgets every run after judging it: what the journal holds stays bounded over thousands of
+    runs (not one record per run left behind), the runs not forgotten keep all of theirs, and a run id used
+    again after it was forgotten starts with no records and no keys."""
+    journal = Journal()
+    sizes = []
+    for n in range(3000):
+        run = f"run-{n}"
+        for key in ("charge", "email"):
+            attempt = journal.begin("ledger", run, f"{run}:{key}", key, "/x")
+            journal.apply(attempt, {"n": n}, dedupe=True, respond=_respond)
+            journal.finish(attempt, "applied", 200)
+        journal.add_model_request({"order": attempt["order"], "run_id": run, "service": "model"})
+        if n != 7:
+            journal.reset(run)
+        sizes.append(held(journal))
+    assert max(sizes[1000:]) <= max(sizes[:100]) + 20, (max(sizes[:100]), max(sizes[1000:]))
+    assert [r["run_id"] for r in journal.attempts()] == ["run-7", "run-7"]  # the one run kept is whole
+    assert len(journal.effects("run-7")) == 2 and len(journal.model_requests("run-7")) == 1
+    again = journal.begin("ledger", "run-3", "run-3:charge", "charge", "/x")
+    assert journal.apply(again, {}, dedupe=True, respond=_respond)[0] == "applied"  # its old key is gone
+    assert [r["order"] for r in journal.attempts("run-3")] == [again["order"]]

@@ -48,6 +48,29 @@ def test_one_runs_events_and_the_events_since_an_index_are_what_a_full_read_filt
     assert h.since(mark) == later and h.since(len(h)) == []
 
 
+def test_a_forgotten_run_leaves_memory_not_the_file_nor_the_numbering(tmp_path: Path) -> None:
+    """`forget(run)` (the CLI forgets each run once judged): the run's events leave memory (`of_run`,
+    `events`, `since`, iteration) while the file keeps them; `len`, every `i` and what the other runs
+    hold are unchanged; and over thousands of forgotten runs what is held stays bounded."""
+    path = tmp_path / "history.jsonl"
+    h = History(path)
+    for n in range(2000):
+        run = f"r-{n}"
+        h.append("run.begin", run_id=run, schedule="")
+        h.append("point", run_id=run, inc=f"{run}#1", point="step.start")
+        if n != 5:
+            h.forget(run)
+        assert len(h._events) <= 2 * 2 + 4  # noqa: SLF001 -- forgotten events are dropped in batches
+    assert len(h) == 4000 and len(History.load(path)) == 4000
+    kept = h.of_run("r-5")
+    assert [e.i for e in kept] == [10, 11] and h.events() == kept and list(h) == kept
+    assert h.of_run("r-6") == [] and h.since(11) == [kept[1]] and h.since(12) == []
+    assert h.seen("run.begin") and not h.seen("fault")
+    late = h.append("point", run_id="r-5", inc="r-5#2", point="step.start")
+    assert late.i == 4000 and h.since(4000) == [late]
+    h.close()
+
+
 def test_repeated_short_strings_are_held_once_and_long_ones_as_they_are(tmp_path: Path) -> None:
     """A session holds its events in memory: the keys and short values thousands of them repeat (run ids,
     incarnation ids, steps, points) are one shared copy each, in memory and when read back from the file."""

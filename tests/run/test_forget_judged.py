@@ -1,0 +1,45 @@
+"""A CLI session forgets each run once it is judged (`Session.forget_judged`), so a long exploration's memory
+stays flat: the fake services drop the run's records, the history's memory its events (its file keeps them),
+and a passing trial its raw evidence. What the user is told must not change: the same schedules give the
+same verdicts and the same scenario figures with and without forgetting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from killpoint.env.postgres import PostgresHandle
+from killpoint.faults.schedule import Schedule
+from killpoint.run.scenario import Context, find
+from tests.helpers.harness import harness_session
+
+SCHEDULES = {
+    "crash-points": ["charge:effect.applied:kill", "email:checkpoint.writing:term,record:step.start:kill"],
+    "flaky-services": ["charge:effect.received:error", "email:effect.applied:drop"],
+    "zombie-worker": ["email:step.start:stop"],
+}
+"""Scenarios whose figures read the trials' evidence (faults, attempts' outcomes, incarnations' ends)."""
+
+
+def judged(pg_server: PostgresHandle, tmp_path: Path, forget: bool) -> dict[str, tuple[list, str]]:
+    out = {}
+    with harness_session(pg_server, tmp_path / f"runs-{forget}", f"forget_judged_{forget}".lower()) as s:
+        s.forget_judged = forget
+        for name, schedules in SCHEDULES.items():
+            scenario, ctx = find(name), Context(session=s)
+            trials = [scenario.trial(ctx, Schedule.parse(text, s.agent.steps)) for text in schedules]
+            out[name] = ([(t.outcome, [(v.checker, v.outcome) for v in t.verdicts]) for t in trials],
+                         scenario.figures(trials))
+            for t in trials:
+                held = s.env.services.attempts(t.run_id), s.history.of_run(t.run_id)
+                assert (held == ([], [])) == forget, (t, held)
+                assert (t.evidence.final is None) == (forget and t.outcome == "pass"), t
+                assert t.evidence.events and t.evidence.incarnations  # what figures and reports read is kept
+        assert s.history.events() == [] or not forget or all(e.run_id is None or e.run_id.startswith("baseline")
+                                                             for e in s.history.events())
+    return out
+
+
+def test_forgetting_judged_runs_changes_no_verdict_and_no_figure(pg_server: PostgresHandle, tmp_path: Path) -> None:
+    kept, forgotten = judged(pg_server, tmp_path, False), judged(pg_server, tmp_path, True)
+    assert forgotten == kept
+    assert all(outcome == "pass" for verdicts, _ in kept.values() for outcome, _ in verdicts), kept
