@@ -55,7 +55,7 @@ def incarnation_env(env: Environment, inc: str, run_id: str | None, options: Wor
         "KILLPOINT_SLOW_STEPS": ",".join(options.slow_steps),
         "PGAPPNAME": inc,
         "PGOPTIONS": pg_options(out.get("PGOPTIONS"), inc),
-        "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), out.get("PYTHONPATH")) if p),
+        "PYTHONPATH": worker_pythonpath(out.get("PYTHONPATH")),
     })
     out.update(options.extra_env)
     return out
@@ -66,3 +66,8 @@ def pg_options(existing: str | None, inc: str) -> str:
     when a framework overrides `application_name`; the user's own options are kept."""
     value = inc.replace("\\", "\\\\").replace(" ", "\\ ")
     return " ".join(p for p in (existing, f"-c killpoint.inc={value}") if p)
+
+
+def worker_pythonpath(existing: str | None) -> str:
+    """An incarnation's PYTHONPATH: the working directory, then the shell's `existing` one."""
+    return os.pathsep.join(p for p in (os.getcwd(), existing) if p)
