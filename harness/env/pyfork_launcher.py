@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING
 
 from killpoint.env import credentials, egress
 from killpoint.env.exec_launcher import ExecLauncher
-from killpoint.env.fakes_env import service_env
+from killpoint.env.fakes_env import service_env, worker_pythonpath
 from killpoint.env.fork_launcher import ForkLauncher
-from killpoint.env.launcher import Incarnation, IncarnationSeeds, Launcher
+from killpoint.env.launcher import HASH_SEEDS, Incarnation, IncarnationSeeds, Launcher
 from killpoint.env.proctable import TAG_VAR
 from killpoint.env.pycommand import PythonCommand
 from killpoint.env.worker_clock import OFFSET_VAR
-from killpoint.env.worker_env import worker_pythonpath
 from killpoint.errors import EnvironmentProblem
 
 if TYPE_CHECKING:
@@ -147,7 +146,8 @@ class PythonForkLauncher(Launcher):
         forks = self._forks
         why = self.refusal(env) if forks is not None else None
         if forks is not None and why is None:
-            return forks.spawn(inc, run_id, role, self._cmd.argv(run_id), env, log, seed_index=index)
+            seeded = {**env, "PYTHONHASHSEED": str(HASH_SEEDS[index])}  # in its environment too, as when exec'd
+            return forks.spawn(inc, run_id, role, self._cmd.argv(run_id), seeded, log, seed_index=index)
         if why is not None:
             self._tell(why)
         return self._exec.spawn(inc, run_id, role, argv, env, log, seed_index=index)

@@ -12,7 +12,7 @@ import os
 from typing import TYPE_CHECKING, Protocol
 
 from killpoint.env import credentials, egress
-from killpoint.env.fakes_env import service_env
+from killpoint.env.fakes_env import service_env, worker_pythonpath
 from killpoint.env.postgres import conninfo, libpq_env
 
 if TYPE_CHECKING:
@@ -66,8 +66,3 @@ def pg_options(existing: str | None, inc: str) -> str:
     when a framework overrides `application_name`; the user's own options are kept."""
     value = inc.replace("\\", "\\\\").replace(" ", "\\ ")
     return " ".join(p for p in (existing, f"-c killpoint.inc={value}") if p)
-
-
-def worker_pythonpath(existing: str | None) -> str:
-    """An incarnation's PYTHONPATH: the working directory, then the shell's `existing` one."""
-    return os.pathsep.join(p for p in (os.getcwd(), existing) if p)
