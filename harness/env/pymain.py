@@ -9,7 +9,8 @@ In the server (harness/env/forkserver.py, started with `--black-box=JSON`):
 2. A module whose import looked up a per-incarnation variable (`spec["volatile"]` by name, or a name
    starting with one of `VOLATILE_PREFIXES`: the run's service URLs, its database, its ids) could have
    captured the server's value (the resend SDK reads `RESEND_API_URL` at import): the server starts afresh
-   without it (`_restart`: an import cannot be undone, as what it made may be held elsewhere: dropping it
+   without it, with what its import had fully loaded before that first read in its place (those modules
+   read nothing per-run: `requests` for resend), less its own package's (`_restart`: an import cannot be undone, as what it made may be held elsewhere: dropping it
    from `sys.modules` broke SQLAlchemy's caches in DBOS), and each incarnation imports it, as it does a
    module whose import failed in the server. Every other lookup is kept (`reads`, name -> value seen or None): the launcher forks
    an incarnation only if its environment has those same values.
@@ -42,7 +43,7 @@ import signal
 import sys
 import threading
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib.machinery import SourceFileLoader
 from typing import Any
 
@@ -65,14 +66,16 @@ def _threads() -> int:
 
 
 @contextlib.contextmanager
-def _recording(reads: dict[str, str | None]) -> Iterator[None]:
+def _recording(reads: dict[str, str | None], first: Callable[[str], None]) -> Iterator[None]:
     """Within: every key looked up in `os.environ` (or `os.environb`) is recorded in `reads` with the value
-    found (None: absent)."""
+    found (None: absent); `first(name)` is called on each lookup of a name not yet recorded."""
     cls = os._Environ
     original = cls.__getitem__
 
     def lookup(self: Any, key: Any) -> Any:
         name = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
+        if name not in reads:
+            first(name)
         try:
             value = original(self, key)
         except KeyError:
@@ -86,6 +89,11 @@ def _recording(reads: dict[str, str | None]) -> Iterator[None]:
         yield
     finally:
         cls.__getitem__ = original  # type: ignore[method-assign]
+
+
+def _initializing(module: object) -> bool:
+    """True while `module` is still being executed (on the import stack)."""
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
 def volatile(name: str, names: frozenset[str]) -> bool:
@@ -123,21 +131,37 @@ def preload(spec: dict) -> dict:
     reads: dict[str, str | None] = {}
     preloaded: list[str] = []
     skipped: dict[str, str] = dict(spec.get("skipped", {}))
+    quiet = set(spec.get("quiet", ()))  # preloaded in a skipped module's place: not named in the report
     unsafe = None
     threads, fds = _threads(), _fds()
     for module in spec["modules"]:
         mine: dict[str, str | None] = {}
+        before = set(sys.modules)
+        loaded: list[str] = []  # what the import had finished loading when it first read a volatile variable
+
+        def first(name: str, before: set[str] = before, loaded: list[str] = loaded) -> None:
+            if volatile(name, names) and not loaded:
+                loaded.extend(n for n, m in list(sys.modules.items()) if n not in before and not _initializing(m))
+                loaded.append("")  # taken, even if empty
+
         try:
-            with _recording(mine):
+            with _recording(mine, first):
                 importlib.import_module(module)
         except Exception as exc:  # noqa: BLE001 - the incarnation meets it itself
-            skipped[module] = f"its import failed here ({type(exc).__name__})"
+            if module not in quiet:
+                skipped[module] = f"its import failed here ({type(exc).__name__})"
             continue
         caught = sorted(n for n in mine if volatile(n, names))
         if caught:
-            skipped[module] = f"it reads {', '.join(caught)} at import, which differs per run"
-            _restart({**spec, "modules": [m for m in spec["modules"] if m != module], "skipped": skipped})
-        preloaded.append(module)
+            top = module.split(".")[0]
+            deps = [n for n in loaded if n and n.split(".")[0] != top and n not in spec["modules"]]
+            skipped[module] = f"it reads {', '.join(caught)} at import, which differs per run" + \
+                (f" ({len(deps)} modules it imported before are preloaded)" if deps else "")
+            i = spec["modules"].index(module)
+            _restart({**spec, "modules": [*spec["modules"][:i], *deps, *spec["modules"][i + 1:]], "skipped": skipped,
+                      "quiet": sorted({*quiet, *deps})})
+        if module not in quiet:
+            preloaded.append(module)
         for k, v in mine.items():
             reads.setdefault(k, v)
         if _threads() > threads:
