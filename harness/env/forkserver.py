@@ -72,6 +72,8 @@ def _black_box_child(spec: dict, argv: list[str], env: dict[str, str], log: str 
         egress.install_from_env()  # forked workers are guarded as the reference runtime's are
         egress.flush()
         code = pymain.run_main(spec, argv)
+    except BaseException:  # noqa: BLE001 - killpoint's own failure to become the worker: said in its log
+        traceback.print_exc()
     finally:
         pymain.finish(code)
 

@@ -36,6 +36,7 @@ import atexit
 import builtins
 import contextlib
 import importlib
+import io
 import json
 import os
 import runpy
@@ -184,10 +185,19 @@ def _fresh_signals() -> None:
 
 
 def _streams() -> None:
-    """Standard streams over fds 0-2 as a fresh interpreter opens them for a file (block-buffered stdout,
-    line-buffered stderr with backslashreplace)."""
-    sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)  # noqa: SIM115
-    sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)  # noqa: SIM115
+    """Standard streams over fds 1-2 as a fresh interpreter opens them for a file: stdout block-buffered,
+    stderr line-buffered with backslashreplace, both unbuffered under `PYTHONUNBUFFERED` (the child's
+    environment, already set), in the encoding the server's own streams got."""
+    encoding = getattr(sys.__stdout__, "encoding", None) or "utf-8"
+    sys.stdout = sys.__stdout__ = _stream(1, encoding, "strict", line=False)
+    sys.stderr = sys.__stderr__ = _stream(2, encoding, "backslashreplace", line=True)
+
+
+def _stream(fd: int, encoding: str, errors: str, line: bool) -> io.TextIOWrapper:
+    raw = io.FileIO(fd, "w", closefd=False)
+    if os.environ.get("PYTHONUNBUFFERED"):  # as the interpreter reads it at start (no sys.flags of its own)
+        return io.TextIOWrapper(raw, encoding=encoding, errors=errors, line_buffering=line, write_through=True)
+    return io.TextIOWrapper(io.BufferedWriter(raw), encoding=encoding, errors=errors, line_buffering=line)
 
 
 def run_main(spec: dict, argv: list[str]) -> int:
