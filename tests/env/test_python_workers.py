@@ -222,3 +222,17 @@ def test_module_file_finds_a_package_module_without_importing_it(tmp_path: Path)
     (pkg / "worker.py").write_text("import json\n")
     assert pycommand.module_file("pkg.worker", str(tmp_path)) == str(pkg / "worker.py")
     assert pycommand.module_file("pkg.nothing", str(tmp_path)) is None
+
+
+def test_the_worker_preload_option_needs_a_worker_and_module_names() -> None:
+    from killpoint.cli.config import worker_preload_option
+    from killpoint.errors import UsageError
+
+    assert worker_preload_option(None, None) is None
+    assert worker_preload_option("none", "python w.py {run_id}") == ()
+    assert worker_preload_option("langgraph.graph,psycopg", "python w.py {run_id}") == ("langgraph.graph", "psycopg")
+    for text, worker, code in (("psycopg", None, "preload-without-worker"), ("a b", "python w.py", "bad-worker-preload"),
+                               (",", "python w.py", "bad-worker-preload")):
+        with pytest.raises(UsageError) as caught:
+            worker_preload_option(text, worker)
+        assert caught.value.code == code
