@@ -16,7 +16,9 @@ from fork servers that imported the framework once (harness/env/pyfork_launcher.
    folder (the script's folder, or the working directory for `-m`): the worker's own code is what is under
    test and is imported afresh by every incarnation, as it would be in production; only the libraries it
    stands on are preloaded. `--worker-preload MOD,...` replaces the list, `--worker-preload none` turns
-   forking off (`preload_option`).
+   forking off (`preload_option`). A `-m` module found only through an import hook (an editable install's
+   finder) is not read: nothing is preloaded from its imports, and every incarnation is exec'd (name the
+   modules with `--worker-preload` to fork it).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -236,3 +237,34 @@ def test_the_worker_preload_option_needs_a_worker_and_module_names() -> None:
         with pytest.raises(UsageError) as caught:
             worker_preload_option(text, worker)
         assert caught.value.code == code
+
+
+def test_a_module_run_with_dash_m_is_forked_as_python_dash_m_runs_it(tmp_path: Path) -> None:
+    """`python -m pkg.worker ARGS` from the working directory: `__main__`, argv[0] the module's file,
+    sys.path[0] the working directory, as a fresh `python -m` gives (compared with one)."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "worker.py").write_text("import json, sys\nprint(json.dumps([__name__, sys.argv, sys.path[0], __file__]))\n")
+    worker_cmd = f"{shlex.quote(sys.executable)} -m pkg.worker {{run_id}} y"
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        cmd = parse(shlex.split(worker_cmd))
+        assert isinstance(cmd, PythonCommand) and auto_preload(cmd) == ["json", "sys"]
+        env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+        launcher = PythonForkLauncher(cmd, worker_cmd, auto_preload(cmd), env, [])
+        launcher.ready()
+        try:
+            assert launcher.forking
+            inc = launcher.spawn("w1", "r1", "worker", [], env, str(tmp_path / "w1.log"))
+            assert inc.ended.wait(60) and inc.exit_code == 0
+        finally:
+            launcher.close()
+        fresh = subprocess.run([sys.executable, "-m", "pkg.worker", "r1", "y"], capture_output=True, text=True,
+                               env=env, check=True)
+        assert json.loads((tmp_path / "w1.log").read_text()) == json.loads(fresh.stdout) == \
+            ["__main__", [str(pkg / "worker.py"), "r1", "y"], str(tmp_path), str(pkg / "worker.py")]
+        assert not inc.leftovers()
+    finally:
+        os.chdir(cwd)
