@@ -53,6 +53,10 @@ def add_common(p: argparse.ArgumentParser) -> None:
                    help="a host a worker may reach besides loopback and the --dsn server (repeatable; '*': any); "
                         "see docs/contracts.md, 'Nothing leaves the machine'")
     g.add_argument("--worker-cmd", default=None, type=validate.worker_cmd, help="black-box worker command, e.g. 'node worker.js {run_id}'")
+    g.add_argument("--worker-preload", default=None, metavar="MOD,...|none",
+                   help="with a --worker-cmd that runs a Python script or -m module: the modules its fork servers "
+                        "import before forking each incarnation (default: the libraries the script imports at "
+                        "its top level; none: a fresh interpreter per incarnation; see docs/frameworks.md)")
     g.add_argument("--adapter", default=None, choices=["checkpoints", "langgraph", "dbos"],
                    help="with --worker-cmd: where the worker's framework keeps a run's progress "
                         "(default checkpoints, the seeds' table; see docs/frameworks.md)")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from killpoint.cli import validate
 from killpoint.cli.args import default_jobs, effects_option
+from killpoint.env.pycommand import NONE, preload_option
 from killpoint.errors import UsageError
 from killpoint.faults.shard import Shard
 from killpoint.run.config import SessionConfig
@@ -56,13 +57,15 @@ def invocation(args: argparse.Namespace, command: str, label: str | None = None)
     validate.check_paths(args.out, args.junit, store=command in SEARCHES and not args.no_store)
     effects = effects_option(args.effect)
     adapter_option(args.adapter, args.worker_cmd)
+    worker_preload = worker_preload_option(getattr(args, "worker_preload", None), args.worker_cmd)
     skip_checkers = skip_checker_option(args.skip_checker)
     actions = actions_option(args.actions)
     run_dir = Path(args.out) / f"{time.strftime('%Y%m%d-%H%M%S')}-{label or command}-{os.getpid()}"
     exit_codes = args.exit_codes or ("none" if args.worker_cmd else "killpoint")
     session = SessionConfig(
         steps=args.steps, run_dir=run_dir, postgres=args.postgres, dsn=args.dsn, allow_any_dsn=args.allow_any_dsn,
-        spawn=args.spawn, worker_cmd=args.worker_cmd, adapter=args.adapter, effects=effects,
+        spawn=args.spawn, worker_cmd=args.worker_cmd, worker_preload=worker_preload, adapter=args.adapter,
+        effects=effects,
         allow_egress=tuple(getattr(args, "allow_egress", ()) or ()),
         options=RunOptions(grace=args.grace, exit_codes=exit_codes), jobs=args.jobs or default_jobs(),
         skip_checkers=skip_checkers, previous_steps=args.previous_steps, previous_code=True)
@@ -70,6 +73,22 @@ def invocation(args: argparse.Namespace, command: str, label: str | None = None)
     return Invocation(session=session, seed=args.seed or 0, budget=args.budget,
                       named=(named,) if isinstance(named, str) else tuple(named), actions=actions, shard=args.shard,
                       store=not args.no_store, junit=args.junit, quiet=args.quiet)
+
+
+def worker_preload_option(text: str | None, worker_cmd: str | None) -> tuple[str, ...] | None:
+    """`--worker-preload MOD,...|none` (`pycommand.preload_option`): needs `--worker-cmd`, and names modules."""
+    if text is None:
+        return None
+    if not worker_cmd:
+        raise UsageError("preload-without-worker", "--worker-preload says what a --worker-cmd's fork servers "
+                         "import, but no --worker-cmd was given", "add --worker-cmd 'python x.py {run_id}', or drop "
+                         "--worker-preload")
+    modules = preload_option(text)
+    bad = [m for m in modules or () if not all(part.isidentifier() for part in m.split("."))]
+    if modules is not None and (bad or (not modules and text.strip().lower() != NONE)):
+        raise UsageError("bad-worker-preload", f"--worker-preload {text!r} is not a comma-separated list of "
+                         "module names", "name modules, e.g. --worker-preload langgraph.graph,psycopg, or none")
+    return modules
 
 
 def adapter_option(name: str | None, worker_cmd: str | None) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import shlex
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 import psycopg
 
 from killpoint.adapters import Adapter, CheckpointsAdapter, table_exists
-from killpoint.env import audit, sqlbarrier
+from killpoint.env import audit, pycommand, pyfork_launcher, sqlbarrier
 from killpoint.env.barrier import BarrierServer
 from killpoint.env.exec_launcher import ExecLauncher
 from killpoint.env.fakes_env import import_env
@@ -27,6 +28,7 @@ from killpoint.env.launcher import Incarnation, Launcher
 from killpoint.env.listener import RunListener
 from killpoint.env.postgres import provide
 from killpoint.env.postgres.reaper import destroy, new_cluster_dir
+from killpoint.env.pyfork_launcher import PythonForkLauncher
 from killpoint.errors import UsageError
 from killpoint.fake_services import Services
 from killpoint.fake_services.cassette import PATH_VAR as CASSETTE_VAR
@@ -51,9 +53,13 @@ class Environment:
                  spawn: str = "fork", worker_cmd: str | None = None, preload: list[str] | None = None,
                  run_dir: Path, say: Callable[[str], None] | None = None, schema: Callable | None = None,
                  effects: Mapping[str, str] | None = None, adapter: Adapter | None = None,
-                 model_script: object = None, allow_egress: tuple[str, ...] = ()) -> None:
+                 model_script: object = None, allow_egress: tuple[str, ...] = (),
+                 worker_preload: tuple[str, ...] | None = None) -> None:
         self._postgres, self._dsn, self._allow_any_dsn = postgres, dsn, allow_any_dsn
         self._spawn, self._worker_cmd, self._preload = spawn, worker_cmd, preload or []
+        self._worker_preload = worker_preload
+        """`--worker-preload`: a black-box Python worker's preload (None: chosen, `pycommand.auto_preload`;
+        (): no forking)."""
         self.run_dir = run_dir
         self._say = say
         self._schema = schema
@@ -108,6 +114,9 @@ class Environment:
             ForkLauncher(self._preload, env=import_env(self.services, self.egress_allowed), wait=False)
         if forks is not None:
             stack.callback(forks.close)  # if the start fails before the launcher's own close is registered
+        pyforks = self._python_forks()
+        if pyforks is not None:
+            stack.callback(pyforks.close)
         self.pg = stack.enter_context(provide(kind=self._postgres, dsn=self._dsn, allow_any_dsn=self._allow_any_dsn,
                                               on_choice=self._say))
         isolate = getattr(self.pg, "isolate", None)  # a --dsn server: DBOS's `dbos` schema goes in a database of its own
@@ -130,15 +139,37 @@ class Environment:
         if forks is not None:
             forks.ready()
             launcher = forks
+        elif pyforks is not None:
+            pyforks.ready()
+            launcher = pyforks
         else:
             launcher = ExecLauncher.from_shell(self._worker_cmd) if self._worker_cmd else ExecLauncher()
         if self._worker_cmd and self._say is not None and self.egress_allowed != "*":
-            self._say("egress guard: off for --worker-cmd workers (only Python workers of the reference runtime "
-                      "are guarded): make sure every SDK points at its fake (docs/contracts.md)")
+            self._say("egress guard: " + ("on for forked workers, off for exec'd ones" if pyforks is not None and
+                                          pyforks.forking else "off for --worker-cmd workers") +
+                      " (the reference runtime's and forked Python workers are guarded): make sure every SDK "
+                      "points at its fake (docs/contracts.md)")
         launcher.on_start = self._on_start
         launcher.on_exit = self._on_exit
         self.launcher = launcher
         stack.callback(launcher.close)  # first at the end: the workers go before the services and Postgres
+
+    def _python_forks(self) -> PythonForkLauncher | None:
+        """The launcher of a `--worker-cmd` that is this Python running a script or module
+        (harness/env/pyfork_launcher.py), its servers started; None (and one line saying why, unless
+        `--spawn exec`) when its incarnations are all exec'd."""
+        if not self._worker_cmd or self._spawn == "exec":
+            return None
+        cmd = pycommand.parse(shlex.split(self._worker_cmd))
+        if isinstance(cmd, str) or self._worker_preload == ():
+            why = cmd if isinstance(cmd, str) else "--worker-preload none"
+            if self._say is not None:
+                self._say(f"{pyfork_launcher.SAY} every incarnation exec'd: {why}")
+            return None
+        modules = list(self._worker_preload) if self._worker_preload is not None else pycommand.auto_preload(cmd)
+        volatile = pyfork_launcher.volatile_vars(self.services)
+        env = pyfork_launcher.server_env(os.environ, self.services, volatile, self.egress_allowed)
+        return PythonForkLauncher(cmd, self._worker_cmd, modules, env, volatile, self._say)
 
     @property
     def black_box(self) -> bool:

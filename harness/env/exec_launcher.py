@@ -65,7 +65,9 @@ class ExecLauncher(Launcher):
                 reply.put(exc)
 
     def spawn(self, inc: str, run_id: str, role: str, argv: list[str], env: dict[str, str],
-              log: str | None) -> Incarnation:
+              log: str | None, seed_index: int | None = None) -> Incarnation:
+        """`seed_index`: the index into `HASH_SEEDS` of its hash seed, when the caller counts a run's
+        incarnations itself (harness/env/pyfork_launcher.py); else the launcher's own count."""
         if self._command is None:
             # -P: the import path is the PYTHONPATH the harness gave (the project's folder, after an earlier
             # version's folder when one runs: killpoint.env.previous), not the cwd put before it
@@ -75,7 +77,7 @@ class ExecLauncher(Launcher):
             full = [part.replace("{run_id}", run_id) for part in self._command]
         incarnation = self._new(inc, run_id, role, log)
         reply: queue.Queue = queue.Queue()
-        seed = HASH_SEEDS[self._seeds.next(run_id)]  # a fresh interpreter, but a deterministic hash seed
+        seed = HASH_SEEDS[self._seeds.next(run_id) if seed_index is None else seed_index]  # a fresh interpreter, but a deterministic hash seed
         self._jobs.put((full, {**env, TAG_VAR: incarnation.tag, "PYTHONHASHSEED": str(seed)}, log, reply))
         proc = reply.get()
         if isinstance(proc, OSError):

@@ -41,3 +41,8 @@ def import_env(svc: Services, egress_allowed: str) -> dict[str, str]:
     (`credentials.scrubbed`), the fake keys, and the services' URLs (`service_env` without a run), as
     each incarnation it forks will have them."""
     return {**credentials.scrubbed(os.environ), **service_env(svc, None), egress.ALLOW_VAR: egress_allowed}
+
+
+def worker_pythonpath(existing: str | None) -> str:
+    """An incarnation's PYTHONPATH: the working directory, then the shell's `existing` one."""
+    return os.pathsep.join(p for p in (os.getcwd(), existing) if p)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 import psutil
 
 from killpoint.env import proctable, vitals
-from killpoint.env.forkserver import PROTOCOL_FD_ARG
+from killpoint.env.forkserver import BLACK_BOX_ARG, PROTOCOL_FD_ARG
 from killpoint.env.launcher import HASH_SEEDS, Incarnation, IncarnationSeeds, Launcher
 from killpoint.env.proctable import TAG_VAR, kill_all
 from killpoint.env.procutil import die_with_parent, wait_gone
@@ -32,14 +32,15 @@ class _ForkServer:
     """One fork server process (harness/env/forkserver.py) and the thread that reads what it says."""
 
     def __init__(self, modules: list[str], env: dict[str, str], on_message: Callable[[dict], None],
-                 standby: bool = True) -> None:
-        self._standby_on = standby
+                 standby: bool = True, black_box: dict | None = None) -> None:
+        self._standby_on = standby and black_box is None
+        mode = [] if black_box is None else [f"{BLACK_BOX_ARG}={json.dumps(black_box)}"]
         # The server speaks on a pipe of its own: the agent's stdout (a print at import) is not the protocol.
         rfd, wfd = os.pipe()
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "killpoint.env.forkserver", *modules, *([] if standby else ["--no-standby"]),
-                 f"{PROTOCOL_FD_ARG}={wfd}"],
+                [sys.executable, "-m", "killpoint.env.forkserver", *modules,
+                 *([] if self._standby_on else ["--no-standby"]), *mode, f"{PROTOCOL_FD_ARG}={wfd}"],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(wfd,),
                 env=env, process_group=0, preexec_fn=die_with_parent,
             )
@@ -57,6 +58,8 @@ class _ForkServer:
         self._standby_said = threading.Condition()  # `standby` follows each `spawned`: until it came, ...
         self._standby_due = 0  # ... a child of the server that is no leader may be the new standby
         self.pid = 0
+        self.report: dict = {}
+        """The server's `ready` line (a black-box server's preload report: harness/env/pymain.py)."""
         self._reader: threading.Thread | None = None
         self._live: set[int] = set()  # forked and not yet reported exited (by the reader thread)
         self._closing = False
@@ -72,7 +75,8 @@ class _ForkServer:
             raise EnvironmentProblem("forkserver-failed",
                                      f"the fork server could not import the agent: {err[-1] if err else 'no output'}",
                                      "run `python -m killpoint.reference_agent.worker --help` to see the import error, or use --spawn exec")
-        self.pid = json.loads(first)["pid"]
+        self.report = json.loads(first)
+        self.pid = self.report["pid"]
         self._reader = threading.Thread(target=self._read, name="killpoint-forkserver", daemon=True)
         self._reader.start()
 
@@ -195,9 +199,10 @@ class ForkLauncher(Launcher):
     """
 
     def __init__(self, modules: list[str], env: dict[str, str] | None = None, wait: bool = True,
-                 standby: bool = True) -> None:
+                 standby: bool = True, black_box: dict | None = None) -> None:
         """Start the servers and, with `wait`, wait until they are `ready`; without, the caller calls
-        `ready()` (or `close()`) later and does other work while the servers import the agent."""
+        `ready()` (or `close()`) later and does other work while the servers import the agent. With
+        `black_box` (harness/env/pymain.py's spec) they fork a black-box Python worker, without standby."""
         base = dict(os.environ if env is None else env)
         self._by_pid: dict[int, Incarnation] = {}
         self._early: dict[int, list[dict]] = {}
@@ -209,7 +214,7 @@ class ForkLauncher(Launcher):
         try:
             for seed in HASH_SEEDS:
                 self._servers.append(_ForkServer(modules, {**base, "PYTHONHASHSEED": str(seed)}, self._route,
-                                                 standby))
+                                                 standby, black_box))
         except BaseException:
             self.close()
             raise
@@ -228,6 +233,11 @@ class ForkLauncher(Launcher):
         self.server_pids = [server.pid for server in self._servers]
         self.server_pid = self.server_pids[0]
 
+    @property
+    def reports(self) -> list[dict]:
+        """Each ready server's `ready` line, in `HASH_SEEDS` order."""
+        return [server.report for server in self._servers]
+
     def _route(self, msg: dict) -> None:
         with self._lock:
             incarnation = self._by_pid.get(msg.get("pid"))
@@ -245,9 +255,11 @@ class ForkLauncher(Launcher):
             self._finish(incarnation, msg.get("exit_code"), msg.get("signal"))
 
     def spawn(self, inc: str, run_id: str, role: str, argv: list[str], env: dict[str, str],
-              log: str | None) -> Incarnation:
+              log: str | None, seed_index: int | None = None) -> Incarnation:
+        """`seed_index`: the server to use (an index into `HASH_SEEDS`), when the caller counts a run's
+        incarnations itself (harness/env/pyfork_launcher.py); else the launcher's own count."""
         incarnation = self._new(inc, run_id, role, log)
-        server = self._servers[self._seeds.next(run_id)]
+        server = self._servers[self._seeds.next(run_id) if seed_index is None else seed_index]
         incarnation.pid = server.spawn(inc, argv, {**env, TAG_VAR: incarnation.tag}, log)
         incarnation.adopter = self.adopted
         self._identify(incarnation)

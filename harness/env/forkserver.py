@@ -44,7 +44,7 @@ from typing import Any
 
 import psutil
 
-from killpoint.env import egress
+from killpoint.env import egress, pymain
 from killpoint.env.postgres import conninfo
 from killpoint.env.procutil import become_subreaper, decode_status, die_with_parent, wait_gone
 
@@ -57,6 +57,25 @@ def _child(argv: list[str], env: dict[str, str], log: str | None, fds: list[int]
         return _become(argv, env, log)
 
     _exit_with(body)
+
+
+def _black_box_child(spec: dict, argv: list[str], env: dict[str, str], log: str | None, fds: list[int]) -> None:
+    """In a child forked for a black-box Python worker (`--black-box`): become its script or module run as
+    `__main__` (harness/env/pymain.py) with exactly `env`. Never returns."""
+    code = 1
+    try:
+        _detach(fds)
+        if log:
+            _output_to(log)
+        os.environ.clear()
+        os.environ.update(env)
+        egress.install_from_env()  # forked workers are guarded as the reference runtime's are
+        egress.flush()
+        code = pymain.run_main(spec, argv)
+    except BaseException:  # noqa: BLE001 - killpoint's own failure to become the worker: said in its log
+        traceback.print_exc()
+    finally:
+        pymain.finish(code)
 
 
 def _exit_with(body: Callable[[], int]) -> None:
@@ -222,6 +241,11 @@ PROTOCOL_FD_ARG = "--protocol-fd"
 """`--protocol-fd=N`: the descriptor the server says its messages on (not stdout, which the agent may
 print to while it is imported); stdout without it."""
 
+BLACK_BOX_ARG = pymain.BLACK_BOX_ARG
+"""`--black-box=JSON`: the server forks a black-box Python worker (`pymain`: its `script` or `module`, its
+`folder`, the `modules` to preload, the `volatile` variables) instead of the reference worker, without a
+standby; its `ready` line says what `pymain.preload` found."""
+
 _said: Any = None
 
 
@@ -257,8 +281,9 @@ def _key(env: dict[str, str]) -> tuple:
 class _Server:
     """The server's state: its incarnations (`children`, each a group in `groups`) and its standby."""
 
-    def __init__(self, standby: bool, fds: list[int]) -> None:
-        self.use_standby = standby
+    def __init__(self, standby: bool, fds: list[int], black_box: dict | None = None) -> None:
+        self.use_standby = standby and black_box is None
+        self.black_box = black_box  # a black-box Python worker's spec (`pymain`), or None: the reference worker
         self.fds = fds  # the server's own descriptors, closed in every child
         self.children: set[int] = set()
         self.groups: set[int] = set()
@@ -273,6 +298,8 @@ class _Server:
         if pid is None:
             pid = os.fork()
             if pid == 0:
+                if self.black_box is not None:
+                    _black_box_child(self.black_box, cmd["argv"], cmd["env"], cmd.get("log"), self.fds)
                 _child(cmd["argv"], cmd["env"], cmd.get("log"), self.fds)
             with contextlib.suppress(OSError):
                 os.setpgid(pid, pid)
@@ -332,7 +359,7 @@ class _Server:
             self.standby = None
 
 
-def serve(modules: list[str], standby: bool = True) -> int:
+def serve(modules: list[str], standby: bool = True, black_box: dict | None = None) -> int:
     # SIGTERM, not SIGKILL, when the harness dies: the server then kills the groups it made (a worker's own
     # parent-death signal does not reach the processes the worker started) before it exits.
     die_with_parent(signal.SIGTERM)
@@ -340,10 +367,16 @@ def serve(modules: list[str], standby: bool = True) -> int:
     signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
     become_subreaper()
     egress.install_from_env()  # before the agent is imported: its import-time connections are checked too
-    for name in modules:
-        importlib.import_module(name)
-    importlib.import_module("killpoint.reference_agent.worker").parser()
-    _warm()
+    ready: dict = {}
+    if black_box is not None:  # a black-box Python worker: its libraries, checked (harness/env/pymain.py)
+        ready = pymain.preload(black_box)
+        gc.collect()
+        gc.freeze()
+    else:
+        for name in modules:
+            importlib.import_module(name)
+        importlib.import_module("killpoint.reference_agent.worker").parser()
+        _warm()
     rfd, wfd = os.pipe()
     os.set_blocking(rfd, False)
     os.set_blocking(wfd, False)
@@ -351,10 +384,10 @@ def serve(modules: list[str], standby: bool = True) -> int:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the harness decides when we stop
     stdin = sys.stdin.buffer
-    server = _Server(standby, [rfd, wfd, stdin.fileno(), *([_said.fileno()] if _said else [])])
+    server = _Server(standby, [rfd, wfd, stdin.fileno(), *([_said.fileno()] if _said else [])], black_box)
     buf = b""
     me = os.getpid()
-    _say({"op": "ready", "pid": me})
+    _say({"op": "ready", "pid": me, **ready})
     try:
         while not stopping:
             _reap(server)
@@ -480,4 +513,8 @@ if __name__ == "__main__":
     for arg in [a for a in args if a.startswith(PROTOCOL_FD_ARG + "=")]:
         _said = os.fdopen(int(arg.partition("=")[2]), "w")
         args.remove(arg)
-    sys.exit(serve([a for a in args if a != "--no-standby"], standby="--no-standby" not in args))
+    spec = None
+    for arg in [a for a in args if a.startswith(BLACK_BOX_ARG + "=")]:
+        spec = json.loads(arg.partition("=")[2])
+        args.remove(arg)
+    sys.exit(serve([a for a in args if a != "--no-standby"], standby="--no-standby" not in args, black_box=spec))

@@ -12,7 +12,7 @@ import os
 from typing import TYPE_CHECKING, Protocol
 
 from killpoint.env import credentials, egress
-from killpoint.env.fakes_env import service_env
+from killpoint.env.fakes_env import service_env, worker_pythonpath
 from killpoint.env.postgres import conninfo, libpq_env
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def incarnation_env(env: Environment, inc: str, run_id: str | None, options: Wor
         "KILLPOINT_SLOW_STEPS": ",".join(options.slow_steps),
         "PGAPPNAME": inc,
         "PGOPTIONS": pg_options(out.get("PGOPTIONS"), inc),
-        "PYTHONPATH": os.pathsep.join(p for p in (os.getcwd(), out.get("PYTHONPATH")) if p),
+        "PYTHONPATH": worker_pythonpath(out.get("PYTHONPATH")),
     })
     out.update(options.extra_env)
     return out

@@ -31,6 +31,8 @@ class SessionConfig:
     allow_egress: tuple[str, ...] = ()
     """Hosts a worker may reach besides loopback and the --dsn server (`--allow-egress`; `*`: any)."""
     """A black-box worker's command (`--worker-cmd`), or None: the reference runtime."""
+    worker_preload: tuple[str, ...] | None = None
+    """A Python `--worker-cmd`'s preload (`--worker-preload`): None chosen from its imports, () none."""
     adapter: str | None = None
     """The adapter that reads a black-box worker's records (`--adapter`), or None: the default."""
     effects: Mapping[str, str] = field(default_factory=dict)

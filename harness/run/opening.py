@@ -62,7 +62,7 @@ def open_session(config: SessionConfig, say: Say | None = None) -> Iterator[Sess
                          spawn=config.spawn, worker_cmd=config.worker_cmd, preload=[agent.module],
                          run_dir=config.run_dir, say=say, schema=ensure_schema, effects=config.effects,
                          adapter=adapter, model_script=model_script(agent),
-                         allow_egress=config.allow_egress) as env:
+                         allow_egress=config.allow_egress, worker_preload=config.worker_preload) as env:
             jobs = config.jobs
             if adapter is not None and not adapter.concurrent_runs and jobs > 1:
                 if say is not None:

@@ -18,6 +18,7 @@ from killpoint.env.postgres import PostgresHandle
 pytest.importorskip("dbos", reason="dbos is not installed: pip install 'killpoint[dbos]'")
 pytest.importorskip("resend", reason="the resend SDK is not installed: pip install 'killpoint[dbos]'")
 
+from tests.examples.forked import assert_fork_matches_exec  # noqa: E402
 from tests.examples.frameworks import assert_duplicate_found, assert_keyed_passes, cli, run_dirs, worker_cmd  # noqa: E402
 from tests.helpers.checks import describe, failing_checkers  # noqa: E402
 
@@ -26,6 +27,15 @@ EXAMPLE = "dbos/invoice_workflow.py"
 
 def test_bare_email_duplicate_is_found_and_its_replay_reproduces_it(sandbox):
     assert_duplicate_found(sandbox, "dbos", EXAMPLE)
+
+
+def test_forked_incarnations_give_the_verdicts_of_exec_d_ones(sandbox):
+    """The bare workflow killed after Resend applied the email: forked from servers that preloaded DBOS,
+    the duplicate is found with the same verdicts as when every incarnation is exec'd."""
+    found = assert_fork_matches_exec(sandbox, "dbos", EXAMPLE, "crash-points", "email:effect.applied:kill")
+    (trial,) = [t for r in found for t in r["trials"]]
+    assert trial["outcome"] == "fail" and any(v["checker"] == "exactly_once" and v["outcome"] == "fail"
+                                              for v in trial["verdicts"]), trial
 
 
 def test_each_run_has_an_executor_id_of_its_own(sandbox):

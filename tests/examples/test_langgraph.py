@@ -17,6 +17,7 @@ pytest.importorskip("langgraph.checkpoint.postgres", reason="langgraph and langg
 pytest.importorskip("resend", reason="the resend SDK is not installed: pip install 'killpoint[langgraph]'")
 
 from killpoint.adapters.langgraph import CLOCK_NOTE  # noqa: E402
+from tests.examples.forked import assert_fork_matches_exec  # noqa: E402
 from tests.examples.frameworks import (  # noqa: E402
     KEYED_PASS,
     KEYED_SKIP,
@@ -33,6 +34,16 @@ EXAMPLE = "langgraph/invoice_graph.py"
 
 def test_bare_email_duplicate_is_found_and_its_replay_reproduces_it(sandbox):
     assert_duplicate_found(sandbox, "langgraph", EXAMPLE)
+
+
+def test_forked_incarnations_give_the_verdicts_of_exec_d_ones(sandbox):
+    """The bare graph under a clock jump after Resend applied the email: the crash-free runs and the first
+    incarnation are forked, the successor (under libfaketime) exec'd; the duplicate is found either way,
+    with the same verdicts as when every incarnation is exec'd."""
+    found = assert_fork_matches_exec(sandbox, "langgraph", EXAMPLE, "mixed-faults", "email:effect.applied:clock+366d")
+    (trial,) = [t for r in found for t in r["trials"]]
+    assert trial["outcome"] == "fail" and any(v["checker"] == "exactly_once" and v["outcome"] == "fail"
+                                              for v in trial["verdicts"]), trial
 
 
 @pytest.mark.slow

@@ -1,0 +1,262 @@
+"""A fork server's side of black-box Python workers: the preload, checked, and a forked child that runs the
+worker's script or module as `__main__`, as a fresh interpreter would.
+
+In the server (harness/env/forkserver.py, started with `--black-box=JSON`):
+
+1. `preload(spec)` puts the worker's folder first on `sys.path` (a fresh interpreter's `sys.path[0]`) and
+   imports each module of `spec["modules"]` in turn, recording every environment variable read meanwhile
+   (`os.environ[...]`, `.get`, `in`, `os.getenv`: every key looked up through `os._Environ`).
+2. A module whose import looked up a per-incarnation variable (`spec["volatile"]` by name, or a name
+   starting with one of `VOLATILE_PREFIXES`: the run's service URLs, its database, its ids) could have
+   captured the server's value (the resend SDK reads `RESEND_API_URL` at import): the server starts afresh
+   without it, with what its import had fully loaded before that first read in its place (those modules
+   read nothing per-run: `requests` for resend), less its own package's (`_restart`: an import cannot be undone, as what it made may be held elsewhere: dropping it
+   from `sys.modules` broke SQLAlchemy's caches in DBOS), and each incarnation imports it, as it does a
+   module whose import failed in the server. Every other lookup is kept (`reads`, name -> value seen or None): the launcher forks
+   an incarnation only if its environment has those same values.
+3. A preload that left a thread running (`threading.active_count()`, `/proc/self/task`) or a descriptor
+   open that was not before cannot be forked faithfully (the thread is not in the child; the descriptor and
+   its offset would be shared by every incarnation): `unsafe` says which module and why, and the launcher
+   execs every incarnation instead.
+
+Not seen: a variable read through C's `getenv` at import (no Python lookup), and a whole-environment copy
+made at import (iterating `os.environ`: platform's `file` call under croniter does; the copy lacks the
+per-incarnation variables, which the server's environment does not have).
+
+In a child (`run_main`): a fresh interpreter's signal dispositions (SIGINT raises KeyboardInterrupt,
+SIGPIPE and SIGXFSZ ignored), `sys.argv`, `sys.orig_argv`, a new `__main__` module running the script's
+code (or `runpy`'s `-m` path), and its end as `Py_FinalizeEx` does it: an uncaught exception printed by
+`sys.excepthook` (exit 1), `SystemExit`'s code (None 0, text printed and 1), non-daemon threads joined,
+`atexit` handlers run, the standard streams flushed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import builtins
+import contextlib
+import importlib
+import io
+import json
+import os
+import runpy
+import signal
+import sys
+import threading
+import types
+from collections.abc import Callable, Iterator
+from importlib.machinery import SourceFileLoader
+from typing import Any
+
+VOLATILE_PREFIXES = ("KILLPOINT_",)
+"""Variables of these prefixes differ per incarnation or per run (its id, socket, parameters)."""
+
+
+def _fds() -> set[str]:
+    try:
+        return set(os.listdir("/proc/self/fd"))
+    except OSError:
+        return set()
+
+
+def _threads() -> int:
+    try:
+        return max(threading.active_count(), len(os.listdir("/proc/self/task")))
+    except OSError:
+        return threading.active_count()
+
+
+@contextlib.contextmanager
+def _recording(reads: dict[str, str | None], first: Callable[[str], None]) -> Iterator[None]:
+    """Within: every key looked up in `os.environ` (or `os.environb`) is recorded in `reads` with the value
+    found (None: absent); `first(name)` is called on each lookup of a name not yet recorded."""
+    cls = os._Environ
+    original = cls.__getitem__
+
+    def lookup(self: Any, key: Any) -> Any:
+        name = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
+        if name not in reads:
+            first(name)
+        try:
+            value = original(self, key)
+        except KeyError:
+            reads.setdefault(name, None)
+            raise
+        reads.setdefault(name, value.decode(errors="replace") if isinstance(value, bytes) else value)
+        return value
+
+    cls.__getitem__ = lookup  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        cls.__getitem__ = original  # type: ignore[method-assign]
+
+
+def _initializing(module: object) -> bool:
+    """True while `module` is still being executed (on the import stack)."""
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
+
+
+def volatile(name: str, names: frozenset[str]) -> bool:
+    """True if `name` differs per incarnation: one of `names`, or of `VOLATILE_PREFIXES` and not in the
+    server's environment (what it has is the session's, the same for every incarnation)."""
+    return name in names or (name.startswith(VOLATILE_PREFIXES) and name not in os.environ)
+
+
+BLACK_BOX_ARG = "--black-box"
+"""`--black-box=JSON`: the fork server's argument that makes it a black-box worker's (harness/env/forkserver.py)."""
+
+
+def _restart(spec: dict) -> None:
+    """Start this server afresh (same pid, pipes and group: `execv`) with `spec`: a module's import cannot be
+    undone (another module may hold what it made), so one that must not be preloaded is left out this way.
+    Never returns."""
+    arg = f"{BLACK_BOX_ARG}={json.dumps(spec)}"
+    argv = [arg if a.startswith(BLACK_BOX_ARG + "=") else a for a in sys.orig_argv[1:]]
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, *argv])
+
+
+def preload(spec: dict) -> dict:
+    """Steps 1-3 of the module doc; what the server says in its `ready` line: `preloaded` (modules),
+    `skipped` (module -> why), `reads` (variable -> value seen or None), `unsafe` (why forking would not be
+    equivalent, or None)."""
+    folder = spec["folder"]
+    if sys.path and sys.path[0] == os.getcwd() and not spec.get("module"):
+        sys.path[0] = folder  # `-m killpoint.env.forkserver` put the working directory there; a script's is its folder
+    elif not sys.path or sys.path[0] != folder:
+        sys.path.insert(0, folder)
+    names = frozenset(spec.get("volatile", ()))
+    reads: dict[str, str | None] = {}
+    preloaded: list[str] = []
+    skipped: dict[str, str] = dict(spec.get("skipped", {}))
+    quiet = set(spec.get("quiet", ()))  # preloaded in a skipped module's place: not named in the report
+    unsafe = None
+    threads, fds = _threads(), _fds()
+    for module in spec["modules"]:
+        mine: dict[str, str | None] = {}
+        before = set(sys.modules)
+        loaded: list[str] = []  # what the import had finished loading when it first read a volatile variable
+
+        def first(name: str, before: set[str] = before, loaded: list[str] = loaded) -> None:
+            if volatile(name, names) and not loaded:
+                loaded.extend(n for n, m in list(sys.modules.items()) if n not in before and not _initializing(m))
+                loaded.append("")  # taken, even if empty
+
+        try:
+            with _recording(mine, first):
+                importlib.import_module(module)
+        except Exception as exc:  # noqa: BLE001 - the incarnation meets it itself
+            if module not in quiet:
+                skipped[module] = f"its import failed here ({type(exc).__name__})"
+            continue
+        caught = sorted(n for n in mine if volatile(n, names))
+        if caught:
+            top = module.split(".")[0]
+            deps = [n for n in loaded if n and n.split(".")[0] != top and n not in spec["modules"]]
+            skipped[module] = f"it reads {', '.join(caught)} at import, which differs per run" + \
+                (f" ({len(deps)} modules it imported before are preloaded)" if deps else "")
+            i = spec["modules"].index(module)
+            _restart({**spec, "modules": [*spec["modules"][:i], *deps, *spec["modules"][i + 1:]], "skipped": skipped,
+                      "quiet": sorted({*quiet, *deps})})
+        if module not in quiet:
+            preloaded.append(module)
+        for k, v in mine.items():
+            reads.setdefault(k, v)
+        if _threads() > threads:
+            unsafe = f"importing {module} left {_threads() - threads} thread(s) running"
+            break
+        opened = _fds() - fds
+        if opened:
+            unsafe = f"importing {module} left {len(opened)} descriptor(s) open"
+            break
+    return {"preloaded": preloaded, "skipped": skipped, "reads": reads, "unsafe": unsafe}
+
+
+def _fresh_signals() -> None:
+    """The dispositions a fresh interpreter starts with."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(sig, signal.SIG_IGN)
+    for sig in (signal.SIGTERM, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def _streams() -> None:
+    """Standard streams over fds 1-2 as a fresh interpreter opens them for a file: stdout block-buffered,
+    stderr line-buffered with backslashreplace, both unbuffered under `PYTHONUNBUFFERED` (the child's
+    environment, already set), in the encoding the server's own streams got."""
+    encoding = getattr(sys.__stdout__, "encoding", None) or "utf-8"
+    sys.stdout = sys.__stdout__ = _stream(1, encoding, "strict", line=False)
+    sys.stderr = sys.__stderr__ = _stream(2, encoding, "backslashreplace", line=True)
+
+
+def _stream(fd: int, encoding: str, errors: str, line: bool) -> io.TextIOWrapper:
+    raw = io.FileIO(fd, "w", closefd=False)
+    if os.environ.get("PYTHONUNBUFFERED"):  # as the interpreter reads it at start (no sys.flags of its own)
+        return io.TextIOWrapper(raw, encoding=encoding, errors=errors, line_buffering=line, write_through=True)
+    return io.TextIOWrapper(io.BufferedWriter(raw), encoding=encoding, errors=errors, line_buffering=line)
+
+
+def run_main(spec: dict, argv: list[str]) -> int:
+    """Run the worker of `spec` (`script` or `module`) as `__main__` with arguments `argv`; its exit code
+    (module doc, the child). Call in the forked child with the incarnation's environment already set."""
+    _fresh_signals()
+    _streams()
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = main
+    script, module = spec.get("script"), spec.get("module")
+    sys.orig_argv = [sys.executable, *(["-m", module] if module else [script]), *argv]
+    try:
+        if module:
+            sys.argv = ["-m", *argv]
+            runpy._run_module_as_main(module, alter_argv=True)  # type: ignore[attr-defined] # what `python -m` runs
+        else:
+            sys.argv = [script, *argv]
+            with open(script, "rb") as f:
+                code = compile(f.read(), script, "exec")
+            main.__dict__.update(__file__=script, __cached__=None, __spec__=None,
+                                 __loader__=SourceFileLoader("__main__", script))
+            exec(code, main.__dict__)  # noqa: S102 - the worker's own script, as `python SCRIPT` runs it
+        return 0
+    except SystemExit as exc:
+        return _exit_code(exc)
+    except KeyboardInterrupt:
+        _finalize()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)  # as CPython ends on an uncaught KeyboardInterrupt
+        return 130
+    except BaseException:  # noqa: BLE001 - printed as an uncaught exception is
+        sys.excepthook(*sys.exc_info())
+        return 1
+
+
+def _exit_code(exc: SystemExit) -> int:
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code & 0xFF
+    with contextlib.suppress(Exception):
+        print(exc.code, file=sys.stderr)
+    return 1
+
+
+def _finalize() -> None:
+    """What `Py_FinalizeEx` does before the process ends: join non-daemon threads, run `atexit` handlers."""
+    with contextlib.suppress(BaseException):
+        threading._shutdown()  # type: ignore[attr-defined]
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()
+
+
+def finish(code: int) -> None:
+    """End the child with `code` as a fresh interpreter's shutdown would (module doc). Never returns."""
+    _finalize()
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    os._exit(code)

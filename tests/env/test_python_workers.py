@@ -1,0 +1,270 @@
+"""Black-box Python workers forked from fork servers that preloaded their libraries (harness/env/pycommand.py,
+pymain.py, pyfork_launcher.py): which commands qualify and what is preloaded, found without running the
+script; a forked incarnation behaves as the fresh interpreter it replaces (same output, exit code, atexit);
+and each case where a fork could not be the same is exec'd instead, with the line that says why: a library
+that reads a per-run variable at import (left out of the preload), one whose variable differs in this
+incarnation, LD_PRELOAD, a preload that leaves a thread running or a descriptor open. Nothing is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from killpoint.env import pycommand
+from killpoint.env.launcher import HASH_SEEDS, Incarnation
+from killpoint.env.pycommand import PythonCommand, auto_preload, parse, preload_option, top_level_imports
+from killpoint.env.pyfork_launcher import PythonForkLauncher
+
+# ---- which commands qualify, and what is preloaded (no process) ---------------------------------------------
+
+
+def test_a_script_or_module_on_this_interpreter_qualifies(tmp_path: Path) -> None:
+    script = tmp_path / "w.py"
+    script.write_text("")
+    assert parse([sys.executable, str(script), "{run_id}", "--keyed"]) == \
+        PythonCommand(script=str(script), module=None, args=("{run_id}", "--keyed"))
+    assert parse([sys.executable, "-m", "pkg.worker", "{run_id}"]) == \
+        PythonCommand(script=None, module="pkg.worker", args=("{run_id}",))
+    cmd = parse([sys.executable, str(script), "a-{run_id}"])
+    assert isinstance(cmd, PythonCommand) and cmd.argv("r7") == ["a-r7"] and cmd.folder == str(tmp_path.resolve())
+
+
+@pytest.mark.parametrize(("argv", "why"), [
+    (["node", "worker.js", "{run_id}"], "not a Python interpreter"),
+    (["python9.99", "w.py"], "not the interpreter killpoint runs on"),
+    ([sys.executable, "-X", "dev", "w.py"], "option -X is not reproduced"),
+    ([sys.executable, "missing.py"], "is not a file"),
+    ([sys.executable, "{run_id}.py"], "names {run_id}"),
+    ([sys.executable], "runs no script"),
+])
+def test_other_commands_are_exec_d_with_the_reason(argv: list[str], why: str) -> None:
+    found = parse(argv)
+    assert isinstance(found, str) and why in found, found
+
+
+def test_the_preload_is_the_libraries_imported_at_top_level(tmp_path: Path) -> None:
+    (tmp_path / "helper.py").write_text("")  # the worker's own module: imported afresh by each incarnation
+    script = tmp_path / "w.py"
+    script.write_text(textwrap.dedent("""\
+        from __future__ import annotations
+        import json, email.mime.text
+        from collections import abc
+        from . import sibling
+        import helper
+        from typing import TYPE_CHECKING
+        if TYPE_CHECKING:
+            import decimal
+        try:
+            import tomllib
+        except ImportError:
+            import fractions
+        def main():
+            import statistics
+        class C:
+            import wave
+        """))
+    assert top_level_imports(script.read_text()) == ["json", "email.mime.text", "collections", "helper", "typing",
+                                                     "tomllib", "fractions"]
+    cmd = parse([sys.executable, str(script)])
+    assert isinstance(cmd, PythonCommand)
+    assert auto_preload(cmd) == ["json", "email.mime.text", "collections", "typing", "tomllib", "fractions"]
+
+
+def test_preload_option() -> None:
+    assert preload_option(None) is None
+    assert preload_option("none") == () and preload_option(" NONE ") == ()
+    assert preload_option("a.b, c,a.b") == ("a.b", "c")
+
+
+# ---- forked incarnations, and the cases that are exec'd ----------------------------------------------------
+
+REPORT = """\
+import atexit, json, os, sys
+{imports}
+def bye():
+    print("atexit ran", flush=True)
+atexit.register(bye)
+print(json.dumps({{"name": __name__, "argv": sys.argv, "path0": sys.path[0], "file": __file__,
+                  "main": sys.modules["__main__"].__dict__ is globals(), "var": os.environ.get("INC_VAR"),
+                  "lib": {lib}, "parent": os.getppid(), "hashseed": os.environ.get("PYTHONHASHSEED")}}))
+sys.exit(3)
+"""
+
+
+class Workers:
+    """A `PythonForkLauncher` of `app/worker.py` (which imports `lib/<libs>` from PYTHONPATH), its lines."""
+
+    def __init__(self, root: Path, libs: dict[str, str], uses: str = "None", volatile: tuple[str, ...] = ()) -> None:
+        for folder in ("app", "lib", "logs"):
+            (root / folder).mkdir(exist_ok=True)
+        for name, source in libs.items():
+            (root / "lib" / f"{name}.py").write_text(textwrap.dedent(source))
+        imports = "\n".join(f"import {name}" for name in libs if not name.startswith("_"))  # _name: a dependency
+        self.script = root / "app" / "worker.py"
+        self.script.write_text(REPORT.format(imports=imports, lib=uses))
+        self.logs = root / "logs"
+        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "lib"), os.environ.get("PYTHONPATH", "")])}
+        self.env.pop("PYTHONHASHSEED", None)
+        self.said: list[str] = []
+        worker_cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(self.script))} {{run_id}} x"
+        cmd = parse(shlex.split(worker_cmd))
+        assert isinstance(cmd, PythonCommand)
+        self.launcher = PythonForkLauncher(cmd, worker_cmd, auto_preload(cmd), self.env, list(volatile),
+                                           self.said.append)
+        self.launcher.ready()
+        self.n = 0
+        self.incs: list[Incarnation] = []
+        self.servers = list(self.launcher._forks.server_pids) if self.launcher._forks else []  # noqa: SLF001
+
+    def run(self, **extra: str) -> tuple[dict, str, int | None, bool]:
+        """One incarnation with `extra` in its environment: its report, whole log, exit code, and whether it
+        was forked (its parent a fork server)."""
+        self.n += 1
+        log = self.logs / f"w{self.n}.log"
+        inc = self.launcher.spawn(f"w{self.n}", "run-1", "worker", [], {**self.env, **extra}, str(log))
+        self.incs.append(inc)
+        assert inc.ended.wait(60), "the worker did not end"
+        text = log.read_text()
+        report = json.loads(text.splitlines()[0])
+        servers = self.launcher._forks.server_pids if self.launcher._forks else []  # noqa: SLF001
+        return report, text, inc.exit_code, report.pop("parent") in servers
+
+    def close(self) -> list[str]:
+        """Close the launcher; what is left running of its incarnations and fork servers (nothing)."""
+        self.launcher.close()
+        left = [line for inc in self.incs for line in inc.leftovers()]
+        return left + [f"fork server {pid}" for pid in self.servers
+                       if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.fixture
+def workers() -> Iterator[list[Workers]]:
+    """The `Workers` a test made; each is closed after it, and must leave nothing running."""
+    made: list[Workers] = []
+    yield made
+    for w in made:
+        assert not w.close()
+
+
+def test_a_forked_incarnation_behaves_as_a_fresh_interpreter(tmp_path: Path, workers: list[Workers]) -> None:
+    """Same `__main__`, argv, sys.path[0], `__file__`, environment, exit code and atexit output as the exec'd
+    command; the n-th incarnation of a run gets the n-th hash seed either way; nothing left running."""
+    w = Workers(tmp_path, {"mylib": "VALUE = 41 + 1\n"}, uses="mylib.VALUE")
+    workers.append(w)
+    assert w.launcher.forking and any("preloaded" in s and "mylib" in s for s in w.said), w.said
+    forked = w.run(INC_VAR="one")
+    exec_d = w.run(INC_VAR="one", LD_PRELOAD="")  # LD_PRELOAD differs from the servers': exec'd
+    assert forked[3] and not exec_d[3]
+    assert any("LD_PRELOAD differs" in s for s in w.said), w.said
+    assert (forked[0].pop("hashseed"), exec_d[0].pop("hashseed")) == (str(HASH_SEEDS[0]), str(HASH_SEEDS[1]))
+    assert (forked[0], forked[2]) == (exec_d[0], exec_d[2])
+    assert forked[1].splitlines()[1:] == exec_d[1].splitlines()[1:]
+    report, text, code, _ = forked
+    assert report == {"name": "__main__", "argv": [str(w.script), "run-1", "x"], "path0": str(w.script.parent),
+                      "file": str(w.script), "main": True, "var": "one", "lib": 42}
+    assert code == 3 and text.rstrip().endswith("atexit ran")
+
+
+def test_a_library_that_reads_a_per_run_variable_at_import_is_not_preloaded(tmp_path: Path,
+                                                                              workers: list[Workers]) -> None:
+    """`capture` reads RUN_URL at import (as the resend SDK reads RESEND_API_URL): the servers start again
+    without it, so each incarnation imports it under its own value; `steady` is still preloaded, and so is
+    `_capdep`, which `capture` had imported before it read RUN_URL (its PID is the server's, its importer)."""
+    w = Workers(tmp_path, {"steady": "X = 1\n", "_capdep": "import os\nPID = os.getpid()\n",
+                           "capture": "import os, _capdep\nURL = os.environ.get('RUN_URL')\n"},
+                uses="[capture.URL, capture._capdep.PID == os.getppid()]", volatile=("RUN_URL",))
+    workers.append(w)
+    assert any("steady; capture not preloaded: it reads RUN_URL at import, which differs per run (1 modules it "
+               "imported before are preloaded)" in s for s in w.said), w.said
+    for url in ("http://a/runs/1", "http://a/runs/2"):
+        report, _, code, forked = w.run(RUN_URL=url)
+        assert forked and code == 3 and report["lib"] == [url, True]
+
+
+def test_an_incarnation_whose_variable_read_at_import_differs_is_exec_d(tmp_path: Path,
+                                                                        workers: list[Workers]) -> None:
+    w = Workers(tmp_path, {"mode": "import os\nMODE = os.environ.get('LIB_MODE', 'plain')\n"}, uses="mode.MODE")
+    workers.append(w)
+    report, _, _, forked = w.run()
+    assert forked and report["lib"] == "plain"
+    report, _, _, forked = w.run(LIB_MODE="strict")
+    assert not forked and report["lib"] == "strict"
+    assert any("LIB_MODE differs are exec'd (a preloaded module read it at import)" in s for s in w.said), w.said
+
+
+@pytest.mark.parametrize(("source", "why"), [
+    ("import threading, time\nthreading.Thread(target=time.sleep, args=(3600,), daemon=True).start()\n",
+     "left 1 thread(s) running"),
+    ("import os\nLOG = open(os.devnull, 'w')\n", "left 1 descriptor(s) open"),
+])
+def test_a_preload_that_leaves_a_thread_or_descriptor_turns_forking_off(tmp_path: Path, workers: list[Workers],
+                                                                        source: str, why: str) -> None:
+    w = Workers(tmp_path, {"busy": source}, uses="1")
+    workers.append(w)
+    assert not w.launcher.forking
+    assert any(f"every incarnation exec'd: importing busy {why}" in s for s in w.said), w.said
+    report, _, code, forked = w.run()
+    assert not forked and code == 3 and report["lib"] == 1
+
+
+def test_module_file_finds_a_package_module_without_importing_it(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise RuntimeError('imported')\n")
+    (pkg / "worker.py").write_text("import json\n")
+    assert pycommand.module_file("pkg.worker", str(tmp_path)) == str(pkg / "worker.py")
+    assert pycommand.module_file("pkg.nothing", str(tmp_path)) is None
+
+
+def test_the_worker_preload_option_needs_a_worker_and_module_names() -> None:
+    from killpoint.cli.config import worker_preload_option
+    from killpoint.errors import UsageError
+
+    assert worker_preload_option(None, None) is None
+    assert worker_preload_option("none", "python w.py {run_id}") == ()
+    assert worker_preload_option("langgraph.graph,psycopg", "python w.py {run_id}") == ("langgraph.graph", "psycopg")
+    for text, worker, code in (("psycopg", None, "preload-without-worker"), ("a b", "python w.py", "bad-worker-preload"),
+                               (",", "python w.py", "bad-worker-preload")):
+        with pytest.raises(UsageError) as caught:
+            worker_preload_option(text, worker)
+        assert caught.value.code == code
+
+
+def test_a_module_run_with_dash_m_is_forked_as_python_dash_m_runs_it(tmp_path: Path) -> None:
+    """`python -m pkg.worker ARGS` from the working directory: `__main__`, argv[0] the module's file,
+    sys.path[0] the working directory, as a fresh `python -m` gives (compared with one)."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "worker.py").write_text("import json, sys\nprint(json.dumps([__name__, sys.argv, sys.path[0], __file__]))\n")
+    worker_cmd = f"{shlex.quote(sys.executable)} -m pkg.worker {{run_id}} y"
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        cmd = parse(shlex.split(worker_cmd))
+        assert isinstance(cmd, PythonCommand) and auto_preload(cmd) == ["json", "sys"]
+        env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+        launcher = PythonForkLauncher(cmd, worker_cmd, auto_preload(cmd), env, [])
+        launcher.ready()
+        try:
+            assert launcher.forking
+            inc = launcher.spawn("w1", "r1", "worker", [], env, str(tmp_path / "w1.log"))
+            assert inc.ended.wait(60) and inc.exit_code == 0
+        finally:
+            launcher.close()
+        fresh = subprocess.run([sys.executable, "-m", "pkg.worker", "r1", "y"], capture_output=True, text=True,
+                               env=env, check=True)
+        assert json.loads((tmp_path / "w1.log").read_text()) == json.loads(fresh.stdout) == \
+            ["__main__", [str(pkg / "worker.py"), "r1", "y"], str(tmp_path), str(pkg / "worker.py")]
+        assert not inc.leftovers()
+    finally:
+        os.chdir(cwd)
