@@ -115,6 +115,10 @@ class ExecLauncher(Launcher):
                 self._finish(incarnation, code, sig)
                 return
 
+    def release(self, run_id: str) -> None:
+        with self._lock:
+            self._procs = [(p, i) for p, i in self._procs if not (i.run_id == run_id and i.exited)]
+
     def close(self) -> None:
         with self._lock:
             procs = list(self._procs)

@@ -271,6 +271,11 @@ class ForkLauncher(Launcher):
             self._apply(incarnation, m)
         return incarnation
 
+    def release(self, run_id: str) -> None:
+        with self._lock:
+            for pid in [pid for pid, i in self._by_pid.items() if i.run_id == run_id and i.exited]:
+                del self._by_pid[pid]
+
     def adopted(self) -> list[psutil.Process]:
         """Live processes the fork servers adopted as subreapers (children of a server that are no
         incarnation, and their descendants): escapees whose parents died."""

@@ -135,6 +135,11 @@ class Launcher:
     def close(self) -> None:
         raise NotImplementedError
 
+    def release(self, run_id: str) -> None:
+        """Stop holding `run_id`'s ended incarnations: its evidence was read, and what they left was killed
+        then (`run.evidence.gather`), so `close` has nothing of theirs to clean up. A long session's launcher
+        then holds its live incarnations, not every one it ever started. Live ones are kept."""
+
     @staticmethod
     def _new(inc: str, run_id: str, role: str, log: str | None) -> Incarnation:
         """An incarnation about to be started: a fresh tag, and `since` taken now, before its process exists."""

@@ -163,6 +163,11 @@ class PythonForkLauncher(Launcher):
         """How a fork server died while in use (`killpoint.env.vitals`), or None."""
         return self._forks.died() if self._forks is not None else None
 
+    def release(self, run_id: str) -> None:
+        if self._forks is not None:
+            self._forks.release(run_id)
+        self._exec.release(run_id)
+
     def close(self) -> None:
         try:
             if self._forks is not None:

@@ -382,6 +382,7 @@ class Session:
         fake services (another run may still replay its keys)."""
         self.env.services.forget(trial.run_id)
         self.history.forget(trial.run_id)
+        self.env.launcher.release(trial.run_id)
         if trial.outcome == "pass":
             trial.lighten()
 
