@@ -17,7 +17,7 @@ from killpoint.checkers.visits import (
     order,
     visits_of,
 )
-from killpoint.events import Escalate, FaultFired, Point
+from killpoint.events import Escalate, FaultFired, Note, Point
 from killpoint.faults.points import base as action_name
 from killpoint.faults.points import is_process
 
@@ -186,12 +186,28 @@ machine: its SIGKILL is no evidence of a worker that ignores SIGTERM."""
 
 def _starved(escalation: Escalate) -> str:
     """Why `escalation` cannot be judged (the machine kept the worker from running), or ''."""
-    waited, grace = escalation.waited, escalation.grace
-    if waited is None or not grace or waited < STARVED_FRACTION * grace:
+    return _starved_for(escalation.inc, escalation.waited, escalation.grace,
+                        f"was SIGKILLed at the end of its {escalation.grace or 0:g}s grace period")
+
+
+def _missed_deadline(ev: Evidence, inc: str | None) -> str:
+    """Why the exit 6 of `inc` (its drain deadline passed) cannot be judged, from its `drain.deadline` note
+    (the seconds of the deadline it spent waiting for a CPU), or ''."""
+    note = next((e for e in ev.events if isinstance(e, Note) and e.note == "drain.deadline" and e.inc == inc), None)
+    if note is None:
         return ""
-    return (f"{escalation.inc} was SIGKILLed at the end of its {grace:g}s grace period, but it spent {waited:.1f}s "
-            "of it waiting for a CPU: the machine was too busy to tell a slow drain from a stuck one (run it "
-            "again on a quieter machine, with fewer -j, or a longer --grace)")
+    seconds = note.extra.get("deadline_seconds")
+    return _starved_for(inc, note.extra.get("waited"), seconds if isinstance(seconds, (int, float)) else None,
+                        f"exited {DRAIN_DEADLINE_EXIT} at its {seconds}s drain deadline")
+
+
+def _starved_for(inc: str | None, waited: object, period: float | None, what: str) -> str:
+    """Why a worker that `what` cannot be judged: it spent `waited` seconds of the `period` waiting for a
+    CPU, STARVED_FRACTION of it or more; else ''."""
+    if not isinstance(waited, (int, float)) or not period or waited < STARVED_FRACTION * period:
+        return ""
+    return (f"{inc} {what}, but it spent {waited:.1f}s of it waiting for a CPU: the machine was too busy to tell "
+            "a slow drain from a stuck one (run it again on a quieter machine, with fewer -j, or a longer --grace)")
 
 
 def _late_commits(base: Evidence | None, following: dict[Visit, Visit]) -> set[Visit]:
@@ -308,6 +324,8 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
             return _drained_by_records(ev, base, terms)
         expect = ev.extra.get("drain_expect", "checkpoint")
         clean = (0, DRAIN_DEADLINE_EXIT) if expect == "exit" else (0,)
+        if end.get("signal") is None and end.get("exit_code") == DRAIN_DEADLINE_EXIT and _missed_deadline(ev, inc):
+            return unknown("drains_on_sigterm", _missed_deadline(ev, inc))
         if end.get("signal") is not None or end.get("exit_code") not in clean:
             return failed("drains_on_sigterm", f"{inc} ended with {_how(end)} after SIGTERM, not exit "
                           f"{' or '.join(map(str, clean))}", [f"term at {f.step}:{f.point}"])

@@ -310,6 +310,23 @@ def test_a_sigkill_after_a_grace_spent_waiting_for_a_cpu_is_unknown_not_fail() -
         assert outcome == "fail" or "waiting for a CPU" in verdict.reason
 
 
+def test_a_drain_deadline_spent_waiting_for_a_cpu_is_unknown_not_fail() -> None:
+    """A worker that exits 6 at its drain deadline (a step of 0.3 s left unfinished in 4 s) fails, unless
+    its `drain.deadline` note says it spent a large share of the deadline waiting for a CPU: a loaded
+    machine, not the agent, then made it miss the deadline."""
+    for waited, outcome in ((1.5, "unknown"), (0.3, "fail"), (None, "fail")):
+        ev = evidence("run-2")
+        inc = f"{ev.run_id}#1"
+        fault(ev, "term", "charge", "step.start", inc)
+        ev.events.insert(-1, event(type="note", run_id=ev.run_id, inc=inc, note="drain.deadline",
+                                   deadline_seconds=4.0, waited=waited))
+        ev.incarnations[0] = {**ev.incarnations[0], "exit_code": 6}
+        with_options(ev, {"grace": 5.0, "exit_codes": "killpoint", "drain_expect": "checkpoint"})
+        verdict = run("drains_on_sigterm", ev)
+        assert verdict.outcome == outcome, (waited, verdict)
+        assert ("waiting for a CPU" in verdict.reason) == (outcome == "unknown"), verdict
+
+
 def test_fenced_zombie_passes_when_fenced() -> None:
     ev = evidence("run-2")
     _zombie_exit_0(ev)
