@@ -7,6 +7,7 @@ from collections import Counter
 
 from killpoint.checkers.effects import _effect_keys
 from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.starved import starved
 from killpoint.checkers.verdict import Verdict, failed, not_applicable, passed, unknown
 from killpoint.checkers.visits import (
     REQUEST_POINTS,
@@ -179,15 +180,10 @@ def _following(base: Evidence | None) -> dict[Visit, Visit]:
     return dict(zip(visits, visits[1:], strict=False))
 
 
-STARVED_FRACTION = 0.25
-"""A worker that waited for a CPU this share of its grace period or more was kept from draining by a busy
-machine: its SIGKILL is no evidence of a worker that ignores SIGTERM."""
-
-
 def _starved(escalation: Escalate) -> str:
     """Why `escalation` cannot be judged (the machine kept the worker from running), or ''."""
-    return _starved_for(escalation.inc, escalation.waited, escalation.grace,
-                        f"was SIGKILLed at the end of its {escalation.grace or 0:g}s grace period")
+    return starved(escalation.inc, escalation.waited, escalation.grace,
+                   f"was SIGKILLed at the end of its {escalation.grace or 0:g}s grace period")
 
 
 def _missed_deadline(ev: Evidence, inc: str | None) -> str:
@@ -197,17 +193,8 @@ def _missed_deadline(ev: Evidence, inc: str | None) -> str:
     if note is None:
         return ""
     seconds = note.extra.get("deadline_seconds")
-    return _starved_for(inc, note.extra.get("waited"), seconds if isinstance(seconds, (int, float)) else None,
-                        f"exited {DRAIN_DEADLINE_EXIT} at its {seconds}s drain deadline")
-
-
-def _starved_for(inc: str | None, waited: object, period: float | None, what: str) -> str:
-    """Why a worker that `what` cannot be judged: it spent `waited` seconds of the `period` waiting for a
-    CPU, STARVED_FRACTION of it or more; else ''."""
-    if not isinstance(waited, (int, float)) or not period or waited < STARVED_FRACTION * period:
-        return ""
-    return (f"{inc} {what}, but it spent {waited:.1f}s of it waiting for a CPU: the machine was too busy to tell "
-            "a slow drain from a stuck one (run it again on a quieter machine, with fewer -j, or a longer --grace)")
+    return starved(inc, note.extra.get("waited"), seconds if isinstance(seconds, (int, float)) else None,
+                   f"exited {DRAIN_DEADLINE_EXIT} at its {seconds}s drain deadline")
 
 
 def _late_commits(base: Evidence | None, following: dict[Visit, Visit]) -> set[Visit]:

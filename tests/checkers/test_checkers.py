@@ -327,6 +327,19 @@ def test_a_drain_deadline_spent_waiting_for_a_cpu_is_unknown_not_fail() -> None:
         assert ("waiting for a CPU" in verdict.reason) == (outcome == "unknown"), verdict
 
 
+def test_a_hang_spent_waiting_for_a_cpu_is_unknown_not_fail() -> None:
+    """A worker still running when the time budget ran out fails `completes` as hung, unless it spent a
+    large share of its life waiting for a CPU (a framework's import on a loaded machine): then unknown."""
+    for age, waited, outcome in ((24.0, 15.0, "unknown"), (24.0, 1.0, "fail"), (24.0, None, "fail"),
+                                 (None, 15.0, "fail")):
+        ev = evidence("run-2", limit="hung: run-2#1 (last point none) still running, not done within 60s")
+        ev.events.insert(-1, event(type="hung", run_id=ev.run_id, inc=f"{ev.run_id}#1", pid=100, last_point=None,
+                                   stack=["no stack"], age=age, waited=waited))
+        verdict = run("completes", ev)
+        assert verdict.outcome == outcome, (age, waited, verdict)
+        assert ("waiting for a CPU" in verdict.reason) == (outcome == "unknown"), verdict
+
+
 def test_fenced_zombie_passes_when_fenced() -> None:
     ev = evidence("run-2")
     _zombie_exit_0(ev)
