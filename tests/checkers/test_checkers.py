@@ -434,3 +434,18 @@ def test_combine_is_three_valued(outcomes: list[str]) -> None:
                 for i, o in enumerate(outcomes)]
     expected = "fail" if "fail" in outcomes else "unknown" if "unknown" in outcomes or not outcomes else "pass"
     assert combine(verdicts) == expected
+
+
+def test_a_crash_free_run_a_busy_machine_kept_from_finishing_is_unknown_not_fail() -> None:
+    """The crash-free run's worker still running when its time budget ran out, having spent most of it
+    waiting for a CPU (a DBOS worker's import on a loaded 2-core machine: 50 s of 60): `starved` says why,
+    and the CLI says UNKNOWN, not "fails with no faults"; a worker that mostly slept is a FAIL."""
+    from killpoint.run.trial import crash_free_failure
+
+    for waited, starved in ((50.0, True), (1.0, False)):
+        ev = evidence("baseline-1", limit="hung: baseline-1#1 (last point none) still running, not done within 60s")
+        ev.events.insert(-1, event(type="hung", run_id=ev.run_id, inc=f"{ev.run_id}#1", pid=100, last_point=None,
+                                   stack=["no stack"], age=60.0, waited=waited))
+        failure = crash_free_failure("agent", ev)
+        assert failure is not None and bool(failure.starved) == starved, (waited, failure)
+        assert not starved or "waiting for a CPU" in failure.starved

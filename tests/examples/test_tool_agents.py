@@ -19,6 +19,7 @@ with a replay line naming the same schedule and worker. Each sandbox is left wit
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -26,7 +27,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.examples.frameworks import SCENARIO_LINE, worker_cmd
+from killpoint.adapters.langgraph import CLOCK_NOTE
+from tests.examples.frameworks import KEYED_PASS, KEYED_SKIP, SCENARIO_LINE, run_dirs, worker_cmd
 from tests.helpers import REPO
 from tests.helpers.checks import describe, failing_checkers
 from tests.helpers.sandbox import Sandbox
@@ -135,4 +137,32 @@ def test_keyed_step_module_tool_agent_passes_the_whole_suite(example: Example, s
     outcomes = {name: outcome for outcome, name in SCENARIO_LINE.findall(proc.stdout)}
     assert outcomes and set(outcomes.values()) <= {"PASS", "SKIP"}, describe(proc)
     assert outcomes["crash-points"] == outcomes["mixed-faults"] == "PASS", outcomes
+    assert not sandbox.survivors(), sandbox.survivors()
+
+
+@pytest.mark.slow  # the whole default suite on a framework's worker: 10-20 minutes on a busy 2-core machine
+def test_keyed_langgraph_react_agent_passes_the_whole_suite_but_a_resume_on_a_clock_stepped_back(
+        sandbox: Sandbox) -> None:
+    """`killpoint run --budget 1` on the keyed LangGraph ReAct agent: every scenario PASS or SKIP (the ones a
+    black-box worker cannot serve, with their reason) but `mixed-faults`, whose only failing trials are its
+    backward clock jumps, each with the adapter's note on LangGraph's time-ordered checkpoint ids (as for
+    examples/langgraph, tests/examples/test_langgraph.py); no UNKNOWN. deploy-drain among the PASSes: its
+    trials run one at a time for a black-box worker (eight framework imports at once outran the run's time
+    budget, and every trial had FAILed as hung)."""
+    example = next(e for e in EXAMPLES_UNDER_TEST if e.name == "langgraph-react")
+    needs(example)
+    proc = killpoint(sandbox, "run", "--seed", "1", "--budget", "1", *example.keyed)
+    outcomes = {name: outcome for outcome, name in SCENARIO_LINE.findall(proc.stdout)}
+    assert proc.returncode == 1, describe(proc)
+    assert outcomes.pop("mixed-faults", None) == "FAIL", describe(proc)
+    assert outcomes and set(outcomes.values()) <= {"PASS", "SKIP"} and "UNKNOWN" not in proc.stdout, describe(proc)
+    assert all(outcomes.get(n) == "PASS" for n in KEYED_PASS), outcomes
+    assert all(outcomes.get(n) == "SKIP" for n in KEYED_SKIP), outcomes
+    head = CLOCK_NOTE.split("{", 1)[0]
+    (verdicts,) = [json.loads((d / "verdicts.json").read_text()) for d in run_dirs(sandbox)]
+    bad = {(r["scenario"], t["schedule"]): t.get("notes", []) for r in verdicts for t in r["trials"]
+           if t["outcome"] not in ("pass", "n/a")}
+    assert bad and {s for s, _ in bad} == {"mixed-faults"}, bad
+    for (_, schedule), notes in bad.items():
+        assert "clock-" in schedule and len(notes) == 1 and notes[0].startswith(head), (schedule, notes)
     assert not sandbox.survivors(), sandbox.survivors()
