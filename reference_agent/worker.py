@@ -160,9 +160,10 @@ class _Shutdown:
         if self.drain.requested:
             return
         self.drain.request()
-        self.timer = _DrainDeadline(self.deadline_seconds)
+        self.timer = _DrainDeadline(self.deadline_seconds, self.drain)
         self.timer.start()
-        killpoints.note("drain.signal", signal="SIGTERM", deadline_seconds=self.deadline_seconds)
+        killpoints.note("drain.signal", run_id=self.drain.run_id, signal="SIGTERM",
+                        deadline_seconds=self.deadline_seconds)
 
 
 class _DrainDeadline(threading.Thread):
@@ -171,9 +172,10 @@ class _DrainDeadline(threading.Thread):
     kernel ``run_delay``; None where unreadable), so that a deadline a busy machine made the worker miss is
     told from a slow drain (the harness says UNKNOWN, not FAIL, when it is a large share of the deadline)."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, drain: Drain) -> None:
         super().__init__(name="killpoint-drain-deadline", daemon=True)
         self.seconds = seconds
+        self.drain = drain
         self.cancelled = threading.Event()
 
     def cancel(self) -> None:
@@ -186,7 +188,7 @@ class _DrainDeadline(threading.Thread):
         after = _run_delays()
         waited = (None if before is None or after is None
                   else round(sum(ns - before.get(tid, 0) for tid, ns in after.items()) / 1e9, 3))
-        killpoints.note("drain.deadline", deadline_seconds=self.seconds, waited=waited)
+        killpoints.note("drain.deadline", run_id=self.drain.run_id, deadline_seconds=self.seconds, waited=waited)
         sys.stderr.write(f"worker: drain deadline of {self.seconds}s passed with a step in flight "
                          f"({waited if waited is not None else '?'}s of it waiting for a CPU); "
                          f"exiting {EXIT_DRAIN_DEADLINE}\n")
@@ -246,6 +248,7 @@ _STOPS: dict[type[Exception], tuple[str, int]] = {
 def run_one(store: CheckpointStore, run_id: str, module: StepModule, resources: Resources,
             config: WorkerConfig, drain: Drain) -> int:
     """Run ``run_id`` and map its outcome to an exit code (see :data:`EXIT_CODES`)."""
+    drain.run_id = run_id
     try:
         cp = run_durable(store, run_id, module, resources, config.run_options(), drain, config.params)
     except tuple(_STOPS) as exc:
