@@ -196,12 +196,16 @@ class Note(Event):
 @_kind("hung")
 class Hung(Event):
     """an incarnation still running when its run's time budget ran out (`inc`, `pid`, `last_point`, `stack`:
-    every thread's stack, from py-spy or the worker's stack signal)"""
+    every thread's stack, from py-spy or the worker's stack signal; `age`: the seconds it ran, `waited`: the
+    seconds of them it spent waiting for a CPU, where known)"""
 
+    OPTIONAL = frozenset({"age", "waited"})
     inc: str | None = None
     pid: int | None = None
     last_point: str | None = None
     stack: list[str] | None = None
+    age: float | None = None
+    waited: float | None = None
 
 
 @_kind("run.end")

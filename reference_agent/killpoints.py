@@ -23,8 +23,8 @@ If the socket cannot be reached, or reaches EOF while the worker waits, the harn
 process exits at once with code 70 (``os._exit``: no cleanup, no further effects).
 
 Points the reference runtime reports: ``step.start``, ``effect.responded``, ``checkpoint.writing``,
-``checkpoint.committed``. Notes: ``worker.start``, ``drain.signal``, ``drain.yield``, ``fenced``,
-``lease.busy``, ``lease.lost``, ``refused.newer``, ``refused.incompatible``, ``run.done``.
+``checkpoint.committed``. Notes: ``worker.start``, ``drain.signal``, ``drain.yield``, ``drain.deadline``,
+``fenced``, ``lease.busy``, ``lease.lost``, ``refused.newer``, ``refused.incompatible``, ``run.done``.
 
 Threads: the functions here are safe to call from any thread (a step may use threads, or asyncio's
 executor). A point is one exchange -- write the line, read the answer -- and only one exchange is in flight

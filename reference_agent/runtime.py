@@ -45,10 +45,13 @@ class StepFailed(Exception):
 
 
 class Drain:
-    """The drain flag: set (from a signal handler) to make the loop yield at the next step boundary."""
+    """The drain flag: set (from a signal handler) to make the loop yield at the next step boundary.
+    `run_id`: the run the worker is on (None between a queue worker's jobs), for the notes the handler and
+    the drain deadline send (the harness routes a note by its run id)."""
 
     def __init__(self) -> None:
         self._event = threading.Event()
+        self.run_id: str | None = None
 
     def request(self) -> None:
         self._event.set()

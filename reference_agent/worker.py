@@ -144,7 +144,7 @@ class _Shutdown:
     def __init__(self, drain: Drain, deadline_seconds: float) -> None:
         self.drain = drain
         self.deadline_seconds = deadline_seconds
-        self.timer: threading.Timer | None = None
+        self.timer: _DrainDeadline | None = None
         self.previous: Any = None
 
     def install(self) -> None:
@@ -160,16 +160,57 @@ class _Shutdown:
         if self.drain.requested:
             return
         self.drain.request()
-        self.timer = threading.Timer(self.deadline_seconds, self._deadline)
-        self.timer.daemon = True
+        self.timer = _DrainDeadline(self.deadline_seconds, self.drain)
         self.timer.start()
-        killpoints.note("drain.signal", signal="SIGTERM", deadline_seconds=self.deadline_seconds)
+        killpoints.note("drain.signal", run_id=self.drain.run_id, signal="SIGTERM",
+                        deadline_seconds=self.deadline_seconds)
 
-    def _deadline(self) -> None:
-        sys.stderr.write(f"worker: drain deadline of {self.deadline_seconds}s passed with a step in flight; "
+
+class _DrainDeadline(threading.Thread):
+    """Exit 6 once `seconds` pass after the SIGTERM, unless cancelled. First it notes ``drain.deadline`` with
+    ``waited``: the seconds this process's threads spent runnable but waiting for a CPU meanwhile (their
+    kernel ``run_delay``; None where unreadable), so that a deadline a busy machine made the worker miss is
+    told from a slow drain (the harness says UNKNOWN, not FAIL, when it is a large share of the deadline)."""
+
+    def __init__(self, seconds: float, drain: Drain) -> None:
+        super().__init__(name="killpoint-drain-deadline", daemon=True)
+        self.seconds = seconds
+        self.drain = drain
+        self.cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    def run(self) -> None:
+        before = _run_delays()
+        if self.cancelled.wait(self.seconds):
+            return
+        after = _run_delays()
+        waited = (None if before is None or after is None
+                  else round(sum(ns - before.get(tid, 0) for tid, ns in after.items()) / 1e9, 3))
+        killpoints.note("drain.deadline", run_id=self.drain.run_id, deadline_seconds=self.seconds, waited=waited)
+        sys.stderr.write(f"worker: drain deadline of {self.seconds}s passed with a step in flight "
+                         f"({waited if waited is not None else '?'}s of it waiting for a CPU); "
                          f"exiting {EXIT_DRAIN_DEADLINE}\n")
         sys.stderr.flush()
         os._exit(EXIT_DRAIN_DEADLINE)
+
+
+def _run_delays() -> dict[int, int] | None:
+    """Nanoseconds each live thread of this process has been runnable but waiting for a CPU (the second
+    field of /proc/self/task/TID/schedstat), by thread id; None where the kernel keeps no schedstats."""
+    out: dict[int, int] = {}
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                out[int(tid)] = int(f.read().split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return out or None
 
 
 @functools.cache
@@ -207,6 +248,7 @@ _STOPS: dict[type[Exception], tuple[str, int]] = {
 def run_one(store: CheckpointStore, run_id: str, module: StepModule, resources: Resources,
             config: WorkerConfig, drain: Drain) -> int:
     """Run ``run_id`` and map its outcome to an exit code (see :data:`EXIT_CODES`)."""
+    drain.run_id = run_id
     try:
         cp = run_durable(store, run_id, module, resources, config.run_options(), drain, config.params)
     except tuple(_STOPS) as exc:

@@ -127,14 +127,20 @@ class SchemaUpgrade(Scenario):
         return ctx.session.trial(schedule, spec, prefix=self.name, seed=seed, explicit=ctx.explicit)
 
     def run(self, ctx: Context) -> list[Trial]:
-        """Pause after each step but the last (term at its start), and after each effect (kill)."""
+        """Pause at the start of each step but the last (term: a drained worker finishes the step it is in,
+        and the last one finishes the run, leaving nothing for the new code), and kill after each step's
+        effect, the last step's too (its checkpoint, written by the previous code, is resumed by the current
+        code, which redoes the step: an agent of one step is tested by that alone)."""
         previous, _, label = self.previous(ctx)
         if label:
             ctx.say(f"{self.name}: previous code {label}")
         points = step_points(ctx.session.baseline(self.options(ctx.session.options), previous))
-        steps = list(points)[:-1]  # the last step finishes the run: nothing left for the new code
-        faults = [Fault(st, "step.start", "term") for st in steps]
-        faults += [Fault(st, "effect.applied", "kill") for st in steps if "effect.applied" in points[st]]
+        faults = [Fault(st, "step.start", "term") for st in list(points)[:-1]]
+        faults += [Fault(st, "effect.applied", "kill") for st in points if "effect.applied" in points[st]]
+        if not faults:
+            self.untested = (f"nothing to test: the previous code's crash-free run has {len(points)} step(s) and no "
+                             "effect inside one, so it cannot leave a checkpoint for the current code to resume")
+            ctx.say(f"{self.name}: {self.untested}")
         faults = in_shard(self, ctx, faults, lambda fault: (Schedule((fault,)), None))
         return run_each(ctx, self.name, faults, lambda fault, _id: self.trial(ctx, Schedule((fault,))),
                         lambda fault, t: f"{fault}: v{t.evidence.extra.get('seeded_version')} paused at "

@@ -6,6 +6,7 @@ import json
 
 from killpoint.checkers import pricing
 from killpoint.checkers.evidence import Evidence, Hung, mask, not_compared, request_body
+from killpoint.checkers.starved import starved
 from killpoint.checkers.verdict import Verdict, failed, not_applicable, passed, unknown
 
 
@@ -13,7 +14,8 @@ def completes(ev: Evidence, base: Evidence | None) -> Verdict:
     """The run reached cursor `done` with status done within the bounds.
 
     0. A run with a hung incarnation (a `hung` event: still running when the time budget ran out) fails as
-       hung, with where it was blocked (its stack) as the evidence.
+       hung, with where it was blocked (its stack) as the evidence; unknown instead when every hung
+       incarnation spent a large share of its life waiting for a CPU (`checkers.starved`: a busy machine).
     1. A run whose last checkpoint says status `failed` (the agent gave up on it) fails as failed, naming the
        cursor and the last error (the state's `error`, else the last worker traceback), before any bound:
        it is not a liveness problem, and restarting it would only repeat the failure.
@@ -21,6 +23,10 @@ def completes(ev: Evidence, base: Evidence | None) -> Verdict:
     3. Otherwise it passes at cursor done with status done, and fails anywhere else.
     """
     stuck = hung(ev)
+    busy = [starved(e.inc, e.waited, e.age, f"was still running when the time budget ran out, after {e.age:.0f}s")
+            for e in stuck if e.age]
+    if stuck and len(busy) == len(stuck) and all(busy):
+        return Verdict("completes", "unknown", busy[0], tuple(hung_lines(stuck)))
     if stuck:
         return failed("completes", ev.limit or f"hung: {', '.join(str(e.inc) for e in stuck)}",
                       hung_lines(stuck))

@@ -7,6 +7,7 @@ from collections import Counter
 
 from killpoint.checkers.effects import _effect_keys
 from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.starved import starved
 from killpoint.checkers.verdict import Verdict, failed, not_applicable, passed, unknown
 from killpoint.checkers.visits import (
     REQUEST_POINTS,
@@ -17,7 +18,7 @@ from killpoint.checkers.visits import (
     order,
     visits_of,
 )
-from killpoint.events import Escalate, FaultFired, Point
+from killpoint.events import Escalate, FaultFired, Note, Point
 from killpoint.faults.points import base as action_name
 from killpoint.faults.points import is_process
 
@@ -179,19 +180,21 @@ def _following(base: Evidence | None) -> dict[Visit, Visit]:
     return dict(zip(visits, visits[1:], strict=False))
 
 
-STARVED_FRACTION = 0.25
-"""A worker that waited for a CPU this share of its grace period or more was kept from draining by a busy
-machine: its SIGKILL is no evidence of a worker that ignores SIGTERM."""
-
-
 def _starved(escalation: Escalate) -> str:
     """Why `escalation` cannot be judged (the machine kept the worker from running), or ''."""
-    waited, grace = escalation.waited, escalation.grace
-    if waited is None or not grace or waited < STARVED_FRACTION * grace:
+    return starved(escalation.inc, escalation.waited, escalation.grace,
+                   f"was SIGKILLed at the end of its {escalation.grace or 0:g}s grace period")
+
+
+def _missed_deadline(ev: Evidence, inc: str | None) -> str:
+    """Why the exit 6 of `inc` (its drain deadline passed) cannot be judged, from its `drain.deadline` note
+    (the seconds of the deadline it spent waiting for a CPU), or ''."""
+    note = next((e for e in ev.events if isinstance(e, Note) and e.note == "drain.deadline" and e.inc == inc), None)
+    if note is None:
         return ""
-    return (f"{escalation.inc} was SIGKILLed at the end of its {grace:g}s grace period, but it spent {waited:.1f}s "
-            "of it waiting for a CPU: the machine was too busy to tell a slow drain from a stuck one (run it "
-            "again on a quieter machine, with fewer -j, or a longer --grace)")
+    seconds = note.extra.get("deadline_seconds")
+    return starved(inc, note.extra.get("waited"), seconds if isinstance(seconds, (int, float)) else None,
+                   f"exited {DRAIN_DEADLINE_EXIT} at its {seconds}s drain deadline")
 
 
 def _late_commits(base: Evidence | None, following: dict[Visit, Visit]) -> set[Visit]:
@@ -308,6 +311,8 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
             return _drained_by_records(ev, base, terms)
         expect = ev.extra.get("drain_expect", "checkpoint")
         clean = (0, DRAIN_DEADLINE_EXIT) if expect == "exit" else (0,)
+        if end.get("signal") is None and end.get("exit_code") == DRAIN_DEADLINE_EXIT and _missed_deadline(ev, inc):
+            return unknown("drains_on_sigterm", _missed_deadline(ev, inc))
         if end.get("signal") is not None or end.get("exit_code") not in clean:
             return failed("drains_on_sigterm", f"{inc} ended with {_how(end)} after SIGTERM, not exit "
                           f"{' or '.join(map(str, clean))}", [f"term at {f.step}:{f.point}"])

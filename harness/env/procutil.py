@@ -116,3 +116,10 @@ def cpu_wait(pid: int | None) -> float | None:
             continue
     return total / 1e9 if seen else None
 
+
+def cpu_wait_since(pid: int | None, before: float | None) -> float | None:
+    """Seconds process `pid` waited for a CPU since `cpu_wait(pid)` read `before` (rounded to ms); None when
+    either reading is missing."""
+    after = cpu_wait(pid)
+    return None if before is None or after is None else round(after - before, 3)
+

@@ -40,6 +40,7 @@ from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.invariants import FACTS, Invariant, declared, facts
 from killpoint.env.environment import Environment
 from killpoint.env.launcher import Incarnation
+from killpoint.env.procutil import cpu_wait, cpu_wait_since
 from killpoint.env.stepmodule import AgentSpec
 from killpoint.faults.plan import FaultPlan
 from killpoint.faults.schedule import Schedule
@@ -157,11 +158,13 @@ class Fleet:
     def drain_all(self) -> None:
         """SIGTERM every live worker (a following queue worker drains and exits 0), then wait for them."""
         live = self.driver.registry.live()
+        before = {inc.inc: cpu_wait(inc.pid) for inc in live}  # as the nemesis's term: a starved drain is unknown
         for inc in live:
             inc.send(15)
         for inc in live:
             if not inc.ended.wait(timeout=self.options.grace) and not inc.exited:
-                self.history.append("escalate", run_id=inc.run_id, inc=inc.inc, grace=self.options.grace)
+                self.history.append("escalate", run_id=inc.run_id, inc=inc.inc, grace=self.options.grace,
+                                    waited=cpu_wait_since(inc.pid, before[inc.inc]))
                 kill_all([inc])
 
     # ---- the database side, through the adapter --------------------------------------------------

@@ -6,8 +6,10 @@ it kills anything:
 1. The hung incarnations are those alive and not stopped (a frozen zombie is the schedule's doing, not a
    hang).
 2. For each, its stack is taken (`harness/env/stacks.py`: py-spy, else the stack signal the worker named in
-   its `worker.start` note), with the last kill point it reported (from the history), and recorded as a
-   `hung` event (`inc`, `pid`, `last_point`, `stack`).
+   its `worker.start` note), with the last kill point it reported (from the history), how long it ran and
+   how much of that it spent waiting for a CPU (`procutil.cpu_wait`: a busy machine, not the worker, may
+   have kept it from finishing), and recorded as a `hung` event (`inc`, `pid`, `last_point`, `stack`,
+   `age`, `waited`).
 3. It returns the run's limit, reworded: `hung: <inc> (last point step:point) still running after <limit>`;
    None when nothing hung (every live incarnation was stopped), and the caller keeps its own limit.
 
@@ -17,8 +19,11 @@ no other checker judges the run as if it had finished (harness/checkers/__init__
 
 from __future__ import annotations
 
+import time
+
 from killpoint.env import stacks
 from killpoint.env.launcher import Incarnation
+from killpoint.env.procutil import cpu_wait
 from killpoint.events import Hung, Note, Point
 from killpoint.run.history import History
 
@@ -35,7 +40,10 @@ def report(history: History, run_id: str, incarnations: list[Incarnation], limit
                             and e.note == "worker.start" and e.inc == inc.inc), None)
         last = next((f"{e.step}:{e.point}" for e in reversed(events) if isinstance(e, Point) and e.inc == inc.inc),
                     None)
+        waited = cpu_wait(inc.pid)
+        age = round(time.time() - inc.since, 3) if inc.since else None
         stack = stacks.dump(inc.pid, inc.log, signal_name)
-        history.add(Hung(run_id=run_id, inc=inc.inc, pid=inc.pid, last_point=last, stack=stack))
+        history.add(Hung(run_id=run_id, inc=inc.inc, pid=inc.pid, last_point=last, stack=stack, age=age,
+                         waited=None if waited is None else round(waited, 3)))
         said.append(f"{inc.inc} (last point {last or 'none'})")
     return f"hung: {', '.join(said)} still running, {limit}"

@@ -34,7 +34,7 @@ import psycopg
 
 from killpoint.env.launcher import Incarnation
 from killpoint.env.postgres.handle import PostgresHandle
-from killpoint.env.procutil import cpu_wait
+from killpoint.env.procutil import cpu_wait, cpu_wait_since
 from killpoint.fake_services.hooks import Decision
 from killpoint.faults.points import base, clock_shift
 from killpoint.faults.schedule import Fault
@@ -164,9 +164,8 @@ class Nemesis:
         def escalate() -> None:
             # `ended` follows the journal's inc.end; `exited` is set the moment the exit is known
             if not inc.ended.wait(timeout=grace) and not inc.exited:
-                after = cpu_wait(inc.pid)
-                waited = None if before is None or after is None else round(after - before, 3)
-                history.append("escalate", run_id=run_id, inc=inc.inc, grace=grace, waited=waited)
+                history.append("escalate", run_id=run_id, inc=inc.inc, grace=grace,
+                               waited=cpu_wait_since(inc.pid, before))
                 inc.send(signal.SIGKILL)
                 inc.send(signal.SIGCONT)
 

@@ -200,7 +200,7 @@ class Scenario:
         outcomes = {t.outcome for t in trials}
         outcome: ScenarioOutcome = ("fail" if "fail" in outcomes else
                                     "unknown" if "unknown" in outcomes or not trials else "pass")
-        reason = self.untested if not trials else ""
+        reason = (self.untested or "nothing to test: no schedule was made for this agent") if not trials else ""
         if self.expected_finding:
             outcome, reason = self.negative_control(trials)
         return ScenarioResult(self.name, outcome, trials, time.monotonic() - started,

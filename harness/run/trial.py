@@ -24,7 +24,7 @@ from killpoint.checkers import (
     run_checkers,
 )
 from killpoint.checkers.evidence import volatile_fields
-from killpoint.checkers.outcome import hung, hung_lines
+from killpoint.checkers.outcome import completes, hung, hung_lines
 from killpoint.checkers.verdict import Outcome
 from killpoint.env.stepmodule import AgentSpec, import_env, prepare
 from killpoint.errors import KillpointError
@@ -89,14 +89,17 @@ collision, a cost the price table does not witness, a step re-done with no fault
 
 class CrashFreeFailure(KillpointError):
     """The agent does not finish even with no faults: nothing a fault shows could be told apart from it,
-    so no faulted trial runs. `details` are the lines that say why (the last traceback, the log)."""
+    so no faulted trial runs. `details` are the lines that say why (the last traceback, the log);
+    `starved` is set (why) when it only ran out of time on a machine too busy to run it (every hung worker
+    spent a large share of its life waiting for a CPU): no evidence against the agent, an unknown."""
 
     exit_code = 1
 
-    def __init__(self, agent: str, reason: str, details: list[str]) -> None:
+    def __init__(self, agent: str, reason: str, details: list[str], starved: str = "") -> None:
         super().__init__("fails-without-faults", f"the agent {agent} fails with no faults: {reason}",
                          "fix the agent first: the worker's traceback and log are shown above")
         self.details = details
+        self.starved = starved
 
 
 def crash_free_failure(agent: str, ev: Evidence) -> CrashFreeFailure | None:
@@ -112,7 +115,9 @@ def crash_free_failure(agent: str, ev: Evidence) -> CrashFreeFailure | None:
             f" (last error: {error})" if error else "")
     else:
         return None
-    return CrashFreeFailure(agent, reason, [*hung_lines(hung(ev)), *crash_lines(ev.crashes)])
+    judged = completes(ev, None)
+    return CrashFreeFailure(agent, reason, [*hung_lines(hung(ev)), *crash_lines(ev.crashes)],
+                            starved=judged.reason if judged.outcome == "unknown" else "")
 
 
 def _raise_unless_finished(agent: AgentSpec, ev: Evidence) -> None:

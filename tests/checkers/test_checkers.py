@@ -310,6 +310,36 @@ def test_a_sigkill_after_a_grace_spent_waiting_for_a_cpu_is_unknown_not_fail() -
         assert outcome == "fail" or "waiting for a CPU" in verdict.reason
 
 
+def test_a_drain_deadline_spent_waiting_for_a_cpu_is_unknown_not_fail() -> None:
+    """A worker that exits 6 at its drain deadline (a step of 0.3 s left unfinished in 4 s) fails, unless
+    its `drain.deadline` note says it spent a large share of the deadline waiting for a CPU: a loaded
+    machine, not the agent, then made it miss the deadline."""
+    for waited, outcome in ((1.5, "unknown"), (0.3, "fail"), (None, "fail")):
+        ev = evidence("run-2")
+        inc = f"{ev.run_id}#1"
+        fault(ev, "term", "charge", "step.start", inc)
+        ev.events.insert(-1, event(type="note", run_id=ev.run_id, inc=inc, note="drain.deadline",
+                                   deadline_seconds=4.0, waited=waited))
+        ev.incarnations[0] = {**ev.incarnations[0], "exit_code": 6}
+        with_options(ev, {"grace": 5.0, "exit_codes": "killpoint", "drain_expect": "checkpoint"})
+        verdict = run("drains_on_sigterm", ev)
+        assert verdict.outcome == outcome, (waited, verdict)
+        assert ("waiting for a CPU" in verdict.reason) == (outcome == "unknown"), verdict
+
+
+def test_a_hang_spent_waiting_for_a_cpu_is_unknown_not_fail() -> None:
+    """A worker still running when the time budget ran out fails `completes` as hung, unless it spent a
+    large share of its life waiting for a CPU (a framework's import on a loaded machine): then unknown."""
+    for age, waited, outcome in ((24.0, 15.0, "unknown"), (24.0, 1.0, "fail"), (24.0, None, "fail"),
+                                 (None, 15.0, "fail")):
+        ev = evidence("run-2", limit="hung: run-2#1 (last point none) still running, not done within 60s")
+        ev.events.insert(-1, event(type="hung", run_id=ev.run_id, inc=f"{ev.run_id}#1", pid=100, last_point=None,
+                                   stack=["no stack"], age=age, waited=waited))
+        verdict = run("completes", ev)
+        assert verdict.outcome == outcome, (age, waited, verdict)
+        assert ("waiting for a CPU" in verdict.reason) == (outcome == "unknown"), verdict
+
+
 def test_fenced_zombie_passes_when_fenced() -> None:
     ev = evidence("run-2")
     _zombie_exit_0(ev)
@@ -404,3 +434,18 @@ def test_combine_is_three_valued(outcomes: list[str]) -> None:
                 for i, o in enumerate(outcomes)]
     expected = "fail" if "fail" in outcomes else "unknown" if "unknown" in outcomes or not outcomes else "pass"
     assert combine(verdicts) == expected
+
+
+def test_a_crash_free_run_a_busy_machine_kept_from_finishing_is_unknown_not_fail() -> None:
+    """The crash-free run's worker still running when its time budget ran out, having spent most of it
+    waiting for a CPU (a DBOS worker's import on a loaded 2-core machine: 50 s of 60): `starved` says why,
+    and the CLI says UNKNOWN, not "fails with no faults"; a worker that mostly slept is a FAIL."""
+    from killpoint.run.trial import crash_free_failure
+
+    for waited, starved in ((50.0, True), (1.0, False)):
+        ev = evidence("baseline-1", limit="hung: baseline-1#1 (last point none) still running, not done within 60s")
+        ev.events.insert(-1, event(type="hung", run_id=ev.run_id, inc=f"{ev.run_id}#1", pid=100, last_point=None,
+                                   stack=["no stack"], age=60.0, waited=waited))
+        failure = crash_free_failure("agent", ev)
+        assert failure is not None and bool(failure.starved) == starved, (waited, failure)
+        assert not starved or "waiting for a CPU" in failure.starved

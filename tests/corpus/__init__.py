@@ -39,4 +39,5 @@ AGENTS: tuple[CorpusAgent, ...] = (
     CorpusAgent("idle_step", "a step that does nothing on this invoice (no effect, no model call)"),
     CorpusAgent("parallel_tools", "parallel tool calls run from two threads, each keyed by its tool_use id"),
     CorpusAgent("own_retries", "a step that retries on its own with the same key"),
+    CorpusAgent("one_step", "the whole tool loop (model, tool, model) in one step, as a framework's runner"),
 )

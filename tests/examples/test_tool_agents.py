@@ -19,6 +19,7 @@ with a replay line naming the same schedule and worker. Each sandbox is left wit
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -26,7 +27,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.examples.frameworks import SCENARIO_LINE, worker_cmd
+from killpoint.adapters.langgraph import CLOCK_NOTE
+from tests.examples.frameworks import KEYED_PASS, KEYED_SKIP, SCENARIO_LINE, run_dirs, worker_cmd
 from tests.helpers import REPO
 from tests.helpers.checks import describe, failing_checkers
 from tests.helpers.sandbox import Sandbox
@@ -118,9 +120,7 @@ def test_bare_tool_effect_is_made_twice_and_exactly_once_says_so(example: Exampl
     assert not sandbox.survivors(), sandbox.survivors()
 
 
-STEP_MODULE_EXAMPLES = [e for e in EXAMPLES_UNDER_TEST if e.name == "anthropic-tool-loop"]
-"""The OpenAI Agents SDK example does not pass the whole suite yet (deploy-drain, flaky-services' outage and
-overload, mixed-faults' outage fail it: open in the closing note), so only the Anthropic tool loop is here."""
+STEP_MODULE_EXAMPLES = [e for e in EXAMPLES_UNDER_TEST if e.name in ("anthropic-tool-loop", "openai-agents")]
 
 
 @pytest.mark.slow  # the whole default suite, on a step module (the fork server makes it a few minutes)
@@ -128,11 +128,41 @@ overload, mixed-faults' outage fail it: open in the closing note), so only the A
 def test_keyed_step_module_tool_agent_passes_the_whole_suite(example: Example, sandbox: Sandbox) -> None:
     """A tool-using agent written as a step module (its tool loop looping over steps, or inside one step)
     passes every scenario of `killpoint run`: exit 0, no UNKNOWN, no FAIL (issue 22's "keyed variant passes
-    the whole suite"; the frameworks' keyed examples are measured in docs/tools.md)."""
+    the whole suite"; figures in docs/tools.md). The OpenAI Agents SDK example is one step around the SDK's
+    whole tool loop: schema-upgrade (PASS where git has the module's previous version, else SKIP) tests it
+    by a kill after its charge, there being no step boundary to pause at."""
     needs(example)
     proc = killpoint(sandbox, "run", "--seed", "1", "--budget", "2", *example.keyed)
     assert proc.returncode == 0, describe(proc)
     outcomes = {name: outcome for outcome, name in SCENARIO_LINE.findall(proc.stdout)}
     assert outcomes and set(outcomes.values()) <= {"PASS", "SKIP"}, describe(proc)
     assert outcomes["crash-points"] == outcomes["mixed-faults"] == "PASS", outcomes
+    assert not sandbox.survivors(), sandbox.survivors()
+
+
+@pytest.mark.slow  # the whole default suite on a framework's worker: 10-20 minutes on a busy 2-core machine
+def test_keyed_langgraph_react_agent_passes_the_whole_suite_but_a_resume_on_a_clock_stepped_back(
+        sandbox: Sandbox) -> None:
+    """`killpoint run --budget 1` on the keyed LangGraph ReAct agent: every scenario PASS or SKIP (the ones a
+    black-box worker cannot serve, with their reason) but `mixed-faults`, whose only failing trials are its
+    backward clock jumps, each with the adapter's note on LangGraph's time-ordered checkpoint ids (as for
+    examples/langgraph, tests/examples/test_langgraph.py); no UNKNOWN. deploy-drain among the PASSes: its
+    trials run one at a time for a black-box worker (eight framework imports at once outran the run's time
+    budget, and every trial had FAILed as hung)."""
+    example = next(e for e in EXAMPLES_UNDER_TEST if e.name == "langgraph-react")
+    needs(example)
+    proc = killpoint(sandbox, "run", "--seed", "1", "--budget", "1", *example.keyed)
+    outcomes = {name: outcome for outcome, name in SCENARIO_LINE.findall(proc.stdout)}
+    assert proc.returncode == 1, describe(proc)
+    assert outcomes.pop("mixed-faults", None) == "FAIL", describe(proc)
+    assert outcomes and set(outcomes.values()) <= {"PASS", "SKIP"} and "UNKNOWN" not in proc.stdout, describe(proc)
+    assert all(outcomes.get(n) == "PASS" for n in KEYED_PASS), outcomes
+    assert all(outcomes.get(n) == "SKIP" for n in KEYED_SKIP), outcomes
+    head = CLOCK_NOTE.split("{", 1)[0]
+    (verdicts,) = [json.loads((d / "verdicts.json").read_text()) for d in run_dirs(sandbox)]
+    bad = {(r["scenario"], t["schedule"]): t.get("notes", []) for r in verdicts for t in r["trials"]
+           if t["outcome"] not in ("pass", "n/a")}
+    assert bad and {s for s, _ in bad} == {"mixed-faults"}, bad
+    for (_, schedule), notes in bad.items():
+        assert "clock-" in schedule and len(notes) == 1 and notes[0].startswith(head), (schedule, notes)
     assert not sandbox.survivors(), sandbox.survivors()

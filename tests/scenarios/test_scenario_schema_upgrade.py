@@ -79,3 +79,14 @@ def test_a_module_naming_its_previous_version_runs_without_the_flag(session: Ses
     assert previous.module == "tests.gallery.mutants.invoice_agent_v1"
     trial = scenario.trial(ctx, Schedule.parse("validate:step.start:term"))
     assert trial.outcome == "fail" and "context_fidelity" in failing(trial), why([trial])
+
+
+def test_an_agent_of_one_step_is_tested_by_a_kill_after_its_effect(session: Session) -> None:
+    """A tool loop in one step (tests.corpus.one_step: a framework's runner in one durable step) leaves no
+    checkpoint between steps, but a kill after its effect leaves the first one: the current code resumes
+    it and the run passes (before, the scenario made no schedule and said UNKNOWN with no reason)."""
+    scenario = SchemaUpgrade()
+    scenario.steps = "tests.corpus.one_step"
+    trials = scenario.run(Context(session=session, previous_steps="tests.corpus.one_step"))
+    assert [str(t.schedule) for t in trials] == ["loop:effect.applied:kill"], why(trials)
+    assert scenario.result(trials, 0.0).outcome == "pass", why(trials)
