@@ -10,7 +10,9 @@ killed after Resend sent the email and before LangGraph checkpointed the ``tools
 tool call again, the same call with the same ``tool_call_id`` (it comes from the checkpointed ``agent``
 node). Without ``--keyed`` the email is sent bare, and the customer gets it twice. With ``--keyed`` it
 carries the idempotency key ``RUN_ID:tools:<tool_call_id>``, and Resend answers the repeat with the first
-email.
+email; and the graph is checkpointed by ``MonotonicPostgresSaver`` (monotonic_saver.py), whose checkpoint ids
+never sort below the thread's latest, so a worker whose clock is behind the last writer's still resumes
+where the thread stopped (PostgresSaver loads the greatest id, and LangGraph's ids come from the clock).
 
 Environment: DATABASE_URL (Postgres), OPENAI_BASE_URL and OPENAI_API_KEY (read by the openai SDK under
 ``ChatOpenAI``), RESEND_API_KEY and RESEND_API_URL (the resend SDK reads it at import). Under killpoint
@@ -31,6 +33,7 @@ from langchain_core.tools import InjectedToolCallId, tool
 from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.prebuilt import create_react_agent
+from monotonic_saver import MonotonicPostgresSaver
 
 CUSTOMERS = {"A-17": "ada@example.com"}
 
@@ -65,7 +68,8 @@ def main(argv: list[str]) -> int:
     # says why): a second worker waits for the first to finish or die, then resumes the thread.
     with psycopg.connect(os.environ["DATABASE_URL"], autocommit=True) as lock:
         lock.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (f"react_agent:{run_id}",))
-        with PostgresSaver.from_conn_string(os.environ["DATABASE_URL"]) as saver:
+        saver_type = MonotonicPostgresSaver if keyed else PostgresSaver
+        with saver_type.from_conn_string(os.environ["DATABASE_URL"]) as saver:
             saver.setup()
             agent = build(saver, run_id, keyed)
             if agent.get_state(config).created_at is None:  # a new run

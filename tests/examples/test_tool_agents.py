@@ -14,12 +14,13 @@ slowly, and the suite's time is shared):
 
 Each keyed (the tool's effect keyed with the run and the model's tool call id) passes with the effect made
 exactly once, with the arguments the model script pinned; each bare (no key) is caught by ``exactly_once``
-with a replay line naming the same schedule and worker. Each sandbox is left with no survivor.
+with a replay line naming the same schedule and worker. Each sandbox is left with no survivor. The keyed
+ReAct agent's checkpointer (examples/tool_agents/monotonic_saver.py) also resumes on a worker whose clock is an
+hour behind (`mixed-faults`' ``tools:checkpoint.writing:clock-1h``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 import pytest
 
 from killpoint.adapters.langgraph import CLOCK_NOTE
-from tests.examples.frameworks import KEYED_PASS, KEYED_SKIP, SCENARIO_LINE, run_dirs, worker_cmd
+from tests.examples.frameworks import KEYED_PASS, KEYED_SKIP, SCENARIO_LINE, worker_cmd
 from tests.helpers import REPO
 from tests.helpers.checks import describe, failing_checkers
 from tests.helpers.sandbox import Sandbox
@@ -140,29 +141,40 @@ def test_keyed_step_module_tool_agent_passes_the_whole_suite(example: Example, s
     assert not sandbox.survivors(), sandbox.survivors()
 
 
+def test_keyed_langgraph_react_agent_resumes_on_a_clock_stepped_back(sandbox: Sandbox) -> None:
+    """The keyed ReAct agent's MonotonicPostgresSaver (examples/tool_agents/monotonic_saver.py) stores a
+    resumed worker's checkpoints above the thread's latest though its clock is an hour behind: killed after
+    checkpointing the tool call, resumed at `clock-1h`, the thread finishes with the email sent once and no
+    runtime note on checkpoint ids that sort below their parent. (With PostgresSaver it never finished:
+    every resume loaded the step before and redid it; tests/examples/test_langgraph.py keeps that hazard.)"""
+    example = next(e for e in EXAMPLES_UNDER_TEST if e.name == "langgraph-react")
+    needs(example)
+    proc = killpoint(sandbox, "replay", "--scenario", "mixed-faults", "--schedule",
+                     "tools:checkpoint.writing:clock-1h", *example.keyed)
+    assert proc.returncode == 0, describe(proc)
+    assert re.search(r"^PASS\s+mixed-faults", proc.stdout, re.MULTILINE), describe(proc)
+    assert CLOCK_NOTE.split("{", 1)[0] not in proc.stdout and "UNKNOWN" not in proc.stdout, describe(proc)
+    faults = [e for e in sandbox.events() if e["type"] == "fault"]
+    assert [f["action"] for f in faults] == ["clock-1h"], faults
+    made = effects(sandbox, faults[0]["run_id"], example.service)
+    assert len(made) == 1 and made[0]["key"], made
+    assert not sandbox.survivors(), sandbox.survivors()
+
+
 @pytest.mark.slow  # the whole default suite on a framework's worker: 10-20 minutes on a busy 2-core machine
-def test_keyed_langgraph_react_agent_passes_the_whole_suite_but_a_resume_on_a_clock_stepped_back(
-        sandbox: Sandbox) -> None:
-    """`killpoint run --budget 1` on the keyed LangGraph ReAct agent: every scenario PASS or SKIP (the ones a
-    black-box worker cannot serve, with their reason) but `mixed-faults`, whose only failing trials are its
-    backward clock jumps, each with the adapter's note on LangGraph's time-ordered checkpoint ids (as for
-    examples/langgraph, tests/examples/test_langgraph.py); no UNKNOWN. deploy-drain among the PASSes: its
-    trials run one at a time for a black-box worker (eight framework imports at once outran the run's time
-    budget, and every trial had FAILed as hung)."""
+def test_keyed_langgraph_react_agent_passes_the_whole_suite(sandbox: Sandbox) -> None:
+    """`killpoint run --budget 1` on the keyed LangGraph ReAct agent: exit 0, every scenario PASS or SKIP (the
+    ones a black-box worker cannot serve, with their reason), no UNKNOWN. mixed-faults among the PASSes: its
+    backward clock jumps resume the thread on a worker an hour behind, which MonotonicPostgresSaver makes safe
+    (PostgresSaver alone FAILs there, as examples/langgraph does in tests/examples/test_langgraph.py).
+    deploy-drain among the PASSes: its trials run one at a time for a black-box worker (eight framework
+    imports at once outran the run's time budget, and every trial had FAILed as hung)."""
     example = next(e for e in EXAMPLES_UNDER_TEST if e.name == "langgraph-react")
     needs(example)
     proc = killpoint(sandbox, "run", "--seed", "1", "--budget", "1", *example.keyed)
     outcomes = {name: outcome for outcome, name in SCENARIO_LINE.findall(proc.stdout)}
-    assert proc.returncode == 1, describe(proc)
-    assert outcomes.pop("mixed-faults", None) == "FAIL", describe(proc)
+    assert proc.returncode == 0, describe(proc)
     assert outcomes and set(outcomes.values()) <= {"PASS", "SKIP"} and "UNKNOWN" not in proc.stdout, describe(proc)
-    assert all(outcomes.get(n) == "PASS" for n in KEYED_PASS), outcomes
+    assert all(outcomes.get(n) == "PASS" for n in (*KEYED_PASS, "mixed-faults")), outcomes
     assert all(outcomes.get(n) == "SKIP" for n in KEYED_SKIP), outcomes
-    head = CLOCK_NOTE.split("{", 1)[0]
-    (verdicts,) = [json.loads((d / "verdicts.json").read_text()) for d in run_dirs(sandbox)]
-    bad = {(r["scenario"], t["schedule"]): t.get("notes", []) for r in verdicts for t in r["trials"]
-           if t["outcome"] not in ("pass", "n/a")}
-    assert bad and {s for s, _ in bad} == {"mixed-faults"}, bad
-    for (_, schedule), notes in bad.items():
-        assert "clock-" in schedule and len(notes) == 1 and notes[0].startswith(head), (schedule, notes)
     assert not sandbox.survivors(), sandbox.survivors()
