@@ -52,7 +52,8 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     to read its answer back, which is no rework): a replayed step with one externally visible effect repeats
     one operation (the articles' "one effect per step"); each start of a visit may re-read what the
     crash-free visit re-read. Where the services' attempts cannot be paired with
-    the visits that sent them, the bound is run-wide. A fault at a visit's `checkpoint.committed`, and a
+    the visits that sent them, the bound is run-wide; so it is for requests no step claims (a black-box
+    worker's that the services saw with no step, such as a thawed zombie's). A fault at a visit's `checkpoint.committed`, and a
     `stop` (a zombie and its successor both go on), counts for the visit after it too (`_following`); so
     does one at its `checkpoint.writing` when the crash-free run's next visit sent a request before that
     commit (`_late_commits`: LangGraph's async durability writes a node's checkpoint while the next runs).
@@ -90,6 +91,11 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
                     for v, n in rereads.items()})
     counts = (Counter(op[0] for op in {op for _, op in repeated if op}) if paired  # repeated operations per visit
               else Counter(None for _ in repeated))
+    unplaced = [v for v in counts if v is not None and v[0] is None]
+    if unplaced:  # requests no step claims (a black-box worker's, e.g. a thawed zombie's): bounded run-wide
+        counts[None] = sum(counts.pop(v) for v in unplaced)
+        allowed[None] = (sum(1 for _ in faults) + sum(allowed.pop(v, 0) for v in unplaced)
+                         + sum(1 for f, _ in faults if isinstance(f, FaultFired) and f.action == "stop"))
     excess = {v: n for v, n in counts.items() if n > allowed.get(v, 0)}
     if excess:
         several |= looped(*(v for v in excess if v))

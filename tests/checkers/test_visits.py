@@ -85,3 +85,29 @@ def test_a_kill_while_a_late_checkpoint_is_written_may_repeat_the_next_steps_req
                                                     {"service": "resend", "outcome": "deduplicated"}])
         verdict = bounded_rework(ev, base)
         assert verdict.outcome == ("pass" if late else "fail"), (late, verdict)
+
+
+def test_a_thawed_zombies_request_no_step_claims_is_bounded_by_the_runs_faults() -> None:
+    """A black-box worker (DBOS) frozen at a step's committed checkpoint: its successor redoes the tool call
+    (applied) and the thawed zombie re-sends it, seen by the ledger with no step (deduplicated). One repeat
+    after one `stop`: within bound, though no visit claims it (it was FAIL, "1 repeated after 0 faults").
+    After one `kill`, two repeats no step claims (two incarnations re-sending) are more than it explains."""
+    from killpoint.checkers.process import bounded_rework
+
+    step = "refunds__model.request"
+
+    def run(action: str, *unplaced: str) -> Evidence:
+        events = [_point("r#1", step, "checkpoint.committed", 1, source="sql-barrier"),
+                  FaultFired(run_id="r", inc="r#1", step=step, point="checkpoint.committed", action=action),
+                  _point("r#2", step, "effect.received", source="ledger"),
+                  _point("r#2", step, "checkpoint.committed", 2, source="sql-barrier"),
+                  *(Point(run_id="r", inc=inc, step=None, point="effect.received", source="ledger")
+                    for inc in unplaced)]
+        attempts = [{"service": "ledger", "outcome": "applied"},
+                    *({"service": "ledger", "outcome": "deduplicated"} for _ in unplaced)]
+        return Evidence("r", events=events, attempts=attempts)
+
+    once = bounded_rework(run("stop", "r#1"), None)
+    assert once.outcome == "pass", once
+    twice = bounded_rework(run("kill", "r#2", "r#3"), None)
+    assert twice.outcome == "fail" and "the run: 2 repeated after 1 fault" in twice.reason, twice
