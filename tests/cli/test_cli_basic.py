@@ -16,7 +16,7 @@ from killpoint.cli import main as cli
 from killpoint.env.postgres.binaries import find_local
 from killpoint.errors import EnvironmentProblem
 from tests.helpers import REPO
-from tests.helpers.sandbox import Sandbox
+from tests.helpers.sandbox import Sandbox, default_sigint
 
 
 def test_version(sandbox: Sandbox) -> None:
@@ -89,6 +89,7 @@ def test_signal_while_holding_a_server_cleans_up(sig: int, code: int) -> None:
         text=True,
         env=env,
         stdin=subprocess.DEVNULL,
+        preexec_fn=default_sigint,  # as from a terminal, however pytest itself was started
     )
     assert proc.stdout is not None
     folder, pid = proc.stdout.readline().split()

@@ -100,7 +100,7 @@ class Sandbox:
         """`killpoint ARGS` in the background, output captured, with SIGINT at its default (a shell
         starts background jobs with SIGINT ignored, and Python keeps an ignored SIGINT ignored)."""
         return subprocess.Popen(self.argv(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                cwd=self.cwd, env=self.env(), stdin=subprocess.DEVNULL, preexec_fn=_default_sigint)
+                                cwd=self.cwd, env=self.env(), stdin=subprocess.DEVNULL, preexec_fn=default_sigint)
 
     def events(self) -> Iterator[dict]:
         """Every event journalled so far in the histories under `out` (a line still being written, or torn
@@ -138,5 +138,7 @@ class Sandbox:
         return sorted(str(p) for d in (self.tmp, self.pg_root) for p in d.iterdir())
 
 
-def _default_sigint() -> None:
+def default_sigint() -> None:
+    """For `preexec_fn`: SIGINT at its default in the child (a shell starts background jobs with SIGINT
+    ignored, and Python keeps an ignored SIGINT ignored: a test's Ctrl-C would then reach nothing)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
