@@ -79,7 +79,8 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     allowed: Counter = Counter(v if paired else None for _, v in faults)
     # a stop counts twice on its visit: the successor redoes the visit, and the thawed zombie finishes what it
     # had in flight (parallel tool calls frozen mid-send) before it is fenced
-    allowed.update(v if paired else None for f, v in faults if isinstance(f, FaultFired) and f.action == "stop")
+    stops = [v for f, v in faults if isinstance(f, FaultFired) and f.action == "stop"]
+    allowed.update(v if paired else None for v in stops)
     if paired:  # a fault at a visit's committed checkpoint is at the boundary: the next visit may redo
         following = _following(base)
         late = _late_commits(base, following)
@@ -94,8 +95,7 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     unplaced = [v for v in counts if v is not None and v[0] is None]
     if unplaced:  # requests no step claims (a black-box worker's, e.g. a thawed zombie's): bounded run-wide
         counts[None] = sum(counts.pop(v) for v in unplaced)
-        allowed[None] = (sum(1 for _ in faults) + sum(allowed.pop(v, 0) for v in unplaced)
-                         + sum(1 for f, _ in faults if isinstance(f, FaultFired) and f.action == "stop"))
+        allowed[None] = len(faults) + len(stops) + sum(allowed.pop(v, 0) for v in unplaced)
     excess = {v: n for v, n in counts.items() if n > allowed.get(v, 0)}
     if excess:
         several |= looped(*(v for v in excess if v))
@@ -317,8 +317,9 @@ def drains_on_sigterm(ev: Evidence, base: Evidence | None) -> Verdict:
             return _drained_by_records(ev, base, terms)
         expect = ev.extra.get("drain_expect", "checkpoint")
         clean = (0, DRAIN_DEADLINE_EXIT) if expect == "exit" else (0,)
-        if end.get("signal") is None and end.get("exit_code") == DRAIN_DEADLINE_EXIT and _missed_deadline(ev, inc):
-            return unknown("drains_on_sigterm", _missed_deadline(ev, inc))
+        late = _missed_deadline(ev, inc) if end.get("signal") is None and end.get("exit_code") == DRAIN_DEADLINE_EXIT else ""
+        if late:
+            return unknown("drains_on_sigterm", late)
         if end.get("signal") is not None or end.get("exit_code") not in clean:
             return failed("drains_on_sigterm", f"{inc} ended with {_how(end)} after SIGTERM, not exit "
                           f"{' or '.join(map(str, clean))}", [f"term at {f.step}:{f.point}"])

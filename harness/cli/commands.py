@@ -205,15 +205,14 @@ def crash_free_first(inv: Invocation, s: Session, meta: dict) -> int | None:
     try:
         s.baseline()
     except CrashFreeFailure as exc:
-        said = f"UNKNOWN: the crash-free run did not finish: {exc.starved}" if exc.starved else f"FAIL: {exc.message}"
-        print(said)
+        outcome, reason, what = (("unknown", f"the crash-free run did not finish: {exc.starved}", "run's lateness")
+                                 if exc.starved else ("fail", exc.message, "failure"))
+        print(f"{outcome.upper()}: {reason}")
         for line in exc.details:
             print(f"  {line}")
-        print("  no faulted trial was run: a fault's effect could not be told apart from this "
-              + ("run's lateness" if exc.starved else "failure"))
-        result = ScenarioResult("crash-free", "unknown" if exc.starved else "fail", [], 0.0,
-                                reason=said.split(": ", 1)[1])
-        return finish(inv, s, [result], {**meta, "crash_free": "unknown" if exc.starved else "fail"})
+        print(f"  no faulted trial was run: a fault's effect could not be told apart from this {what}")
+        result = ScenarioResult("crash-free", outcome, [], 0.0, reason=reason)
+        return finish(inv, s, [result], {**meta, "crash_free": outcome})
     findings = s.crash_free_findings()
     if findings:  # said first: every faulted trial will show it again, under schedules that did not cause it
         print(f"FAIL: the crash-free run of {s.agent.module} fails with no faults: "

@@ -65,12 +65,7 @@ def _black_box_child(spec: dict, argv: list[str], env: dict[str, str], log: str 
     code = 1
     try:
         _detach(fds)
-        if log:
-            _output_to(log)
-        os.environ.clear()
-        os.environ.update(env)
-        egress.install_from_env()  # forked workers are guarded as the reference runtime's are
-        egress.flush()
+        _take(env, log)  # forked workers are guarded as the reference runtime's are
         code = pymain.run_main(spec, argv)
     except BaseException:  # noqa: BLE001 - killpoint's own failure to become the worker: said in its log
         traceback.print_exc()
@@ -122,17 +117,23 @@ def _detach(fds: list[int]) -> None:
     sys.stdin = open(0, closefd=False)  # noqa: SIM115
 
 
-def _become(argv: list[str], env: dict[str, str], log: str | None, conn: Any = None) -> int:
-    """Take the incarnation's log, environment and import path, and run the worker (on `conn`, a session
-    opened ahead, if it is still usable); its exit code."""
+def _take(env: dict[str, str], log: str | None) -> None:
+    """In a forked child: take the incarnation's log (fds 1 and 2, if any), exactly its environment, and its
+    egress guard."""
     if log:
         _output_to(log)
-    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     os.environ.clear()
     os.environ.update(env)
     egress.install_from_env()  # this incarnation's hosts (the server's were the session's: the same)
     egress.flush()  # what the server's import of the agent tried, reported to this run
+
+
+def _become(argv: list[str], env: dict[str, str], log: str | None, conn: Any = None) -> int:
+    """Take the incarnation's log, environment and import path, and run the worker (on `conn`, a session
+    opened ahead, if it is still usable); its exit code."""
+    _take(env, log)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     if _prepend_paths(env.get("PYTHONPATH", "")) and conn is not None:
         conn.close()  # the worker's modules come from elsewhere now: its session is its own to open
         conn = None
