@@ -215,7 +215,7 @@ def crash_free_first(inv: Invocation, s: Session, meta: dict) -> int | None:
         return finish(inv, s, [result], {**meta, "crash_free": outcome})
     findings = s.crash_free_findings()
     if findings:  # said first: every faulted trial will show it again, under schedules that did not cause it
-        print(f"FAIL: the crash-free run of {s.agent.module} fails with no faults: "
+        print(f"FAIL: the crash-free run of {s.agent_name()} fails with no faults: "
               f"{', '.join(v.checker for v in findings)}")
         for v in findings:
             print(f"  {v.checker}: fail: {v.reason}")

@@ -120,8 +120,8 @@ def crash_free_failure(agent: str, ev: Evidence) -> CrashFreeFailure | None:
                             starved=judged.reason if judged.outcome == "unknown" else "")
 
 
-def _raise_unless_finished(agent: AgentSpec, ev: Evidence) -> None:
-    failure = crash_free_failure(agent.module, ev)
+def _raise_unless_finished(agent: str, ev: Evidence) -> None:
+    failure = crash_free_failure(agent, ev)
     if failure is not None:
         raise failure
 
@@ -250,6 +250,13 @@ class Session:
         """What the session knows of the agent's previous code from git (`--previous-steps git:REF`, or the
         default looked up on first use), for the schema scenarios; None: the session looks for none."""
 
+    def agent_name(self, agent: AgentSpec | None = None) -> str:
+        """How a message names the agent under test: its step module, or for a black-box worker the
+        `--worker-cmd` it runs (its steps are not a module killpoint loaded)."""
+        if self.env.worker_cmd:
+            return f"--worker-cmd {self.env.worker_cmd!r}"
+        return (agent or self.agent).module
+
     def next_run_id(self, prefix: str) -> str:
         """`prefix-N` (then `run_id_suffix`), N counting this session's runs. On a database that already saw
         that id (a `--dsn` database kept from an earlier invocation) N moves on, so a run never resumes
@@ -322,7 +329,7 @@ class Session:
         quiet = replace(options, step_delay=0.0)
         ctl, _ = self.drive(self.next_run_id("baseline"), Schedule(), quiet, agent=agent)
         first = ctl.evidence(agent.own_effects_sql)
-        _raise_unless_finished(agent, first)
+        _raise_unless_finished(self.agent_name(agent), first)
         ctl, _ = self.drive(self.next_run_id("baseline"), Schedule(), quiet, agent=agent)
         gathered = evidence_mod.gather(self.env, ctl.run_id, ctl.incarnations, agent.own_effects_sql,
                                        limit=ctl.limit)
@@ -333,7 +340,7 @@ class Session:
             if volatile:
                 recorded = {**recorded, "volatile": volatile}
         second = gathered.record(self.history, recorded)
-        _raise_unless_finished(agent, second)
+        _raise_unless_finished(self.agent_name(agent), second)
         return second
 
     def crash_free_findings(self, options: RunOptions | None = None, agent: AgentSpec | None = None) -> list[Verdict]:

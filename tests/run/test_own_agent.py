@@ -160,3 +160,16 @@ def test_an_agents_own_schema_error_is_one_line_before_any_run(sandbox: Sandbox,
     assert words in errors[0] and "Traceback" not in done.stderr
     assert not sandbox.out.exists() or not any(sandbox.out.iterdir())
     assert sandbox.survivors() == [] and sandbox.leftover_dirs() == []
+
+
+def test_a_black_box_worker_that_fails_without_faults_is_named_by_its_command(sandbox: Sandbox) -> None:
+    """A `--worker-cmd` worker has no step module of killpoint's: the message names the command it ran, not
+    the reference agent whose module is the default `--steps` (a user reading it would look in the wrong file)."""
+    (sandbox.cwd / "exits.py").write_text("import sys\nsys.exit(3)\n")
+    done = sandbox.run("run", "--worker-cmd", "python exits.py {run_id}", "--scenario", "crash-points",
+                       "--out", str(sandbox.out), "--quiet")
+    assert done.returncode == 1, done.stdout + done.stderr
+    first = next(line for line in done.stdout.splitlines() if line.strip() and not line.startswith("base seed"))
+    assert first.startswith("FAIL: the agent --worker-cmd 'python exits.py {run_id}' fails with no faults"), done.stdout
+    assert "reference_agent" not in first and "no faulted trial was run" in done.stdout, done.stdout
+    assert sandbox.survivors() == []
