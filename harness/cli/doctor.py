@@ -51,8 +51,8 @@ def guards() -> list[tuple[str, str]]:
     found = sorted(k for k in os.environ if credentials.is_secret(k))
     return [
         ("egress", f"audit hook {hook}: Python workers (fork server and --spawn exec) reach only loopback, the "
-                   f"--dsn server and --allow-egress hosts; --worker-cmd workers are not guarded unless forked "
-                   f"(a Python script or -m module: docs/frameworks.md)"),
+                   f"--dsn server and --allow-egress hosts; a --worker-cmd is guarded when it is this Python "
+                   f"running a script or -m module (docs/frameworks.md), other --worker-cmd workers are not"),
         ("secrets", f"{len(found)} credential variable(s) in this shell, none passed to a worker"
                     + (f" ({', '.join(found)})" if found else "") + f"; fakes for {', '.join(credentials.FAKE_KEYS)}"),
     ]

@@ -201,10 +201,18 @@ def flush() -> None:
 
 def main() -> None:
     """`python -m killpoint.env.egress ARGS`: the exec'd reference worker, guarded before it imports the
-    agent (`python -m killpoint.reference_agent.worker ARGS` otherwise)."""
+    agent (`python -m killpoint.reference_agent.worker ARGS` otherwise). `--run SPEC ARGS`: an exec'd
+    black-box Python worker instead (`pycommand.PythonCommand.guarded_argv`), run as `__main__` with
+    `sys.path[0]` its folder, as `python SCRIPT ARGS` or `python -m MODULE ARGS` would."""
     import runpy  # noqa: PLC0415
 
     install_from_env()
+    if len(sys.argv) > 2 and sys.argv[1] == "--run":
+        from killpoint.env import pymain  # noqa: PLC0415 - only this entry needs it
+
+        spec = json.loads(sys.argv[2])
+        sys.path.insert(0, spec["folder"])  # -P left the entry's folder out; a fresh interpreter's is this
+        pymain.finish(pymain.run_main(spec, sys.argv[3:]))
     sys.argv[0] = "killpoint.reference_agent.worker"
     runpy.run_module("killpoint.reference_agent.worker", run_name="__main__", alter_sys=True)
 

@@ -28,6 +28,7 @@ from killpoint.env.launcher import Incarnation, Launcher
 from killpoint.env.listener import RunListener
 from killpoint.env.postgres import provide
 from killpoint.env.postgres.reaper import destroy, new_cluster_dir
+from killpoint.env.pycommand import PythonCommand
 from killpoint.env.pyfork_launcher import PythonForkLauncher
 from killpoint.errors import UsageError
 from killpoint.fake_services import Services
@@ -115,7 +116,7 @@ class Environment:
         if forks is not None:
             stack.callback(forks.close)  # if the start fails before the launcher's own close is registered
         pyforks = self._python_forks()
-        if pyforks is not None:
+        if isinstance(pyforks, PythonForkLauncher):
             stack.callback(pyforks.close)
         self.pg = stack.enter_context(provide(kind=self._postgres, dsn=self._dsn, allow_any_dsn=self._allow_any_dsn,
                                               on_choice=self._say))
@@ -139,37 +140,39 @@ class Environment:
         if forks is not None:
             forks.ready()
             launcher = forks
-        elif pyforks is not None:
+        elif isinstance(pyforks, PythonForkLauncher):
             pyforks.ready()
             launcher = pyforks
+        elif pyforks is not None:
+            launcher = ExecLauncher(pyforks.guarded_argv())  # a Python worker, never forked: still guarded
         else:
             launcher = ExecLauncher.from_shell(self._worker_cmd) if self._worker_cmd else ExecLauncher()
-        if self._worker_cmd and self._say is not None and self.egress_allowed != "*":
-            self._say("egress guard: " + ("on for forked workers, off for exec'd ones" if pyforks is not None and
-                                          pyforks.forking else "off for --worker-cmd workers") +
-                      " (the reference runtime's and forked Python workers are guarded): make sure every SDK "
+        if self._worker_cmd and pyforks is None and self._say is not None and self.egress_allowed != "*":
+            self._say("egress guard: off for this --worker-cmd (not killpoint's Python running a script or "
+                      "module; the reference runtime's and Python workers are guarded): make sure every SDK "
                       "points at its fake (docs/contracts.md)")
         launcher.on_start = self._on_start
         launcher.on_exit = self._on_exit
         self.launcher = launcher
         stack.callback(launcher.close)  # first at the end: the workers go before the services and Postgres
 
-    def _python_forks(self) -> PythonForkLauncher | None:
+    def _python_forks(self) -> PythonForkLauncher | PythonCommand | None:
         """The launcher of a `--worker-cmd` that is this Python running a script or module
-        (harness/env/pyfork_launcher.py), its servers started; None (and one line saying why, unless
-        `--spawn exec`) when its incarnations are all exec'd."""
-        if not self._worker_cmd or self._spawn == "exec":
+        (harness/env/pyfork_launcher.py), its servers started; the command alone when its incarnations
+        are all exec'd (`--spawn exec`, `--worker-preload none`: each behind the egress guard all the same);
+        None (and one line saying why) when it is no such command."""
+        if not self._worker_cmd:
             return None
         cmd = pycommand.parse(shlex.split(self._worker_cmd))
-        if isinstance(cmd, str) or self._worker_preload == ():
-            why = cmd if isinstance(cmd, str) else "--worker-preload none"
-            if self._say is not None:
+        if isinstance(cmd, str) or self._worker_preload == () or self._spawn == "exec":
+            why = cmd if isinstance(cmd, str) else "--worker-preload none" if self._spawn != "exec" else ""
+            if why and self._say is not None:
                 self._say(f"{pyfork_launcher.SAY} every incarnation exec'd: {why}")
-            return None
+            return None if isinstance(cmd, str) else cmd
         modules = list(self._worker_preload) if self._worker_preload is not None else pycommand.auto_preload(cmd)
         volatile = pyfork_launcher.volatile_vars(self.services)
         env = pyfork_launcher.server_env(os.environ, self.services, volatile, self.egress_allowed)
-        return PythonForkLauncher(cmd, self._worker_cmd, modules, env, volatile, self._say)
+        return PythonForkLauncher(cmd, modules, env, volatile, self._say)
 
     @property
     def black_box(self) -> bool:

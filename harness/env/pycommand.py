@@ -24,11 +24,15 @@ from fork servers that imported the framework once (harness/env/pyfork_launcher.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import sys
 from dataclasses import dataclass
 from importlib.machinery import PathFinder
+
+RUN_ARG = "--run"
+"""`python -m killpoint.env.egress --run SPEC ARGS`: a black-box Python worker exec'd behind the guard."""
 
 NONE = "none"
 """`--worker-preload none`: every incarnation is a fresh interpreter (the exec launcher), as before."""
@@ -55,6 +59,14 @@ class PythonCommand:
     def argv(self, run_id: str) -> list[str]:
         """The worker's arguments (after the script or module) for `run_id`."""
         return [a.replace("{run_id}", run_id) for a in self.args]
+
+    def guarded_argv(self) -> list[str]:
+        """A fresh interpreter running this worker behind the egress guard: `python -P -m
+        killpoint.env.egress --run SPEC ARGS` installs the guard, puts `folder` first on `sys.path` and runs
+        the script or module as `__main__` as the forked children do (harness/env/pymain.py). `{run_id}`
+        is still in the arguments (the exec launcher fills it in)."""
+        spec = {"script": self.script, "module": self.module, "folder": self.folder}
+        return [sys.executable, "-P", "-m", "killpoint.env.egress", RUN_ARG, json.dumps(spec), *self.args]
 
     def source(self) -> str | None:
         """The path of the code run as `__main__` (the script, or the module's file found without importing

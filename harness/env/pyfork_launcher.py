@@ -58,7 +58,8 @@ def server_env(base: Mapping[str, str], services: Services, volatile: list[str],
 
 class PythonForkLauncher(Launcher):
     """Incarnations of `cmd` forked from fork servers (one per hash seed, no standby) that preloaded
-    `modules`, each exec'd instead (by an `ExecLauncher` of `worker_cmd`) when forking it would differ:
+    `modules`, each exec'd instead (by an `ExecLauncher` of `cmd.guarded_argv()`: behind the egress guard too)
+    when forking it would differ:
 
     1. At `ready()`: if no server could start, none preloaded anything, or a preload left a thread running
        or a descriptor open (harness/env/pymain.py), every incarnation is exec'd, and `say` tells why once.
@@ -69,7 +70,7 @@ class PythonForkLauncher(Launcher):
     3. Either way the n-th incarnation of a run gets `HASH_SEEDS[n % 2]` (one `IncarnationSeeds` for both).
     """
 
-    def __init__(self, cmd: PythonCommand, worker_cmd: str, modules: list[str], env: dict[str, str],
+    def __init__(self, cmd: PythonCommand, modules: list[str], env: dict[str, str],
                  volatile: list[str], say: Callable[[str], None] | None = None) -> None:
         self._cmd = cmd
         self._env = env
@@ -78,7 +79,7 @@ class PythonForkLauncher(Launcher):
         self._lock = threading.Lock()
         self._seeds = IncarnationSeeds()
         self._reads: dict[str, str | None] = {}
-        self._exec = ExecLauncher.from_shell(worker_cmd)
+        self._exec = ExecLauncher(cmd.guarded_argv())  # exec'd incarnations are guarded as forked ones are
         self._exec.on_start, self._exec.on_exit = self._relay_start, self._relay_exit
         spec = {"script": cmd.script, "module": cmd.module, "folder": cmd.folder, "modules": modules,
                 "volatile": volatile}

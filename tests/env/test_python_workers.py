@@ -118,7 +118,7 @@ class Workers:
         worker_cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(self.script))} {{run_id}} x"
         cmd = parse(shlex.split(worker_cmd))
         assert isinstance(cmd, PythonCommand)
-        self.launcher = PythonForkLauncher(cmd, worker_cmd, auto_preload(cmd), self.env, list(volatile),
+        self.launcher = PythonForkLauncher(cmd, auto_preload(cmd), self.env, list(volatile),
                                            self.said.append)
         self.launcher.ready()
         self.n = 0
@@ -253,7 +253,7 @@ def test_a_module_run_with_dash_m_is_forked_as_python_dash_m_runs_it(tmp_path: P
         cmd = parse(shlex.split(worker_cmd))
         assert isinstance(cmd, PythonCommand) and auto_preload(cmd) == ["json", "sys"]
         env = {**os.environ, "PYTHONPATH": str(tmp_path)}
-        launcher = PythonForkLauncher(cmd, worker_cmd, auto_preload(cmd), env, [])
+        launcher = PythonForkLauncher(cmd, auto_preload(cmd), env, [])
         launcher.ready()
         try:
             assert launcher.forking

@@ -69,4 +69,44 @@ def test_allow_egress_lets_the_host_through(sandbox: Sandbox) -> None:
 
 def test_doctor_says_which_guard_is_active(sandbox: Sandbox) -> None:
     done = sandbox.run("doctor", "--postgres", "local")
-    assert "egress" in done.stdout and "--worker-cmd workers are not guarded" in done.stdout, done.stdout
+    assert "egress" in done.stdout and "other --worker-cmd workers are not" in done.stdout, done.stdout
+
+
+BLACK_BOX_WORKER = '''
+import os, runpy, socket, sys
+
+try:
+    socket.create_connection(("203.0.113.1", 443), timeout=0.3).close()
+except OSError:
+    pass  # swallowed, as in AGENT
+os.environ.pop("KILLPOINT_SOCKET", None)  # the worker below is a black box: its checkpoints are held in SQL
+sys.argv = ["worker", *sys.argv[1:]]
+runpy.run_module("killpoint.reference_agent.worker", run_name="__main__", alter_sys=True)
+'''
+
+
+@pytest.mark.parametrize("how", [[], ["--worker-preload", "none"], ["--spawn", "exec"]],
+                         ids=["forked", "exec-preload-none", "exec-spawn"])
+def test_a_python_worker_cmd_is_guarded_forked_or_execd(sandbox: Sandbox, how: list[str]) -> None:
+    """A `--worker-cmd` that is this Python running a script is guarded in every incarnation: forked from a
+    preloaded server, and exec'd (`--worker-preload none`, `--spawn exec`, a clock fault) through the guard's
+    own entry. Without it an exec'd worker's connection left unwatched and the run passed."""
+    (sandbox.cwd / "bb_worker.py").write_text(BLACK_BOX_WORKER)
+    done = sandbox.run("replay", "--scenario", "crash-points", "--schedule", "charge:checkpoint.writing:kill",
+                       "--worker-cmd", "python bb_worker.py {run_id}", "--postgres", "local", *how,
+                       "--out", str(sandbox.out))
+    text = done.stdout + done.stderr
+    assert done.returncode == 1, text[-3000:]
+    assert "no_egress" in done.stdout and "203.0.113.1:443" in text, text[-3000:]
+    assert "egress guard: off" not in text, text[-3000:]
+    assert sandbox.survivors() == []
+
+
+def test_an_execd_python_worker_cmd_reaching_an_allowed_host_passes(sandbox: Sandbox) -> None:
+    """The look-alike that is correct: the same exec'd worker with its host allowed is not refused."""
+    (sandbox.cwd / "bb_worker.py").write_text(BLACK_BOX_WORKER)
+    done = sandbox.run("replay", "--scenario", "crash-points", "--schedule", "charge:checkpoint.writing:kill",
+                       "--worker-cmd", "python bb_worker.py {run_id}", "--postgres", "local", "--worker-preload",
+                       "none", "--allow-egress", "203.0.113.1", "--out", str(sandbox.out))
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    assert "egress blocked" not in done.stdout + done.stderr and "no_egress" not in done.stdout
