@@ -1,0 +1,145 @@
+"""Where a session's start-up goes, before its first trial (issue 28: "start-up of a session <= 1 s"):
+
+    python bench/startup.py [--n 5] [-- KILLPOINT ARGS...]
+
+Runs `killpoint ARGS` (default: one replay, `replay --scenario crash-points --schedule
+email:effect.applied:kill`) N times, each in a child interpreter that times the phases of start-up from
+inside (it wraps the functions below, then calls the CLI's `main`), and prints the median of each phase in
+milliseconds from the child's start, the time to the first trial (`run.begin`), the whole wall time, and
+the CPU (user + system) of the child and everything it waited for (fork servers, Postgres, workers):
+
+- `imports`: the CLI's own imports, until `main` is called;
+- `load`: the step module checked in a child and imported (`stepmodule.load`, first call);
+- `env`: `Environment._start` as a whole, and within it `postgres` (`LocalServer.start`: the template's
+  copy, the server's start, the run database) and `forks wait` (the time `ForkLauncher.ready` waited for
+  the fork servers' import of the agent, started before Postgres so that both go at once);
+- `prepare`: the agent's schema (`Session.prepare`);
+- `first trial`: the first `run.begin` journalled;
+- `teardown`: `Environment.__exit__` (workers, fake services, Postgres stopped, folders removed).
+
+A benchmark, not a test: it asserts nothing; its figures depend on the machine and its load (printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+DEFAULT = ["replay", "--scenario", "crash-points", "--schedule", "email:effect.applied:kill"]
+PHASES = ("imports", "load", "postgres", "forks wait", "env", "prepare", "first trial", "teardown")
+MARK = "KILLPOINT_STARTUP_BENCH "
+
+
+def _child(args: list[str]) -> None:
+    """In the child: wrap the phases, run the CLI, print one JSON line of phase ends (ms) on stderr."""
+    t0 = time.monotonic()
+    ends: dict[str, float] = {}
+    spans: dict[str, float] = {}
+
+    def ms() -> float:
+        return round((time.monotonic() - t0) * 1000, 1)
+
+    def wrap(module: str, attr: str, name: str, span: bool = False) -> None:
+        owner = importlib.import_module(module)
+        *path, last = attr.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        original = getattr(owner, last)
+
+        @functools.wraps(original)
+        def timed(*a: object, **k: object) -> object:
+            start = time.monotonic()
+            try:
+                return original(*a, **k)
+            finally:
+                if name not in ends:
+                    ends[name] = ms()
+                    if span:
+                        spans[name] = round((time.monotonic() - start) * 1000, 1)
+
+        setattr(owner, last, timed)
+
+    from killpoint.cli.main import main  # noqa: PLC0415 - the imports are the first phase
+    from killpoint.run.history import History  # noqa: PLC0415
+
+    ends["imports"] = ms()
+    wrap("killpoint.env.stepmodule", "load", "load")
+    wrap("killpoint.env.postgres.local", "LocalServer.start", "postgres", span=True)
+    wrap("killpoint.env.fork_launcher", "ForkLauncher.ready", "forks wait", span=True)
+    wrap("killpoint.env.environment", "Environment._start", "env")
+    wrap("killpoint.run.trial", "Session.prepare", "prepare")
+    wrap("killpoint.env.environment", "Environment.__exit__", "teardown", span=True)
+    append = History.append
+
+    def first_trial(self: History, kind: str, **fields: object) -> object:
+        if kind == "run.begin" and "first trial" not in ends:
+            ends["first trial"] = ms()
+        return append(self, kind, **fields)
+
+    History.append = first_trial  # type: ignore[method-assign]
+    code = 0
+    try:
+        code = main(args) or 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        print(MARK + json.dumps({"ends": ends, "spans": spans, "code": code}), file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+def _one(args: list[str], out: str) -> dict:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, __file__, "--child", *args, "--out", out, "--quiet"],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    line = next((ln for ln in proc.stderr.splitlines() if ln.startswith(MARK)), None)
+    if line is None:
+        raise SystemExit(f"the child printed no figures (exit {proc.returncode}): {proc.stderr[-2000:]}")
+    got = json.loads(line[len(MARK):])
+    got["wall"] = round(wall * 1000, 1)
+    got["cpu"] = round((after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000, 1)
+    return got
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--child"]:
+        _child(argv[1:])
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--n", type=int, default=5, help="runs (the medians are printed)")
+    p.add_argument("args", nargs="*", help="the killpoint command (after --)")
+    ns = p.parse_args(argv)
+    args = ns.args or DEFAULT
+    print(f"load average at start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores")
+    print(f"killpoint {' '.join(args)}  (x{ns.n})")
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="kp-startup-") as tmp:
+        for k in range(ns.n):
+            runs.append(_one(args, os.path.join(tmp, str(k))))
+    print(f"{'phase':<14}{'ends at (ms)':>14}{'takes (ms)':>12}")
+    for phase in PHASES:
+        ends = [r["ends"][phase] for r in runs if phase in r["ends"]]
+        spans = [r["spans"][phase] for r in runs if phase in r["spans"]]
+        if ends:
+            took = f"{statistics.median(spans):>12.0f}" if spans else ""
+            print(f"{phase:<14}{statistics.median(ends):>14.0f}{took}")
+    print(f"{'wall':<14}{statistics.median(r['wall'] for r in runs):>14.0f}")
+    print(f"{'CPU, all':<14}{statistics.median(r['cpu'] for r in runs):>14.0f}  (the child and every process it waited for)")
+    codes = sorted({r['code'] for r in runs})
+    print(f"exit codes: {codes}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
