@@ -109,10 +109,11 @@ class Environment:
                              f"fix the file {CASSETTE_VAR} names, record it with killpoint record, or unset "
                              f"{CASSETTE_VAR} (docs/tools.md)") from None
         stack.callback(self.services.stop)
-        # The fork servers import the agent (about a second) while Postgres starts, under the environment
-        # their incarnations get (no real credential, the SDKs pointed at the fakes); `ready` below waits.
+        # The first fork server imports the agent (about a second) while Postgres starts, under the
+        # environment its incarnations get (no real credential, the SDKs pointed at the fakes); `ready` below
+        # waits for it and starts the second (staggered: it imports while the first trials run).
         forks = None if self._worker_cmd or self._spawn == "exec" else \
-            ForkLauncher(self._preload, env=import_env(self.services, self.egress_allowed), wait=False)
+            ForkLauncher(self._preload, env=import_env(self.services, self.egress_allowed), wait=False, stagger=True)
         if forks is not None:
             stack.callback(forks.close)  # if the start fails before the launcher's own close is registered
         pyforks = self._python_forks()

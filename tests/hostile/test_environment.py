@@ -137,3 +137,31 @@ def test_a_budget_that_cuts_the_random_schedules_says_so(sandbox: Sandbox) -> No
     assert all(t["seed"] is None for t in result["trials"])
     assert sandbox.survivors() == []
     assert sandbox.leftover_dirs() == []
+
+
+def test_the_second_fork_server_killed_while_it_imports_ends_the_run_in_one_line(sandbox: Sandbox) -> None:
+    """The second fork server starts once the first is ready (staggered) and imports the agent while the
+    first trials run; SIGKILLed then (before the resumed incarnation it exists for), the spawn that needs it
+    ends the run: one line naming the fork server, exit 2, nothing left (not "could not import the agent")."""
+    proc = sandbox.start(*REPLAY, "--postgres", "local", "--quiet", "--out", str(sandbox.out))
+    try:
+        harness = psutil.Process(proc.pid)
+
+        def second() -> psutil.Process | None:
+            servers = [p for p in harness.children() if "killpoint.env.forkserver" in " ".join(p.cmdline())]
+            return max(servers, key=lambda p: p.pid) if len(servers) == 2 else None
+
+        wait_for(lambda: second() is not None or proc.poll() is not None, timeout=180, what="the second fork server")
+        assert proc.poll() is None, proc.communicate()
+        second().kill()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    line = err.strip()
+    assert proc.returncode == 2, (proc.returncode, out[-2000:], line[-3000:])
+    assert "Traceback" not in line and len(line.splitlines()) == 1, line
+    assert line.startswith("killpoint: error[forkserver-gone]: ") and "the fork server" in line, line
+    wait_for(lambda: not sandbox.survivors(), timeout=30, what="the run's processes to be gone")
+    assert sandbox.leftover_dirs() == []
