@@ -35,6 +35,8 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from killpoint.env.forkserver import _reap_all as reap  # every ended child, the orphans reparented here too
+
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -60,17 +62,6 @@ def subreaper() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         print(f"note: no child subreaper (errno {ctypes.get_errno()}): Postgres's CPU is not counted")
-
-
-def reap() -> None:
-    """Wait for every child that has ended (the orphans reparented here included)."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def children_cpu() -> float:
@@ -131,7 +122,7 @@ def culprit(runs: list[ShardRun]) -> str:
     if not excess:
         return "-"
     name = max(excess, key=lambda n: excess[n])
-    return f"{name} +{excess[name]:.1f} s"
+    return f"{name} {excess[name]:+.1f} s"
 
 
 def report(job: str, count: int, runs: list[ShardRun]) -> None:
