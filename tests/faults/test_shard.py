@@ -18,6 +18,7 @@ from killpoint.env.postgres import PostgresHandle
 from killpoint.errors import UsageError
 from killpoint.faults.schedule import Schedule, exhaustive, random_schedules
 from killpoint.faults.shard import Shard, parse
+from killpoint.run.plans import weigh_shards
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Session, Trial
 from killpoint.scenarios.deploy_drain import DeployDrain
@@ -145,6 +146,29 @@ def test_the_shard_holding_a_whole_unit_gets_less_of_the_rest() -> None:
         assert all(abs(x - level) < 0.01 * level for x, w in zip(loads, weights, strict=True) if w), (held, loads)
         assert all(x >= 0.99 * level for x in loads), (held, loads)  # a shard with none: its units alone
     assert Shard(1, 4).weighted({}, 72.9).weights == ()
+
+
+class Weighed:
+    """A scenario as `weigh_shards` reads it."""
+
+    def __init__(self, name: str, cost: float, control: bool = False, skip: str | None = None) -> None:
+        self.name, self.cost, self.expected_finding, self.skip = name, cost, control, skip
+
+    def skip_why(self, ctx: Context) -> str | None:
+        return self.skip
+
+
+def test_the_session_weighs_its_shards_by_the_control_it_will_run() -> None:
+    """The control's shard gets less only when the control runs in this session; without --shard, nothing."""
+    ctx = Context(session=None, shard=parse("1/4"))  # type: ignore[arg-type]
+    others = [Weighed("a", 30.0), Weighed("b", 20.0)]
+    owner = ctx.shard.owner("c", "negative-control")  # type: ignore[union-attr]
+    weighed = weigh_shards([*others, Weighed("c", 10.0, control=True)], ctx)
+    assert weighed is not None and min(weighed.weights) == weighed.weights[owner - 1] < max(weighed.weights)
+    assert (weighed.index, weighed.count) == (1, 4)
+    skipped = weigh_shards([*others, Weighed("c", 10.0, control=True, skip="not your agent")], ctx)
+    assert skipped == Shard(1, 4)  # equal shares: the control will not run
+    assert weigh_shards(others, Context(session=None)) is None  # type: ignore[arg-type]
 
 
 # the estimated seconds and trials of each scenario of the default suite (reference agent, -j 1, seed 1)
