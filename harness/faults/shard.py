@@ -13,10 +13,13 @@
 3. A plan only this machine has (its stored failures, its kept checkpoints) cannot be dealt alike on
    every machine, so each of its trials belongs to shard `1 + SHA-256(scenario | label | seed) mod N`
    (`Shard.owns`): a pure function of the trial's name. A negative control is one unit, owned the same way.
-4. `Shard.weighted(held, rest)`: the weights that even out the shards' estimated seconds when some shards
-   hold whole units (a negative control, judged over all its trials, cannot be split): water-filling,
-   each shard's weight the seconds of `rest` it should still get (a shard holding more than its even
-   share gets none). Every shard computes it from the same selection, so every shard deals alike.
+4. Whole units (a negative control, judged over all its trials; a scenario whose plan is one trial: a
+   fleet, a set of concurrent runs) cannot be split. `Shard.placing(units, rest)` puts them, costliest
+   first, each on the least loaded shard, and `Shard.weighted(held, rest)` gives the weights that even
+   out the shards' estimated seconds around them: water-filling, each shard's weight the seconds of
+   `rest` it should still get (a shard holding more than its even share gets none). Every shard computes
+   both from the same selection, so every shard places and deals alike; `holder(scenario)` is where a
+   unit runs (by the hash of its name when nothing placed it: a command of one scenario).
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ class Shard:
     index: int
     count: int
     weights: tuple[int, ...] = ()
+    placed: tuple[tuple[str, int], ...] = ()
+    """Whole units placed by `Shard.placing`: (scenario, the shard that runs all of it)."""
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
@@ -77,6 +82,26 @@ class Shard:
             current[best] -= total
             owners.append(best + 1)
         return owners
+
+    def holder(self, scenario: str) -> int:
+        """Flow step 4: the shard that runs all of `scenario`, a whole unit: where `placing` put it, else
+        `owner(scenario, "negative-control")`."""
+        return dict(self.placed).get(scenario) or self.owner(scenario, "negative-control")
+
+    def placing(self, units: Mapping[str, float], rest: float) -> Shard:
+        """Flow step 4: this shard with the whole `units` (scenario -> estimated seconds) placed, the
+        costliest first, each on the least loaded shard (ties: from a shard drawn from their names), and
+        the weights that even out the `rest` around them (`weighted`)."""
+        loads = [0.0] * self.count
+        start = _digest("\n".join(sorted(units))) % self.count
+        order = [(start + j) % self.count for j in range(self.count)]
+        placed = []
+        for name in sorted(units, key=lambda n: (-units[n], n)):
+            k = min(order, key=lambda j: loads[j])
+            loads[k] += units[name]
+            placed.append((name, k + 1))
+        weighed = self.weighted({k + 1: load for k, load in enumerate(loads)}, rest)
+        return Shard(self.index, self.count, weighed.weights, tuple(sorted(placed)))
 
     def weighted(self, held: Mapping[int, float], rest: float) -> Shard:
         """Flow step 4: this shard with the weights that give the shards in `held` (shard index -> estimated

@@ -6,15 +6,16 @@ and what a time budget cut.
    schedule, or the scenario's own label for it; its seed or None). A plan every machine computes alike is
    dealt (`Shard.deal`: each shard its weight's share, within one trial); a `local` plan (what only this
    machine kept: stored failures, kept checkpoints) is split by name (`Shard.owns`). The items left out
-   are counted in `scenario.left_to_other_shards`. A negative control is one unit (its finding is judged
-   over all its trials together): one shard runs all of it.
+   are counted in `scenario.left_to_other_shards`. A negative control (its finding is judged over all its
+   trials together) or a `whole` scenario is one unit: one shard runs all of it (`Shard.holder`).
 2. `run_plan(scenario, ctx, plan, line, stop_on_budget)`: the shard's items of `plan` (seed, schedule), each
    `scenario.trial`, said as `line(i, seed, schedule, trial)` and counted by `ctx.on_trial`, in plan order.
    When `scenario.concurrent()`, up to `ctx.session.jobs` at a time (`run.pool.ordered`), the run ids taken
    in plan order first, so that ids, lines and verdicts are those of `-j 1`.
-3. `weigh_shards(scenarios, ctx)`: the session's shard with the weights (`Shard.weighted`) that leave the
-   shard holding a negative control (one unit, `cost` estimated seconds) less of every dealt plan, the
-   rest being the other scenarios' `cost`s; from the selection alone, so every shard weighs alike.
+3. `weigh_shards(scenarios, ctx)`: the session's shard with its whole units placed (a negative control
+   that runs in this session, a `whole` scenario) and the weights that leave the shards holding them less
+   of every dealt plan (`Shard.placing`; `cost` is each scenario's estimated seconds); from the selection
+   alone, so every shard places and weighs alike.
 4. With `stop_on_budget`, a trial not started when the budget is spent is left out, and what was cut is
    said and kept in `scenario.budget_cuts` (only the random part of a scenario is ever cut: its exhaustive
    part depends on the agent alone).
@@ -41,6 +42,7 @@ class Planned(Protocol):
 
     name: str
     expected_finding: bool
+    whole: bool
     left_to_other_shards: int
     budget_cuts: tuple[str, ...]
 
@@ -50,12 +52,13 @@ class Planned(Protocol):
 
 
 class Weighed(Protocol):
-    """What `weigh_shards` reads of a scenario: its name, estimated seconds, whether it is a negative control,
-    and whether it is skipped in this session."""
+    """What `weigh_shards` reads of a scenario: its name, estimated seconds, whether it is one unit (a
+    negative control, or `whole`), and whether it is skipped in this session."""
 
     name: str
     cost: float
     expected_finding: bool
+    whole: bool
 
     def skip_why(self, ctx: Context) -> str | None: ...
 
@@ -69,8 +72,8 @@ def in_shard(scenario: Planned, ctx: Context, plan: Sequence[T],
     """Flow step 1: the items of `plan` this shard runs."""
     if ctx.shard is None:
         return list(plan)
-    if scenario.expected_finding:
-        kept = list(plan) if ctx.shard.owns(scenario.name, "negative-control") else []
+    if scenario.expected_finding or scenario.whole:
+        kept = list(plan) if ctx.shard.holder(scenario.name) == ctx.shard.index else []
     elif local:
         kept = [item for item in plan if ctx.shard.owns(scenario.name, *label(item))]
     else:
@@ -87,15 +90,10 @@ def weigh_shards(scenarios: Sequence[Weighed], ctx: Context) -> Shard | None:
     """Flow step 3: `ctx.shard` weighed for a session running `scenarios` (None without --shard)."""
     if ctx.shard is None:
         return None
-    held: dict[int, float] = {}
-    rest = 0.0
-    for sc in scenarios:
-        if not sc.expected_finding:
-            rest += sc.cost
-        elif sc.skip_why(ctx) is None:
-            owner = ctx.shard.owner(sc.name, "negative-control")
-            held[owner] = held.get(owner, 0.0) + sc.cost
-    return ctx.shard.weighted(held, rest)
+    units = {sc.name: sc.cost for sc in scenarios
+             if (sc.expected_finding or sc.whole) and sc.skip_why(ctx) is None}
+    rest = sum(sc.cost for sc in scenarios if not (sc.expected_finding or sc.whole))
+    return ctx.shard.placing(units, rest)
 
 
 def run_plan(scenario: Planned, ctx: Context, plan: list[tuple[int | None, Schedule]], line: Line,

@@ -64,6 +64,10 @@ class Scenario:
     """Why this scenario cannot apply to a black-box worker (`--worker-cmd`), or None if it can: such a
     scenario is skipped with this reason, never run to an unknown."""
 
+    whole = False
+    """Whether the scenario's plan is one trial whatever the agent (a fleet, a set of concurrent runs):
+    `--shard` places it whole on one shard with the negative controls, and deals the rest around them."""
+
     cost = 2.0
     """Estimated seconds of the whole scenario on the reference agent at -j 1 (measured with bench/shards.py):
     only what `--shard` weighs its shares by (`run.plans.weigh_shards`), never a limit."""
