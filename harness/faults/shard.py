@@ -1,21 +1,21 @@
 """`--shard K/N`: the schedules of a run split across N CI jobs, by trial (not by scenario), by estimated cost.
 
 1. `parse("K/N")` checks 1 <= K <= N (a UsageError naming the fix otherwise).
-2. A plan every machine computes alike (a scenario's exhaustive or random schedules, a fleet's schedule,
-   a refusal's kinds, a drain's schedules and graces: a pure function of the agent, the scenario and the
-   seed) is dealt by `Shard.deal(scenario, names)`: its trials, in plan order, go round the shards by
+2. A plan every machine computes alike (a scenario's exhaustive or random schedules, a refusal's kinds,
+   a drain's schedules and graces: a pure function of the agent, the scenario and the seed) is dealt by `Shard.deal(scenario, names)`: its trials, in plan order, go round the shards by
    smooth weighted round robin, starting at a shard drawn from SHA-256 of the scenario and the plan's
    names. So each shard gets its weight's share of every plan within one trial (with equal weights,
    every shard gets floor or ceil of n/N of each plan; neighbours in a plan, which tend to cost alike,
    go to different shards), every trial lands in exactly one shard, and the N shards together run the
-   whole plan; which one a trial gets is a function of the plan, the same on every machine. Integer
-   arithmetic only, so no machine rounds differently.
+   whole plan; which one a trial gets is a function of the plan, the same on every machine. The deal is
+   integer arithmetic; the weights (step 4) are IEEE doubles rounded to integers, the same operations in
+   the same order on every machine.
 3. A plan only this machine has (its stored failures, its kept checkpoints) cannot be dealt alike on
    every machine, so each of its trials belongs to shard `1 + SHA-256(scenario | label | seed) mod N`
-   (`Shard.owns`): a pure function of the trial's name. A negative control is one unit, owned the same way.
+   (`Shard.owns`): a pure function of the trial's name.
 4. Whole units (a negative control, judged over all its trials; a scenario whose plan is one trial: a
    fleet, a set of concurrent runs) cannot be split. `Shard.placing(units, rest)` puts them, costliest
-   first, each on the least loaded shard, and `Shard.weighted(held, rest)` gives the weights that even
+   first, each on the least loaded shard (ties from a shard drawn from their names), and `Shard.weighted(held, rest)` gives the weights that even
    out the shards' estimated seconds around them: water-filling, each shard's weight the seconds of
    `rest` it should still get (a shard holding more than its even share gets none). Every shard computes
    both from the same selection, so every shard places and deals alike; `holder(scenario)` is where a
