@@ -41,6 +41,8 @@ DELAY = 0.4
 
 class ConcurrentRuns(Scenario):
     name = "concurrent-runs"
+    cost = 1.3  # seconds, reference agent, -j 1 (bench/shards.py)
+    whole = True  # one trial: --shard places it whole
     summary = "3 runs of one customer at once, then the same runs one after another: own tables must agree"
     black_box_reason = "the runs are served by queue workers (worker --queue), which a --worker-cmd does not serve"
     checkers = CRASH_CHECKERS

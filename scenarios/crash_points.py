@@ -8,4 +8,5 @@ from killpoint.run.scenario import Scenario
 
 class CrashPoints(Scenario):
     name = "crash-points"
+    cost = 11.4  # seconds, reference agent, -j 1 (bench/shards.py)
     summary = "every single kill/term at every step and kill point, then random multi-fault schedules"

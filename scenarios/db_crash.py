@@ -22,6 +22,7 @@ POINTS = ("checkpoint.writing", "checkpoint.committed")
 
 class DbCrash(Scenario):
     name = "db-crash"
+    cost = 3.1  # seconds, reference agent, -j 1 (bench/shards.py)
     summary = "Postgres killed inside the checkpoint transaction and after its commit, then restarted"
     checkers = (*CRASH_CHECKERS, "commits_survive")
     actions = ("db-crash",)

@@ -28,6 +28,7 @@ RANDOM_SCHEDULES = 4
 
 class FlakyServices(Scenario):
     name = "flaky-services"
+    cost = 7.2  # seconds, reference agent, -j 1 (bench/shards.py)
     summary = "5xx, dropped connections after applying, latency and model overload: retries keep their keys"
     checkers = (*CRASH_CHECKERS, "retries_keep_keys")
     actions = ("error", "drop", "slow", "overload", "outage")

@@ -30,6 +30,8 @@ from killpoint.run.trial import Trial
 
 class FleetScenario(Scenario):
     name = "fleet"
+    cost = 1.6  # seconds, reference agent, -j 1 (bench/shards.py)
+    whole = True  # one trial: --shard places it whole
     summary = "12 runs, 3 queue workers, seeded kills and terms across the fleet; all complete exactly once"
     black_box_reason = "a fleet needs queue workers (worker --queue) sharing the jobs table, which a --worker-cmd does not serve"
     actions = FLEET_ACTIONS

@@ -34,6 +34,7 @@ from killpoint.run.trial import Trial
 
 class MixedFaults(Scenario):
     name = "mixed-faults"
+    cost = 18.1  # seconds, reference agent, -j 1 (bench/shards.py)
     summary = ("a 5xx or a lost answer and a kill in the same run, outages that outlast the retries, "
                "a resume with the clock moved")
     checkers = (*CRASH_CHECKERS, "retries_keep_keys")

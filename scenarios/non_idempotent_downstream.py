@@ -30,6 +30,7 @@ def is_webhook_duplicate(trial: Trial) -> bool:
 
 class NonIdempotentDownstream(Scenario):
     name = "non-idempotent-downstream"
+    cost = 9.6  # seconds, reference agent, -j 1 (bench/shards.py)
     summary = ("killpoint self-check (its own webhook agent, not yours): a negative control; the harness must find "
                "the duplicate window")
     expected_finding = True

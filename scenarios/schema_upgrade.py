@@ -76,6 +76,7 @@ def resumes_old_checkpoints(ev: Evidence, base: Evidence | None = None) -> Verdi
 
 class SchemaUpgrade(Scenario):
     name = "schema-upgrade"
+    cost = 3.5  # seconds, reference agent, -j 1 (bench/shards.py)
     summary = "pause under the previous code (version N-1), resume under version N with a migration"
     black_box_reason = "it resumes a run under the previous step module (--previous-steps), a reference-runtime notion"
     checkers = ("completes", "exactly_once", "same_final_state", "migrates_older_version", "no_rewind",

@@ -36,6 +36,8 @@ ACCOUNT = "merchant-1"
 
 class SharedAccount(Scenario):
     name = "shared-account"
+    cost = 1.6  # seconds, reference agent, -j 1 (bench/shards.py)
+    whole = True  # one cycle by default, one trial: --shard places it whole
     summary = "one customer invoiced month after month from one provider account: keys must not outlive a run"
     black_box_reason = ("each month's invoice reaches the agent as KILLPOINT_PARAMS through a step module's "
                         "initial_state, which a --worker-cmd may not read")

@@ -99,6 +99,7 @@ def race_takers(events: list[Event], race: int, run_id: str, queue_workers: set[
 
 class StalledSweep(Scenario):
     name = "stalled-sweep"
+    cost = 1.4  # seconds, reference agent, -j 1 (bench/shards.py)
     summary = "workers of several runs die mid-run; two sweepers race; each stalled run is resumed exactly once"
     actions = ("kill",)
     checkers = CRASH_CHECKERS

@@ -52,6 +52,7 @@ def planter(kept: StoredCheckpoint, state_version: int) -> Setup:
 
 class StoredCheckpoints(Scenario):
     name = "stored-checkpoints"
+    cost = 0.5  # seconds, reference agent, -j 1 (bench/shards.py)
     summary = "checkpoints kept by earlier runs of older code (.killpoint/checkpoints) resume under the current code"
     black_box_reason = "it plants checkpoints of the seeds' shape kept from earlier runs, and a framework keeps its own"
     checkers = ("completes", "no_rewind", "no_orphans")
@@ -95,7 +96,7 @@ class StoredCheckpoints(Scenario):
 
     def run(self, ctx: Context) -> list[Trial]:
         """Resume each kept checkpoint, in file-name order."""
-        kept = in_shard(self, ctx, self.kept(ctx), lambda k: (k.name, k.seed))
+        kept = in_shard(self, ctx, self.kept(ctx), lambda k: (k.name, k.seed), local=True)
         return run_each(ctx, self.name, kept, lambda k, _id: self.trial(ctx, Schedule(), k.seed),
                         lambda k, _t: f"{k.name} (v{k.state_version}, {k.status} at {k.cursor}, seed {k.seed})")
 

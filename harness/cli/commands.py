@@ -11,6 +11,7 @@ import contextlib
 import shutil
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -31,6 +32,7 @@ from killpoint.run.checkpoint_store import CheckpointStore
 from killpoint.run.checkpoint_store import record as record_checkpoints
 from killpoint.run.history import History
 from killpoint.run.opening import interrupted_by, open_session
+from killpoint.run.plans import weigh_shards
 from killpoint.run.scenario import Context, Scenario, ScenarioResult, find, registry
 from killpoint.run.shrinking import with_shrunk
 from killpoint.run.store import FailureStore, remember
@@ -280,6 +282,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         code = crash_free_first(inv, s, meta)
         if code is not None:
             return code
+        inv = replace(inv, shard=weigh_shards(scenarios, _context(inv, s, display)))  # shares by estimated cost
         for scenario in scenarios:
             started = time.monotonic()
             ctx = _context(inv, s, display)

@@ -1,17 +1,22 @@
 """Running a scenario's plan of trials: which items this shard runs, in what order, how many at a time,
 and what a time budget cut.
 
-1. `in_shard(scenario, ctx, plan, label)`: the items of `plan` this job runs under `--shard K/N` (all of
-   them without it), in plan order; one item is one trial, named by `label(item)` (its schedule, or the
-   scenario's own label for it; its seed or None), so whether this shard runs it is
-   `Shard.owns(scenario, label, seed)`, a pure function of the name. The items left out are counted in
-   `scenario.left_to_other_shards`. A negative control is one unit (its finding is judged over all its
-   trials together): one shard runs all of it.
+1. `in_shard(scenario, ctx, plan, label, local=False)`: the items of `plan` this job runs under `--shard
+   K/N` (all of them without it), in plan order; one item is one trial, named by `label(item)` (its
+   schedule, or the scenario's own label for it; its seed or None). A plan every machine computes alike is
+   dealt (`Shard.deal`: each shard its weight's share, within one trial); a `local` plan (what only this
+   machine kept: stored failures, kept checkpoints) is split by name (`Shard.owns`). The items left out
+   are counted in `scenario.left_to_other_shards`. A negative control (its finding is judged over all its
+   trials together) or a `whole` scenario is one unit: one shard runs all of it (`Shard.holder`).
 2. `run_plan(scenario, ctx, plan, line, stop_on_budget)`: the shard's items of `plan` (seed, schedule), each
    `scenario.trial`, said as `line(i, seed, schedule, trial)` and counted by `ctx.on_trial`, in plan order.
    When `scenario.concurrent()`, up to `ctx.session.jobs` at a time (`run.pool.ordered`), the run ids taken
    in plan order first, so that ids, lines and verdicts are those of `-j 1`.
-3. With `stop_on_budget`, a trial not started when the budget is spent is left out, and what was cut is
+3. `weigh_shards(scenarios, ctx)`: the session's shard with its whole units placed (a negative control
+   that runs in this session, a `whole` scenario) and the weights that leave the shards holding them less
+   of every dealt plan (`Shard.placing`; `cost` is each scenario's estimated seconds); from the selection
+   alone, so every shard places and weighs alike.
+4. With `stop_on_budget`, a trial not started when the budget is spent is left out, and what was cut is
    said and kept in `scenario.budget_cuts` (only the random part of a scenario is ever cut: its exhaustive
    part depends on the agent alone).
 """
@@ -22,6 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from killpoint.faults.schedule import Schedule
+from killpoint.faults.shard import Shard, trial_name
 
 if TYPE_CHECKING:
     from killpoint.run.context import Context
@@ -36,6 +42,7 @@ class Planned(Protocol):
 
     name: str
     expected_finding: bool
+    whole: bool
     left_to_other_shards: int
     budget_cuts: tuple[str, ...]
 
@@ -44,19 +51,34 @@ class Planned(Protocol):
     def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None, run_id: str | None = None) -> Trial: ...
 
 
+class Weighed(Protocol):
+    """What `weigh_shards` reads of a scenario: its name, estimated seconds, whether it is one unit (a
+    negative control, or `whole`), and whether it is skipped in this session."""
+
+    name: str
+    cost: float
+    expected_finding: bool
+    whole: bool
+
+    def skip_why(self, ctx: Context) -> str | None: ...
+
+
 Line = Callable[[int, "int | None", Schedule, "Trial"], str]
 """The progress line of the i-th trial of a plan (1-based), from its seed, schedule and judged trial."""
 
 
 def in_shard(scenario: Planned, ctx: Context, plan: Sequence[T],
-             label: Callable[[T], tuple[Schedule | str, int | None]]) -> list[T]:
+             label: Callable[[T], tuple[Schedule | str, int | None]], local: bool = False) -> list[T]:
     """Flow step 1: the items of `plan` this shard runs."""
     if ctx.shard is None:
         return list(plan)
-    if scenario.expected_finding:
-        kept = list(plan) if ctx.shard.owns(scenario.name, "negative-control") else []
-    else:
+    if scenario.expected_finding or scenario.whole:
+        kept = list(plan) if ctx.shard.holder(scenario.name) == ctx.shard.index else []
+    elif local:
         kept = [item for item in plan if ctx.shard.owns(scenario.name, *label(item))]
+    else:
+        owners = ctx.shard.deal(scenario.name, [trial_name(*label(item)) for item in plan])
+        kept = [item for item, owner in zip(plan, owners, strict=True) if owner == ctx.shard.index]
     if len(kept) < len(plan):
         scenario.left_to_other_shards += len(plan) - len(kept)
         ctx.say(f"{scenario.name}: shard {ctx.shard} runs {len(kept)} of {len(plan)} trials; the other shards run "
@@ -64,9 +86,19 @@ def in_shard(scenario: Planned, ctx: Context, plan: Sequence[T],
     return kept
 
 
+def weigh_shards(scenarios: Sequence[Weighed], ctx: Context) -> Shard | None:
+    """Flow step 3: `ctx.shard` weighed for a session running `scenarios` (None without --shard)."""
+    if ctx.shard is None:
+        return None
+    units = {sc.name: sc.cost for sc in scenarios
+             if (sc.expected_finding or sc.whole) and sc.skip_why(ctx) is None}
+    rest = sum(sc.cost for sc in scenarios if not (sc.expected_finding or sc.whole))
+    return ctx.shard.placing(units, rest)
+
+
 def run_plan(scenario: Planned, ctx: Context, plan: list[tuple[int | None, Schedule]], line: Line,
              stop_on_budget: bool = False) -> list[Trial]:
-    """Flow steps 2-3: the trials of the shard's part of `plan`, in plan order."""
+    """Flow steps 2 and 4: the trials of the shard's part of `plan`, in plan order."""
     from killpoint.run.pool import ordered
 
     plan = in_shard(scenario, ctx, plan, lambda item: (item[1], item[0]))
@@ -98,7 +130,7 @@ def run_plan(scenario: Planned, ctx: Context, plan: list[tuple[int | None, Sched
 
 def _cut(scenario: Planned, ctx: Context, trials: list[Trial], plan: Sequence[object],
          stop_on_budget: bool) -> list[Trial]:
-    """Flow step 3: `trials`; when the budget left part of `plan` out, say so and keep it in `budget_cuts`."""
+    """Flow step 4: `trials`; when the budget left part of `plan` out, say so and keep it in `budget_cuts`."""
     if stop_on_budget and len(trials) < len(plan):
         note = f"random: {len(trials)} of {len(plan)} schedules, the budget of {ctx.budget:g} s ran out"
         scenario.budget_cuts = (*scenario.budget_cuts, note)

@@ -64,6 +64,14 @@ class Scenario:
     """Why this scenario cannot apply to a black-box worker (`--worker-cmd`), or None if it can: such a
     scenario is skipped with this reason, never run to an unknown."""
 
+    whole = False
+    """Whether the scenario's plan is one trial whatever the agent (a fleet, a set of concurrent runs):
+    `--shard` places it whole on one shard with the negative controls, and deals the rest around them."""
+
+    cost = 2.0
+    """Estimated seconds of the whole scenario on the reference agent at -j 1 (measured with bench/shards.py):
+    only what `--shard` weighs its shares by (`run.plans.weigh_shards`), never a limit."""
+
     left_to_other_shards = 0
     """How many trials of this instance's plans `--shard K/N` left to the other shards (`run.plans.in_shard`)."""
 
@@ -178,13 +186,19 @@ class Scenario:
     most 12)."""
 
     # ---- policy: what the trials add up to -----------------------------------------------------------
-    def skipped(self, ctx: Context, started: float) -> ScenarioResult | None:
-        """The `skipped` result (with its reason) when this scenario cannot run in this session, else None."""
+    def skip_why(self, ctx: Context) -> str | None:
+        """Why this scenario is skipped in this session (`skip_reason`, a black-box worker, `--actions`), or
+        None; says nothing."""
         reason = self.skip_reason(ctx)
         if reason is None and self.black_box_reason and ctx.session.env.black_box:
             reason = f"does not apply to a black-box worker (--worker-cmd): {self.black_box_reason}"
         if reason is None and self.actions and not self.actions_in(ctx):
             reason = f"its faults ({', '.join(self.actions)}) are not among --actions {','.join(ctx.actions)}"
+        return reason
+
+    def skipped(self, ctx: Context, started: float) -> ScenarioResult | None:
+        """The `skipped` result (with its reason) when this scenario cannot run in this session, else None."""
+        reason = self.skip_why(ctx)
         if reason is None:
             return None
         ctx.say(f"{self.name}: skipped: {reason}")

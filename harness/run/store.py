@@ -145,7 +145,8 @@ def replay(store: FailureStore | None, scenario: Scenario, ctx: Context) -> list
     if store is None or scenario.expected_finding:
         return []
     # under --shard K/N a stored schedule is one more trial of the plan: one shard replays it, not all
-    schedules = in_shard(scenario, ctx, store.schedules(agent_of(scenario, ctx), scenario.name), lambda s: (s, None))
+    schedules = in_shard(scenario, ctx, store.schedules(agent_of(scenario, ctx), scenario.name), lambda s: (s, None),
+                         local=True)
     trials = []
     for i, schedule in enumerate(schedules, 1):
         trial = scenario.trial(ctx, schedule)

@@ -45,7 +45,7 @@ def the_run_dir(out: Path) -> Path:
 
 @pytest.mark.slow  # three CLI explorations of 46 single faults each
 def test_shards_merged_are_the_unsharded_exploration(pg_server: PostgresHandle, sandbox: Sandbox) -> None:
-    runs = {}
+    runs, codes = {}, {}
     for label, shard in (("whole", None), ("s1", "1/2"), ("s2", "2/2")):
         db = f"test_merge_{label}"
         dsn = pg_server.create_database(db)  # a database each: every invocation numbers its runs from 1
@@ -56,8 +56,10 @@ def test_shards_merged_are_the_unsharded_exploration(pg_server: PostgresHandle, 
                                *(("--shard", shard) if shard else ()), timeout=600)
         finally:
             pg_server.drop_database(db)
-        assert proc.returncode == 1, describe(proc)
+        assert proc.returncode in ((1,) if label == "whole" else (0, 1)), describe(proc)  # a shard may pass
+        codes[label] = proc.returncode
         runs[label] = the_run_dir(sandbox.out / label)
+    assert 1 in (codes["s1"], codes["s2"])  # the failures are in some shard
     assert trials(runs["s1"]) and trials(runs["s2"])
     assert not {t[1] for t in trials(runs["s1"])} & {t[1] for t in trials(runs["s2"])}
 

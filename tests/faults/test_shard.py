@@ -1,4 +1,6 @@
 """`--shard K/N` partitions the trials of a run: the shards' union is the whole set and no trial is in two,
+weighted or not; each plan is dealt evenly (by weight, within one trial), the same on every machine; the
+shard holding a negative control gets less of the rest, so the default suite's estimated balance is <= 1.2;
 for the schedules of the generated plans and for the scenarios that build their own plans (fleet,
 deploy-drain, rollback-refusal, schema-upgrade, stalled-sweep), on real runs; a shard left with none of a
 scenario's trials reports it skipped, not unknown; a negative control runs whole in one shard; a bad K/N
@@ -16,6 +18,7 @@ from killpoint.env.postgres import PostgresHandle
 from killpoint.errors import UsageError
 from killpoint.faults.schedule import Schedule, exhaustive, random_schedules
 from killpoint.faults.shard import Shard, parse
+from killpoint.run.plans import weigh_shards
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Session, Trial
 from killpoint.scenarios.deploy_drain import DeployDrain
@@ -86,6 +89,134 @@ def test_a_negative_control_runs_whole_in_exactly_one_shard(count: int) -> None:
             assert (result.outcome, result.reason) == ("skipped", f"--shard: all {len(whole.ran)} of its trials "
                                                                   "run in other shards")
     assert sorted(len(r) for r in runs) == [0] * (count - 1) + [len(whole.ran)]
+
+
+@pytest.mark.parametrize("weights", [(), (1000, 767), (1000, 535, 1000), (0, 1000, 250, 1000, 1000)])
+def test_a_weighted_deal_is_still_a_partition(weights: tuple[int, ...]) -> None:
+    count = len(weights) or 3
+    whole = Recorded()
+    whole.run(Context(session=None, seed=11, random_count=20))  # type: ignore[arg-type]
+    parts = []
+    for k in range(1, count + 1):
+        sc = Recorded()
+        sc.run(Context(session=None, seed=11, random_count=20, shard=Shard(k, count, weights)))  # type: ignore[arg-type]
+        parts.append(sc.ran)
+    assert sorted((r for part in parts for r in part), key=str) == sorted(whole.ran, key=str)
+    assert [bool(p) for p in parts] == [w > 0 for w in weights or (1,) * count]  # a weight of 0: nothing
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 7, 8])
+def test_equal_shards_get_floor_or_ceil_of_every_plan(count: int) -> None:
+    """Dealt, not drawn: a plan of n trials gives each shard n // N or n // N + 1 of them, whatever the
+    names (drawn by a hash per trial, the default suite's 54 crash-points trials came out 4 to 11 per shard
+    of 8, flaky-services' 24 1 to 6)."""
+    for n in range(0, 60):
+        owners = Shard(1, count).deal("crash-points", [f"email:step.start:kill@{i}|" for i in range(n)])
+        per = [owners.count(k) for k in range(1, count + 1)]
+        assert sum(per) == n and max(per) - min(per) <= 1, (n, per)
+
+
+def test_weighted_shards_get_their_share_of_every_plan_within_one_trial() -> None:
+    weights = (1000, 69, 1000, 1000, 1000, 1000, 1000, 500)
+    for n in (1, 9, 29, 54, 200):
+        owners = Shard(1, 8, weights).deal("mixed-faults", [f"t{i}|" for i in range(n)])
+        for k, w in enumerate(weights, 1):
+            assert abs(owners.count(k) - n * w / sum(weights)) < 1 + 1e-9, (n, k, owners.count(k))
+
+
+def test_the_deal_is_the_same_on_every_machine() -> None:
+    """A pure function of the plan: SHA-256 and integer arithmetic (these values were computed once; a change
+    of them moves trials between the shards of pipelines already running)."""
+    names = [f"charge:effect.applied:kill@{i}|" for i in range(6)]
+    assert Shard(1, 3).deal("crash-points", names) == Shard(2, 3).deal("crash-points", names) == [1, 2, 3, 1, 2, 3]
+    assert Shard(1, 4, (1000, 535, 1000, 1000)).deal("fleet", ["x|1"]) == [3]
+    assert [Shard(1, 4).owner("crash-points", Schedule(), s) for s in range(4)] == [2, 3, 3, 2]
+
+
+def test_the_shard_holding_a_whole_unit_gets_less_of_the_rest() -> None:
+    """Water-filling: every shard's estimated seconds (its whole units + its share of the rest) even, unless
+    a unit alone exceeds an even share; the correct-looking case (no unit held) stays all equal."""
+    cases = [(8, {2: 9.6}, 72.9), (4, {2: 9.6}, 72.9), (2, {1: 9.6}, 72.9),  # the reference suite's control
+             (4, {1: 5.0, 3: 5.0}, 40.0), (4, {3: 6.0, 4: 2.0}, 30.0),  # two units, on two shards
+             (3, {1: 50.0}, 10.0)]  # a unit larger than an even share: its shard gets nothing else
+    for count, held, rest in cases:
+        weights = Shard(1, count).weighted(held, rest).weights
+        loads = [held.get(k, 0.0) + rest * w / sum(weights) for k, w in enumerate(weights, 1)]
+        level = max(loads[k - 1] for k in range(1, count + 1) if weights[k - 1])
+        assert all(abs(x - level) < 0.01 * level for x, w in zip(loads, weights, strict=True) if w), (held, loads)
+        assert all(x >= 0.99 * level for x in loads), (held, loads)  # a shard with none: its units alone
+    assert Shard(1, 4).weighted({}, 72.9).weights == ()
+
+
+class Weighed:
+    """A scenario as `weigh_shards` reads it."""
+
+    def __init__(self, name: str, cost: float, control: bool = False, skip: str | None = None) -> None:
+        self.name, self.cost, self.expected_finding, self.skip = name, cost, control, skip
+        self.whole = False
+
+    def skip_why(self, ctx: Context) -> str | None:
+        return self.skip
+
+
+def test_the_session_weighs_its_shards_by_the_control_it_will_run() -> None:
+    """The control's shard gets less only when the control runs in this session; without --shard, nothing."""
+    ctx = Context(session=None, shard=parse("1/4"))  # type: ignore[arg-type]
+    others = [Weighed("a", 30.0), Weighed("b", 20.0)]
+    weighed = weigh_shards([*others, Weighed("c", 10.0, control=True)], ctx)
+    assert weighed is not None
+    assert min(weighed.weights) == weighed.weights[weighed.holder("c") - 1] < max(weighed.weights)
+    assert (weighed.index, weighed.count) == (1, 4)
+    skipped = weigh_shards([*others, Weighed("c", 10.0, control=True, skip="not your agent")], ctx)
+    assert skipped == Shard(1, 4)  # equal shares: the control will not run
+    assert weigh_shards(others, Context(session=None)) is None  # type: ignore[arg-type]
+
+
+def test_whole_units_are_placed_apart_costliest_first_the_same_by_every_shard() -> None:
+    """A fleet, a set of concurrent runs and a control: one shard each from 3 shards up (hashed, the fleet,
+    the concurrent runs and shared-account's cycle all landed on shard 1 of the suite's 8 in a measured
+    run); on 2 shards the control alone on one."""
+    units = {"non-idempotent-downstream": 9.6, "fleet": 1.6, "concurrent-runs": 1.3}
+    for count in (2, 3, 4, 8):
+        placings = [Shard(k, count).placing(units, 60.0) for k in range(1, count + 1)]
+        assert len({(p.placed, p.weights) for p in placings}) == 1  # every shard agrees
+        holders = {name: placings[0].holder(name) for name in units}
+        if count >= 3:
+            assert len(set(holders.values())) == 3, holders
+        else:
+            assert holders["fleet"] == holders["concurrent-runs"] != holders["non-idempotent-downstream"]
+    assert Shard(1, 4).holder("fleet") == Shard(1, 4).owner("fleet", "negative-control")  # nothing placed it
+
+
+# the estimated seconds and trials of each scenario of the default suite (reference agent, -j 1, seed 1)
+SUITE = {"crash-points": (11.4, 54), "db-crash": (3.1, 10), "deploy-drain": (6.1, 8),
+         "flaky-services": (7.2, 24), "mixed-faults": (18.1, 34), "rollback-refusal": (0.3, 3),
+         "sampling-model": (6.9, 16), "schema-upgrade": (3.5, 6),
+         "stalled-sweep": (1.4, 2), "zombie-worker": (9.9, 27)}
+UNITS = {"non-idempotent-downstream": 9.6, "fleet": 1.6, "shared-account": 1.6, "concurrent-runs": 1.3}
+
+
+def _estimated_balance(shard: Shard) -> float:
+    """The slowest shard's estimated seconds / the mean's, for the suite's units held as `shard` places them
+    and its plans dealt by `shard`."""
+    loads = [0.0] * shard.count
+    for name, cost in UNITS.items():
+        loads[shard.holder(name) - 1] += cost
+    for name, (cost, n) in SUITE.items():
+        for owner in shard.deal(name, [f"{name}-{i}|" for i in range(n)]):
+            loads[owner - 1] += cost / n
+    return max(loads) / (sum(loads) / len(loads))
+
+
+@pytest.mark.parametrize("count", [2, 4, 8])
+def test_the_default_suite_is_balanced_by_estimate(count: int) -> None:
+    """The issue's target, on the estimates (the measured figures are bench/shards.py's): the slowest shard
+    within 1.2 of the mean. Placing the whole units and weighing around them is what it takes: with neither
+    (each unit on the shard its name hashes to, equal weights), 8 shards are not."""
+    rest = sum(cost for cost, _ in SUITE.values())
+    assert _estimated_balance(Shard(1, count).placing(UNITS, rest)) <= 1.2
+    if count == 8:
+        assert _estimated_balance(Shard(1, count)) > 1.2
 
 
 def test_a_schedule_belongs_to_exactly_one_shard() -> None:
