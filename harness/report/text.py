@@ -119,21 +119,24 @@ def write_run_dir(run_dir: Path, results: list[ScenarioResult], meta: dict) -> N
     meta = {**meta, "killpoint": __version__, "python": sys.version.split()[0], "platform": platform.platform()}
     (run_dir / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
     verdicts = [{"scenario": r.name, "outcome": r.outcome, "reason": r.reason, "cut": r.cut,
-                 "elapsed": round(r.elapsed, 3),
-                 "trials": [{"run_id": t.run_id, "schedule": str(t.schedule), "seed": t.seed, "outcome": t.outcome,
-                             "verdicts": [v.to_dict() for v in t.verdicts],
-                             **({"shrunk_from": str(t.shrunk_from)} if t.shrunk_from is not None else {}),
-                             **({"remembered": True} if t.remembered else {}),
-                             **({"notes": t.evidence.notes} if t.evidence.notes else {})}
-                            for t in r.trials]}
+                 "elapsed": round(r.elapsed, 3), "trials": [trial_record(t) for t in r.trials]}
                 for r in results]
     (run_dir / "verdicts.json").write_text(json.dumps(verdicts, indent=2))
 
 
+def trial_record(t: Trial) -> dict:
+    """A trial as `verdicts.json` lists it (a spooled trial's verdicts and notes read back, `Trial.written`)."""
+    verdicts, notes = t.written()
+    return {"run_id": t.run_id, "schedule": str(t.schedule), "seed": t.seed, "outcome": t.outcome,
+            "verdicts": verdicts,
+            **({"shrunk_from": str(t.shrunk_from)} if t.shrunk_from is not None else {}),
+            **({"remembered": True} if t.remembered else {}),
+            **({"notes": notes} if notes else {})}
+
+
 def trial_seconds(t: Trial) -> float:
     """How long a trial's run took: from its first recorded event to its last (0.0 without events)."""
-    times = [e["t"] for e in t.evidence.events if isinstance(e.get("t"), (int, float))]
-    return max(times) - min(times) if times else 0.0
+    return t.seconds()
 
 
 def run_seed(meta: dict) -> int | None:
