@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from killpoint.env.postgres import PostgresHandle
-from killpoint.report.text import trial_record
 from killpoint.faults.schedule import Schedule
+from killpoint.report.text import trial_record
 from killpoint.run.scenario import Context, find
 from tests.helpers.harness import harness_session
 
