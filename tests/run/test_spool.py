@@ -71,6 +71,18 @@ def test_spooled_passing_trials_give_the_same_verdicts_json_junit_and_summary(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "spooled"]  # the spool is unnamed: nothing left
 
 
+@pytest.mark.parametrize("shape", ["none", "empty-scenario", "several"])
+def test_verdicts_json_written_trial_by_trial_is_what_json_dumps_gives(tmp_path: Path, shape: str) -> None:
+    """`write_run_dir` writes one trial record at a time: the same bytes as `json.dumps(..., indent=2)` of the
+    whole list, which `killpoint report`, `merge` and the HTML report read."""
+    rs = {"none": [], "empty-scenario": [ScenarioResult("fleet", "skipped", [], 0.5, reason="no \"docker\"\n")],
+          "several": [*results(), ScenarioResult("fleet", "skipped", [], 0.5, reason="é"), *results()]}[shape]
+    write_run_dir(tmp_path, rs, {})
+    text = (tmp_path / "verdicts.json").read_text()
+    assert text == json.dumps(json.loads(text), indent=2)
+    assert [len(r["trials"]) for r in json.loads(text)] == [len(r.trials) for r in rs]
+
+
 def test_the_spool_gives_back_each_record_where_it_was_written(tmp_path: Path) -> None:
     spool = Spool(tmp_path)
     offsets = [spool.add({"n": n, "text": "x" * n}) for n in range(50)]
