@@ -118,6 +118,7 @@ class ExecLauncher(Launcher):
     def release(self, run_id: str) -> None:
         with self._lock:
             self._procs = [(p, i) for p, i in self._procs if not (i.run_id == run_id and i.exited)]
+        self._seeds.forget(run_id)
 
     def close(self) -> None:
         with self._lock:

@@ -153,6 +153,13 @@ class _ForkServer:
                     self._standby_due += 1
         return msg["pid"]
 
+    def forget_leaders(self, pids: list[int]) -> None:
+        """Drop ended incarnations' pids from `leaders` (`ForkLauncher.release`): the server reaped them, so
+        they are no children of it any more, and a pid the system gives again to an orphan it adopts is not
+        taken for a leader."""
+        with self.spawn_lock:
+            self.leaders.difference_update(pids)
+
     def adopted(self) -> list[psutil.Process]:
         """Live processes this server adopted as a subreaper (see `ForkLauncher.adopted`)."""
         with self.spawn_lock, self._standby_said:  # no fork in flight, the standby known: every other child was adopted
@@ -309,8 +316,12 @@ class ForkLauncher(Launcher):
 
     def release(self, run_id: str) -> None:
         with self._lock:
-            for pid in [pid for pid, i in self._by_pid.items() if i.run_id == run_id and i.exited]:
+            ended = [pid for pid, i in self._by_pid.items() if i.run_id == run_id and i.exited]
+            for pid in ended:
                 del self._by_pid[pid]
+        self._seeds.forget(run_id)
+        for server in self._servers:
+            server.forget_leaders(ended)
 
     def adopted(self) -> list[psutil.Process]:
         """Live processes the fork servers adopted as subreapers (children of a server that are no

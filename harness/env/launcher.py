@@ -205,3 +205,9 @@ class IncarnationSeeds:
             n = self._seen.get(run_id, 0)
             self._seen[run_id] = n + 1
         return n % self._count
+
+    def forget(self, run_id: str) -> None:
+        """Stop counting `run_id` (its run ended and was released: `Launcher.release`), so a long session
+        holds a count per live run, not one per run it ever started."""
+        with self._lock:
+            self._seen.pop(run_id, None)

@@ -168,6 +168,7 @@ class PythonForkLauncher(Launcher):
         if self._forks is not None:
             self._forks.release(run_id)
         self._exec.release(run_id)
+        self._seeds.forget(run_id)
 
     def close(self) -> None:
         try:

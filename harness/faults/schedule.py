@@ -40,7 +40,7 @@ class ScheduleError(UsageError):
         self.token = token
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True, order=True, slots=True)
 class Fault:
     """One fault: apply `action` the `nth` time `step` reaches `point` (counted across incarnations)."""
 
@@ -80,7 +80,7 @@ class Fault:
         return cls(step, point, action, nth)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Schedule:
     """An ordered list of faults; the empty schedule is the crash-free run."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import platform
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from killpoint import __version__
@@ -118,22 +119,50 @@ def write_run_dir(run_dir: Path, results: list[ScenarioResult], meta: dict) -> N
     run dir."""
     meta = {**meta, "killpoint": __version__, "python": sys.version.split()[0], "platform": platform.platform()}
     (run_dir / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True))
-    verdicts = [{"scenario": r.name, "outcome": r.outcome, "reason": r.reason, "cut": r.cut,
-                 "elapsed": round(r.elapsed, 3),
-                 "trials": [{"run_id": t.run_id, "schedule": str(t.schedule), "seed": t.seed, "outcome": t.outcome,
-                             "verdicts": [v.to_dict() for v in t.verdicts],
-                             **({"shrunk_from": str(t.shrunk_from)} if t.shrunk_from is not None else {}),
-                             **({"remembered": True} if t.remembered else {}),
-                             **({"notes": t.evidence.notes} if t.evidence.notes else {})}
-                            for t in r.trials]}
-                for r in results]
-    (run_dir / "verdicts.json").write_text(json.dumps(verdicts, indent=2))
+    with (run_dir / "verdicts.json").open("w") as out:
+        out.writelines(verdicts_json(results))
+
+
+TRIALS = "\x00trials\x00"
+"""Where a scenario's trials go in its `verdicts.json` object, written one by one (`verdicts_json`)."""
+
+
+def verdicts_json(results: list[ScenarioResult]) -> Iterator[str]:
+    """The text of `verdicts.json` (`json.dumps(..., indent=2)` of one object per scenario, its `trials` a list
+    of `trial_record`), in pieces: one trial record is in memory at a time, however many a scenario has."""
+    if not results:
+        yield "[]"
+        return
+    for n, r in enumerate(results):
+        head = json.dumps({"scenario": r.name, "outcome": r.outcome, "reason": r.reason, "cut": r.cut,
+                           "elapsed": round(r.elapsed, 3), "trials": TRIALS if r.trials else []}, indent=2)
+        before, _, after = head.partition(json.dumps(TRIALS))
+        yield ("[" if n == 0 else ",") + _indented("\n" + before, 2)
+        if r.trials:
+            for i, t in enumerate(r.trials):
+                yield ("[" if i == 0 else ",") + _indented("\n" + json.dumps(trial_record(t), indent=2), 6)
+            yield "\n    ]" + _indented(after, 2)
+    yield "\n]"
+
+
+def _indented(text: str, by: int) -> str:
+    """`text` with every line after a newline indented by `by` spaces."""
+    return text.replace("\n", "\n" + " " * by)
+
+
+def trial_record(t: Trial) -> dict:
+    """A trial as `verdicts.json` lists it (a spooled trial's verdicts and notes read back, `Trial.written`)."""
+    verdicts, notes = t.written()
+    return {"run_id": t.run_id, "schedule": str(t.schedule), "seed": t.seed, "outcome": t.outcome,
+            "verdicts": verdicts,
+            **({"shrunk_from": str(t.shrunk_from)} if t.shrunk_from is not None else {}),
+            **({"remembered": True} if t.remembered else {}),
+            **({"notes": notes} if notes else {})}
 
 
 def trial_seconds(t: Trial) -> float:
     """How long a trial's run took: from its first recorded event to its last (0.0 without events)."""
-    times = [e["t"] for e in t.evidence.events if isinstance(e.get("t"), (int, float))]
-    return max(times) - min(times) if times else 0.0
+    return t.seconds()
 
 
 def run_seed(meta: dict) -> int | None:

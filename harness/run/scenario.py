@@ -111,8 +111,14 @@ class Scenario:
         return load(self.steps) if self.steps else ctx.session.agent
 
     def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None, run_id: str | None = None) -> Trial:
-        spec = TrialSpec(self.options(ctx.session.options), self.checkers, self.setup(), self.agent(ctx))
+        spec = TrialSpec(self.options(ctx.session.options), self.checkers, self.setup(), self.agent(ctx),
+                         spool=self.spools())
         return ctx.session.trial(schedule, spec, prefix=self.name, seed=seed, explicit=ctx.explicit, run_id=run_id)
+
+    def spools(self) -> bool:
+        """Whether a passing trial may leave memory once judged (`TrialSpec.spool`): only when nothing of the
+        scenario reads its evidence after (neither its figures nor a trial method of its own)."""
+        return type(self).figures is Scenario.figures and type(self).trial is Scenario.trial
 
     def concurrent(self) -> bool:
         """Whether this scenario's schedules may run at the same time (`-j`): each trial is one run id of its

@@ -32,6 +32,7 @@ from killpoint.events import Judged, Point, RunEnd
 from killpoint.faults.schedule import Schedule, ScheduleError
 from killpoint.run.history import History
 from killpoint.run.options import RunOptions
+from killpoint.run.spool import Spool
 
 if TYPE_CHECKING:  # the machinery (psycopg, the environment) is imported when a trial runs, not with the API
     import psycopg
@@ -66,7 +67,10 @@ class TrialSpec:
     database before the first incarnation; `agent`: the code it runs (None: the session's); `baseline`: the
     crash-free evidence to judge against (None: the session's, run once); `upgrade`: run the schedule under
     the previous code first (`Upgrade`); `observe` adds options for the checkers from the ended run (e.g.
-    the tail of each worker's log); `alone`: judged without a crash-free baseline."""
+    the tail of each worker's log); `alone`: judged without a crash-free baseline; `spool`: in a session
+    that forgets judged runs, a passing trial keeps only its outcome and schedule in memory, its verdicts
+    going to the session's spool (`Trial.spool`): set when nothing reads a passing trial's evidence after
+    it is judged (the scenario's figures do not)."""
 
     options: RunOptions | None = None
     checkers: tuple[CheckerRef, ...] = CRASH_CHECKERS
@@ -76,6 +80,7 @@ class TrialSpec:
     upgrade: Upgrade | None = None
     observe: Observe | None = None
     alone: bool = False
+    spool: bool = False
 
 
 PLAIN = TrialSpec()
@@ -141,7 +146,22 @@ def crash_lines(crashes: dict[str, dict]) -> list[str]:
     return out
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
+class Spooled:
+    """What a spooled passing trial (`Trial.spool`) keeps in memory besides its outcome and schedule: where
+    its verdicts and notes are in the spool, its run time and the faults it never reached."""
+
+    spool: Spool
+    offset: int
+    seconds: float
+    unfired: tuple[str, ...]
+
+
+SPOOLED = Evidence("")
+"""The evidence of every spooled trial: none (read nothing of it, and never change it)."""
+
+
+@dataclass(slots=True)
 class Trial:
     """The outcome of one trial."""
 
@@ -159,6 +179,8 @@ class Trial:
     """The failing schedule this trial's was shrunk from (`Scenario.shrink`), or None."""
     remembered: bool = field(default=False, compare=False)
     """A failing schedule remembered from an earlier run (`.killpoint/failures`), replayed first."""
+    spooled: Spooled | None = field(default=None, compare=False, repr=False)
+    """Set when the trial's verdicts and evidence left memory for a spool (`spool`)."""
 
     def __post_init__(self) -> None:
         self.outcome = combine(self.verdicts)
@@ -176,7 +198,34 @@ class Trial:
 
     def unfired(self) -> list[str]:
         """Faults of the schedule the run never reached (nothing was injected for them)."""
+        if self.spooled is not None:
+            return list(self.spooled.unfired)
         return [u for e in self.evidence.events if isinstance(e, RunEnd) for u in e.unfired or []]
+
+    def seconds(self) -> float:
+        """How long the trial's run took: from its first recorded event to its last (0.0 without events)."""
+        if self.spooled is not None:
+            return self.spooled.seconds
+        times = [e["t"] for e in self.evidence.events if isinstance(e.get("t"), (int, float))]
+        return max(times) - min(times) if times else 0.0
+
+    def written(self) -> tuple[list[dict], list[str]]:
+        """The trial's verdicts (`Verdict.to_dict`) and runtime notes, as `verdicts.json` lists them; a
+        spooled trial's are read back from its spool."""
+        if self.spooled is not None:
+            kept = self.spooled.spool.read(self.spooled.offset)
+            return kept["verdicts"], kept["notes"]
+        return [v.to_dict() for v in self.verdicts], list(self.evidence.notes)
+
+    def spool(self, spool: Spool) -> None:
+        """A passing trial no one will read the evidence of again (`TrialSpec.spool`) writes its verdicts and
+        notes to `spool` and keeps in memory only its run id, schedule, seed, outcome, run time and unfired
+        faults (`Spooled`): a few hundred bytes, so a session of thousands of trials stays flat. What
+        `verdicts.json`, the summary and JUnit read of it is unchanged (`written`, `seconds`, `unfired`)."""
+        verdicts, notes = self.written()
+        self.spooled = Spooled(spool, spool.add({"verdicts": verdicts, "notes": notes}), self.seconds(),
+                               tuple(self.unfired()))
+        self.verdicts, self.evidence = [], SPOOLED
 
     def lighten(self) -> None:
         """Drop what only a finding's report reads from a judged trial's evidence (`light`), so a session
@@ -230,6 +279,7 @@ class Session:
         self._baselines: dict[str, Evidence] = {}
         self._counter = 0
         self._prepared: set[str] = set()
+        self._spool: Spool | None = None
         self.jobs = jobs
         """How many schedules of a scenario may run at the same time (`-j`); 1: one after another."""
         self.run_id_suffix = run_id_suffix
@@ -386,17 +436,28 @@ class Session:
                            spec.checkers)
         trial.steps, trial.run_dir = agent.module, self.env.run_dir
         if self.forget_judged:
-            self.forget(trial)
+            self.forget(trial, spec.spool)
         return trial
 
-    def forget(self, trial: Trial) -> None:
+    def forget(self, trial: Trial, spool: bool = False) -> None:
         """Forget `trial`'s run (`forget_judged`): a run billed in a shared provider account is kept by the
-        fake services (another run may still replay its keys)."""
+        fake services (another run may still replay its keys). A passing trial is spooled (`Trial.spool`)
+        when `spool` says nothing will read its evidence again, else lightened (`Trial.lighten`)."""
         self.env.services.forget(trial.run_id)
         self.history.forget(trial.run_id)
         self.env.launcher.release(trial.run_id)
         if trial.outcome == "pass":
-            trial.lighten()
+            if spool:
+                trial.spool(self.spool())
+            else:
+                trial.lighten()
+
+    def spool(self) -> Spool:
+        """The session's spool (`run.spool`), made in its run directory on first use."""
+        with self._shared:
+            if self._spool is None:
+                self._spool = Spool(self.env.run_dir)
+            return self._spool
 
     def replay_flags(self, schedule: Schedule, explicit: bool) -> dict:
         """What a trial's evidence must record for its replay line to run it again alike (`extra`): that its

@@ -58,6 +58,9 @@ def test_interrupted_run_keeps_its_findings(sandbox: Sandbox, sig: signal.Signal
     assert current["outcome"] == "interrupted" and by in current["reason"]
     failed = [t for t in current["trials"] if t["outcome"] == "fail"]
     assert failed, current
+    # every trial judged before the signal is listed whole (a passing one's verdicts read back from the spool)
+    assert f"after {len(current['trials'])} trials" in current["reason"], current["reason"]
+    assert all(t["verdicts"] and t["run_id"] and t["schedule"] for t in current["trials"]), current
     assert f"interrupted by {by}" in out
     replay = [ln for ln in out.splitlines() if "replay: killpoint replay --scenario crash-points" in ln]
     assert replay and f"--steps {MUTANT}" in replay[0], out[-3000:]

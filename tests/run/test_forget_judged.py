@@ -1,7 +1,9 @@
 """A CLI session forgets each run once it is judged (`Session.forget_judged`), so a long exploration's memory
 stays flat: the fake services drop the run's records, the history's memory its events (its file keeps them),
-and a passing trial its raw evidence. What the user is told must not change: the same schedules give the
-same verdicts and the same scenario figures with and without forgetting."""
+and a passing trial its raw evidence (or, in a scenario that reads no passing trial's evidence, all of it but
+its outcome and schedule: its verdicts go to the session's spool, `Trial.spool`). What the user is told must
+not change: the same schedules give the same verdicts.json records, unfired faults, run times and scenario
+figures with and without forgetting."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from pathlib import Path
 
 from killpoint.env.postgres import PostgresHandle
 from killpoint.faults.schedule import Schedule
+from killpoint.report.text import trial_record
 from killpoint.run.scenario import Context, find
 from tests.helpers.harness import harness_session
 
@@ -27,13 +30,16 @@ def judged(pg_server: PostgresHandle, tmp_path: Path, forget: bool) -> dict[str,
         for name, schedules in SCHEDULES.items():
             scenario, ctx = find(name), Context(session=s)
             trials = [scenario.trial(ctx, Schedule.parse(text, s.agent.steps)) for text in schedules]
-            out[name] = ([(t.outcome, [(v.checker, v.outcome) for v in t.verdicts]) for t in trials],
-                         scenario.figures(trials))
+            out[name] = ([(t.outcome, [(v["checker"], v["outcome"]) for v in record["verdicts"]],
+                           {k: v for k, v in record.items() if k != "verdicts"}, t.unfired(), t.seconds() > 0)
+                          for t, record in ((t, trial_record(t)) for t in trials)], scenario.figures(trials))
             for t in trials:
                 held = s.env.services.attempts(t.run_id), s.history.of_run(t.run_id)
                 assert (held == ([], [])) == forget, (t, held)
                 assert (t.evidence.final is None) == (forget and t.outcome == "pass"), t
-                assert t.evidence.events and t.evidence.incarnations  # what figures and reports read is kept
+                assert (t.spooled is not None) == (forget and t.outcome == "pass" and scenario.spools()), t
+                if t.spooled is None:
+                    assert t.evidence.events and t.evidence.incarnations  # what figures and reports read is kept
         assert s.history.events() == [] or not forget or all(e.run_id is None or e.run_id.startswith("baseline")
                                                              for e in s.history.events())
     return out
@@ -42,4 +48,5 @@ def judged(pg_server: PostgresHandle, tmp_path: Path, forget: bool) -> dict[str,
 def test_forgetting_judged_runs_changes_no_verdict_and_no_figure(pg_server: PostgresHandle, tmp_path: Path) -> None:
     kept, forgotten = judged(pg_server, tmp_path, False), judged(pg_server, tmp_path, True)
     assert forgotten == kept
-    assert all(outcome == "pass" for verdicts, _ in kept.values() for outcome, _ in verdicts), kept
+    assert all(outcome == "pass" and timed for verdicts, _ in kept.values() for outcome, _, _, _, timed in verdicts), kept
+    assert kept["crash-points"][0][1][2]["schedule"] == "email:checkpoint.writing:term,record:step.start:kill"

@@ -1,0 +1,118 @@
+"""A CLI session spools a passing trial once it is judged (`Trial.spool`, `run.spool`): it keeps its run id,
+schedule, seed, outcome, run time and unfired faults, its verdicts and notes go to an unnamed file. What the
+user is given at the end must not change: `verdicts.json` byte for byte, the JUnit XML, the summary line, the
+unfired-faults note and the failure blocks. Only scenarios whose figures (and trial method) read no passing
+trial's evidence spool (`Scenario.spools`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from killpoint.checkers.evidence import Evidence
+from killpoint.checkers.verdict import Verdict
+from killpoint.events import RunBegin, RunEnd
+from killpoint.faults.schedule import Schedule
+from killpoint.report.junit import junit_xml
+from killpoint.report.text import failure_blocks, scenario_line, write_run_dir
+from killpoint.run.scenario import Scenario, ScenarioResult, find
+from killpoint.run.spool import Spool
+from killpoint.run.trial import Trial
+
+OK = [Verdict("exactly_once", "pass", "ok"), Verdict("no_rewind", "n/a", "no checkpoint", ("line", "é \x1b[1m"))]
+DUP = [Verdict("exactly_once", "fail", "mailer effect applied twice", ("extra x1: mailer key r:email",))]
+
+
+def trial(n: int, schedule: str, verdicts: list[Verdict], *, unfired: list[str] | None = None,
+          notes: list[str] | None = None, remembered: bool = False) -> Trial:
+    run_id = f"crash-points-{n}"
+    events = [RunBegin(t=10.0, run_id=run_id), RunEnd(t=10.0 + n / 8, run_id=run_id, unfired=unfired)]
+    t = Trial(run_id, Schedule.parse(schedule), 100 + n, Evidence(run_id, events=events, notes=notes or []),
+              verdicts, steps="killpoint.reference_agent.invoice_agent")
+    t.remembered = remembered
+    return t
+
+
+def results() -> list[ScenarioResult]:
+    trials = [trial(1, "email:effect.applied:kill", OK, remembered=True),
+              trial(2, "charge:step.start:term,email:effect.applied:kill", OK, unfired=["email:effect.applied:kill"]),
+              trial(3, "record:checkpoint.writing:kill", DUP, notes=["the runtime retried"]),
+              trial(4, "charge:effect.received:kill", OK, notes=["resumed from seq 2"]),
+              trial(5, "email:effect.applied:kill", OK)]
+    return [ScenarioResult("crash-points", "fail", trials, 3.25, figures="", cut="random: 5 of 9")]
+
+
+def everything(tmp: Path, rs: list[ScenarioResult]) -> tuple[bytes, str, list[str], list[str]]:
+    """What the end of a CLI command gives the user from `rs`."""
+    tmp.mkdir()
+    write_run_dir(tmp, rs, {"command": "explore", "seed": 1})
+    blocks, first = failure_blocks(rs, "killpoint.reference_agent.invoice_agent", 1, "see verdicts.json")
+    unfired = sorted({u for r in rs for t in r.trials for u in t.unfired()})
+    return ((tmp / "verdicts.json").read_bytes(), junit_xml(rs, "killpoint.reference_agent.invoice_agent",
+                                                            {"seed": 1, "command": "explore"}),
+            [scenario_line(r) for r in rs] + blocks + [str(first)], unfired)
+
+
+def test_spooled_passing_trials_give_the_same_verdicts_json_junit_and_summary(tmp_path: Path) -> None:
+    kept, spooled = results(), results()
+    spool = Spool(tmp_path)
+    for t in spooled[0].trials:
+        if t.outcome == "pass":
+            t.spool(spool)
+    assert [t.spooled is not None for t in spooled[0].trials] == [True, True, False, True, True]
+    assert all(t.verdicts == [] and t.evidence.events == [] for t in spooled[0].trials if t.spooled)
+    before, after = everything(tmp_path / "kept", kept), everything(tmp_path / "spooled", spooled)
+    assert after == before
+    records = json.loads(before[0])[0]["trials"]
+    assert records[0]["remembered"] is True and records[3]["notes"] == ["resumed from seq 2"]  # what must survive
+    assert before[3] == ["email:effect.applied:kill"] and 'time="0.625"' in before[1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "spooled"]  # the spool is unnamed: nothing left
+
+
+@pytest.mark.parametrize("shape", ["none", "empty-scenario", "several"])
+def test_verdicts_json_written_trial_by_trial_is_what_json_dumps_gives(tmp_path: Path, shape: str) -> None:
+    """`write_run_dir` writes one trial record at a time: the same bytes as `json.dumps(..., indent=2)` of the
+    whole list, which `killpoint report`, `merge` and the HTML report read."""
+    rs = {"none": [], "empty-scenario": [ScenarioResult("fleet", "skipped", [], 0.5, reason="no \"docker\"\n")],
+          "several": [*results(), ScenarioResult("fleet", "skipped", [], 0.5, reason="é"), *results()]}[shape]
+    write_run_dir(tmp_path, rs, {})
+    text = (tmp_path / "verdicts.json").read_text()
+    assert text == json.dumps(json.loads(text), indent=2)
+    assert [len(r["trials"]) for r in json.loads(text)] == [len(r.trials) for r in rs]
+
+
+def test_the_spool_gives_back_each_record_where_it_was_written(tmp_path: Path) -> None:
+    spool = Spool(tmp_path)
+    offsets = [spool.add({"n": n, "text": "x" * n}) for n in range(50)]
+    assert [spool.read(o)["n"] for o in reversed(offsets)] == list(reversed(range(50)))
+    spool.close()
+
+
+class OwnFigures(Scenario):
+    name = "own-figures"
+
+    def figures(self, trials: list[Trial]) -> str:
+        return f"{sum(len(t.evidence.events) for t in trials)} events"
+
+
+class OwnTrial(Scenario):
+    name = "own-trial"
+
+    def trial(self, ctx, schedule, seed=None, run_id=None):  # noqa: ANN001, ANN201 - the base's signature
+        return super().trial(ctx, schedule, seed, run_id)
+
+
+class OnlyActions(Scenario):
+    """Looks like one that reads evidence (a subclass with its own settings), but its figures are the base's."""
+
+    name = "only-actions"
+    actions = ("kill",)
+
+
+@pytest.mark.parametrize(("scenario", "spools"), [
+    (find("crash-points"), True), (OnlyActions(), True),
+    (find("flaky-services"), False), (find("zombie-worker"), False), (OwnFigures(), False), (OwnTrial(), False)])
+def test_only_a_scenario_that_reads_no_passing_trials_evidence_spools(scenario: Scenario, spools: bool) -> None:
+    assert scenario.spools() is spools
