@@ -72,7 +72,7 @@ class _ForkServer:
         if not first:
             err = self._proc.stderr.read().decode(errors="replace").strip().splitlines() if self._proc.stderr else []
             code = self._proc.wait()
-            if code < 0:  # killed from outside while importing (a staggered server, mid-run): not an import error
+            if code < 0:  # killed from outside while it imported: not an import error
                 raise vitals.gone("forkserver-gone", f"the fork server (pid {self._proc.pid}) that forks the agent's "
                                   f"workers was killed by {signal.Signals(-code).name} while importing the agent",
                                   f"{vitals.FIX}, or use --spawn exec")
@@ -83,16 +83,6 @@ class _ForkServer:
         self.pid = self.report["pid"]
         self._reader = threading.Thread(target=self._read, name="killpoint-forkserver", daemon=True)
         self._reader.start()
-
-    @property
-    def is_ready(self) -> bool:
-        """True once `ready()` has read the server's `ready` line."""
-        return self._reader is not None
-
-    @property
-    def started_pid(self) -> int:
-        """The server process's pid, ready or not."""
-        return self._proc.pid
 
     def _read(self) -> None:
         for line in self._said:
@@ -216,23 +206,15 @@ class ForkLauncher(Launcher):
        open (harness/env/forkserver.py, `_standby`): a spawn whose connection settings match is handed to
        it and skips the fork, the process's set-up and the connection; the standby is no incarnation and
        no orphan (`adopted` leaves it out) until a spawn names it.
-    5. With `stagger`, only the first server starts at once; the others start when it is ready (`ready()`
-       returns then) and are waited for at their first spawn: a run's first incarnation (every crash-free
-       run's only one) comes from the first server, so on a machine of few cores the first trial starts
-       after one import of the agent, not two at once competing for the cores, and the second import
-       overlaps the first trials. A server that then fails to import raises from that spawn.
-    `server_pid` is the first server's pid, `server_pids` all of them (once started).
+    `server_pid` is the first server's pid, `server_pids` all of them.
     """
 
     def __init__(self, modules: list[str], env: dict[str, str] | None = None, wait: bool = True,
-                 standby: bool = True, black_box: dict | None = None, stagger: bool = False) -> None:
+                 standby: bool = True, black_box: dict | None = None) -> None:
         """Start the servers and, with `wait`, wait until they are `ready`; without, the caller calls
         `ready()` (or `close()`) later and does other work while the servers import the agent. With
-        `black_box` (harness/env/pymain.py's spec) they fork a black-box Python worker, without standby.
-        `stagger`: 5. of the class doc."""
+        `black_box` (harness/env/pymain.py's spec) they fork a black-box Python worker, without standby."""
         base = dict(os.environ if env is None else env)
-        self._start_later: list[dict[str, str]] = []  # the environments of the servers `stagger` holds back
-        self._readying = threading.Lock()  # one thread waits for a staggered server's import
         self._by_pid: dict[int, Incarnation] = {}
         self._early: dict[int, list[dict]] = {}
         self._lock = threading.Lock()  # guards _by_pid and _early
@@ -240,13 +222,10 @@ class ForkLauncher(Launcher):
         self._seeds = IncarnationSeeds(len(HASH_SEEDS))
         self.server_pids: list[int] = []
         self.server_pid = 0
-        self._new_server = lambda env: _ForkServer(modules, env, self._route, standby, black_box)
-        envs = [{**base, "PYTHONHASHSEED": str(seed)} for seed in HASH_SEEDS]
-        if stagger:
-            envs, self._start_later = envs[:1], envs[1:]
         try:
-            for server_env in envs:
-                self._servers.append(self._new_server(server_env))
+            for seed in HASH_SEEDS:
+                self._servers.append(_ForkServer(modules, {**base, "PYTHONHASHSEED": str(seed)}, self._route,
+                                                 standby, black_box))
         except BaseException:
             self.close()
             raise
@@ -254,27 +233,16 @@ class ForkLauncher(Launcher):
             self.ready()
 
     def ready(self) -> None:
-        """Wait until every server has imported the agent (EnvironmentProblem if one could not), or with
-        `stagger` the first one, then start the others; closed on any failure."""
+        """Wait until every server has imported the agent (EnvironmentProblem if one could not); closed
+        on any failure."""
         try:
             for server in self._servers:
                 server.ready()
-            while self._start_later:
-                self._servers.append(self._new_server(self._start_later.pop(0)))
         except BaseException:
             self.close()
             raise
-        self.server_pids = [server.pid or server.started_pid for server in self._servers]
+        self.server_pids = [server.pid for server in self._servers]
         self.server_pid = self.server_pids[0]
-
-    def _server(self, index: int) -> _ForkServer:
-        """Server `index`, once it is ready (a staggered one is waited for here, at its first spawn)."""
-        server = self._servers[index]
-        if not server.is_ready:
-            with self._readying:
-                if not server.is_ready:
-                    server.ready()
-        return server
 
     @property
     def reports(self) -> list[dict]:
@@ -302,7 +270,7 @@ class ForkLauncher(Launcher):
         """`seed_index`: the server to use (an index into `HASH_SEEDS`), when the caller counts a run's
         incarnations itself (harness/env/pyfork_launcher.py); else the launcher's own count."""
         incarnation = self._new(inc, run_id, role, log)
-        server = self._server(self._seeds.next(run_id) if seed_index is None else seed_index)
+        server = self._servers[self._seeds.next(run_id) if seed_index is None else seed_index]
         incarnation.pid = server.spawn(inc, argv, {**env, TAG_VAR: incarnation.tag}, log)
         incarnation.adopter = self.adopted
         self._identify(incarnation)

@@ -160,10 +160,9 @@ def test_a_budget_that_cuts_the_random_schedules_says_so(sandbox: Sandbox) -> No
     assert sandbox.leftover_dirs() == []
 
 
-def test_the_second_fork_server_killed_while_it_imports_ends_the_run_in_one_line(sandbox: Sandbox) -> None:
-    """The second fork server starts once the first is ready (staggered) and imports the agent while the
-    first trials run; SIGKILLed then (before the resumed incarnation it exists for), the spawn that needs it
-    ends the run: one line naming the fork server, exit 2, nothing left (not "could not import the agent")."""
+def test_a_fork_server_killed_while_it_imports_ends_the_session_in_one_line(sandbox: Sandbox) -> None:
+    """The second fork server SIGKILLed as soon as it is seen (while it imports the agent, or just after):
+    one line naming the fork server as killed, exit 2, nothing left (not "could not import the agent")."""
     proc = sandbox.start(*REPLAY, "--postgres", "local", "--quiet", "--out", str(sandbox.out))
     try:
         harness = psutil.Process(proc.pid)
