@@ -42,4 +42,7 @@ def test_a_restarted_server_dies_with_a_sigkilled_harness(sandbox: Sandbox) -> N
             proc.kill()
             proc.communicate()
     assert restarted
-    wait_for(lambda: not sandbox.survivors(), timeout=60, what="the restarted server to end with its harness")
+    try:
+        wait_for(lambda: not sandbox.survivors(), timeout=60, what="the restarted server to end with its harness")
+    except AssertionError as exc:  # say who outlived the harness (seen once in a whole-suite run, not since)
+        raise AssertionError(f"{exc}; still alive: {sandbox.survivors()}") from None

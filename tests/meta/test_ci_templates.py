@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -326,16 +327,22 @@ def test_the_templates_steps_run_in_a_users_repository(template: str, user_venv:
     shards = [next(p for p in (repo / "killpoint-runs" / f"shard-{k}").iterdir() if p.is_dir()) for k in (1, 2)]
     metas = [json.loads((d / "meta.json").read_text()) for d in shards]
     assert [m["seed"] for m in metas] == [int(SEED)] * 2 and {m["steps"] for m in metas} == {MODULE}
-    schedules = [{(sc["scenario"], t["schedule"], t["seed"]) for sc in json.loads((d / "verdicts.json").read_text())
-                  for t in sc["trials"]} for d in shards]
-    assert schedules[0] and schedules[1] and not schedules[0] & schedules[1]  # shares of one exploration
+    trials = [[(sc["scenario"], t["schedule"], t["seed"]) for sc in json.loads((d / "verdicts.json").read_text())
+               for t in sc["trials"]] for d in shards]
+    assert trials[0] and trials[1]
+    # Shares of one exploration: no trial in both. A trial is named here by scenario, schedule and seed,
+    # which several trials of one scenario may share (its variants); deploy-drain's are one schedule under
+    # several graces (not in verdicts.json), which the deal spreads over the shards: only its names may be
+    # in both. The merge below counts every trial once.
+    both = set(trials[0]) & set(trials[1])
+    assert {name[0] for name in both} <= {"deploy-drain"}, both
 
     (merged,) = (repo / "killpoint-merged").iterdir()
     verdicts = json.loads((merged / "verdicts.json").read_text())
-    assert {(sc["scenario"], t["schedule"], t["seed"]) for sc in verdicts for t in sc["trials"]} == (
-        schedules[0] | schedules[1])
+    assert Counter((sc["scenario"], t["schedule"], t["seed"]) for sc in verdicts for t in sc["trials"]) == (
+        Counter(trials[0]) + Counter(trials[1]))
     assert not [sc for sc in verdicts if sc["outcome"] not in ("pass", "skipped", "expected")], verdicts
     assert (merged / "report.html").is_file()
     junit = ET.parse(repo / "killpoint-junit.xml").getroot()
-    assert int(junit.get("tests")) >= len(schedules[0] | schedules[1]) and junit.get("failures") == "0"
+    assert int(junit.get("tests")) >= len(trials[0]) + len(trials[1]) and junit.get("failures") == "0"
     assert sandbox.survivors() == [] and sandbox.leftover_dirs() == []
