@@ -32,6 +32,9 @@ from contextlib import contextmanager
 ALLOW_VAR = "KILLPOINT_EGRESS_ALLOW"
 """The hosts a worker may reach besides loopback, comma-separated (`*`: all; unset: the guard is off)."""
 
+RUN_ARG = "--run"
+"""`python -m killpoint.env.egress --run SPEC ARGS`: a black-box Python worker exec'd behind the guard (`main`)."""
+
 MARKER = "killpoint: egress blocked:"
 """How a refused connection starts its line in a worker's log."""
 
@@ -207,7 +210,7 @@ def main() -> None:
     import runpy  # noqa: PLC0415
 
     install_from_env()
-    if len(sys.argv) > 2 and sys.argv[1] == "--run":
+    if len(sys.argv) > 2 and sys.argv[1] == RUN_ARG:
         from killpoint.env import pymain  # noqa: PLC0415 - only this entry needs it
 
         spec = json.loads(sys.argv[2])

@@ -117,8 +117,9 @@ class Environment:
             ForkLauncher(self._preload, env=import_env(self.services, self.egress_allowed), wait=False)
         if forks is not None:
             stack.callback(forks.close)  # if the start fails before the launcher's own close is registered
-        pyforks = self._python_forks()
-        if isinstance(pyforks, PythonForkLauncher):
+        pycmd = self._python_command()
+        pyforks = self._python_forks(pycmd)
+        if pyforks is not None:
             stack.callback(pyforks.close)
         self.pg = stack.enter_context(provide(kind=self._postgres, dsn=self._dsn, allow_any_dsn=self._allow_any_dsn,
                                               on_choice=self._say))
@@ -142,14 +143,14 @@ class Environment:
         if forks is not None:
             forks.ready()
             launcher = forks
-        elif isinstance(pyforks, PythonForkLauncher):
+        elif pyforks is not None:
             pyforks.ready()
             launcher = pyforks
-        elif pyforks is not None:
-            launcher = ExecLauncher(pyforks.guarded_argv())  # a Python worker, never forked: still guarded
+        elif pycmd is not None:
+            launcher = ExecLauncher(pycmd.guarded_argv())  # a Python worker, never forked: still guarded
         else:
             launcher = ExecLauncher.from_shell(self._worker_cmd) if self._worker_cmd else ExecLauncher()
-        if self._worker_cmd and pyforks is None and self._say is not None and self.egress_allowed != "*":
+        if self._worker_cmd and pycmd is None and self._say is not None and self.egress_allowed != "*":
             self._say("egress guard: off for this --worker-cmd (not killpoint's Python running a script or "
                       "module; the reference runtime's and Python workers are guarded): make sure every SDK "
                       "points at its fake (docs/contracts.md)")
@@ -158,19 +159,30 @@ class Environment:
         self.launcher = launcher
         stack.callback(launcher.close)  # first at the end: the workers go before the services and Postgres
 
-    def _python_forks(self) -> PythonForkLauncher | PythonCommand | None:
-        """The launcher of a `--worker-cmd` that is this Python running a script or module
-        (harness/env/pyfork_launcher.py), its servers started; the command alone when its incarnations
-        are all exec'd (`--spawn exec`, `--worker-preload none`: each behind the egress guard all the same);
-        None (and one line saying why) when it is no such command."""
+    def _python_command(self) -> PythonCommand | None:
+        """The `--worker-cmd` as this Python running a script or module (`pycommand.parse`): its
+        incarnations, forked or exec'd, are behind the egress guard; None (and one line saying why) when it
+        is no such command, or there is no `--worker-cmd`."""
         if not self._worker_cmd:
             return None
         cmd = pycommand.parse(shlex.split(self._worker_cmd))
-        if isinstance(cmd, str) or self._worker_preload == () or self._spawn == "exec":
-            why = cmd if isinstance(cmd, str) else "--worker-preload none" if self._spawn != "exec" else ""
-            if why and self._say is not None:
-                self._say(f"{pyfork_launcher.SAY} every incarnation exec'd: {why}")
-            return None if isinstance(cmd, str) else cmd
+        if isinstance(cmd, str):
+            self._tell_exec(cmd)
+            return None
+        return cmd
+
+    def _tell_exec(self, why: str) -> None:
+        if self._say is not None:
+            self._say(f"{pyfork_launcher.SAY} every incarnation exec'd: {why}")
+
+    def _python_forks(self, cmd: PythonCommand | None) -> PythonForkLauncher | None:
+        """The launcher of `cmd` (harness/env/pyfork_launcher.py), its servers started; None when its
+        incarnations are all exec'd (`--spawn exec`; `--worker-preload none`, said)."""
+        if cmd is None or self._spawn == "exec":
+            return None
+        if self._worker_preload == ():
+            self._tell_exec("--worker-preload none")
+            return None
         modules = list(self._worker_preload) if self._worker_preload is not None else pycommand.auto_preload(cmd)
         volatile = pyfork_launcher.volatile_vars(self.services)
         env = pyfork_launcher.server_env(os.environ, self.services, volatile, self.egress_allowed)

@@ -31,8 +31,7 @@ import sys
 from dataclasses import dataclass
 from importlib.machinery import PathFinder
 
-RUN_ARG = "--run"
-"""`python -m killpoint.env.egress --run SPEC ARGS`: a black-box Python worker exec'd behind the guard."""
+from killpoint.env.egress import RUN_ARG
 
 NONE = "none"
 """`--worker-preload none`: every incarnation is a fresh interpreter (the exec launcher), as before."""
@@ -60,13 +59,16 @@ class PythonCommand:
         """The worker's arguments (after the script or module) for `run_id`."""
         return [a.replace("{run_id}", run_id) for a in self.args]
 
+    def spec(self) -> dict[str, str | None]:
+        """How `harness/env/pymain.py` runs it as `__main__`: its script or module, and its folder."""
+        return {"script": self.script, "module": self.module, "folder": self.folder}
+
     def guarded_argv(self) -> list[str]:
         """A fresh interpreter running this worker behind the egress guard: `python -P -m
         killpoint.env.egress --run SPEC ARGS` installs the guard, puts `folder` first on `sys.path` and runs
         the script or module as `__main__` as the forked children do (harness/env/pymain.py). `{run_id}`
         is still in the arguments (the exec launcher fills it in)."""
-        spec = {"script": self.script, "module": self.module, "folder": self.folder}
-        return [sys.executable, "-P", "-m", "killpoint.env.egress", RUN_ARG, json.dumps(spec), *self.args]
+        return [sys.executable, "-P", "-m", "killpoint.env.egress", RUN_ARG, json.dumps(self.spec()), *self.args]
 
     def source(self) -> str | None:
         """The path of the code run as `__main__` (the script, or the module's file found without importing

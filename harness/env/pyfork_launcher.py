@@ -81,8 +81,7 @@ class PythonForkLauncher(Launcher):
         self._reads: dict[str, str | None] = {}
         self._exec = ExecLauncher(cmd.guarded_argv())  # exec'd incarnations are guarded as forked ones are
         self._exec.on_start, self._exec.on_exit = self._relay_start, self._relay_exit
-        spec = {"script": cmd.script, "module": cmd.module, "folder": cmd.folder, "modules": modules,
-                "volatile": volatile}
+        spec = {**cmd.spec(), "modules": modules, "volatile": volatile}
         self._forks: ForkLauncher | None = None
         try:
             self._forks = ForkLauncher([], env=env, wait=False, standby=False, black_box=spec)

@@ -38,7 +38,7 @@ from junitparser import (
 
 from killpoint import __version__
 from killpoint.report.causes import Group
-from killpoint.report.text import failure_groups, run_seed, trial_block, trial_seconds
+from killpoint.report.text import failure_groups, run_seed, trial_block
 from killpoint.run.scenario import ScenarioResult
 from killpoint.run.trial import Trial
 
@@ -132,7 +132,7 @@ def _trial_case(r: ScenarioResult, t: Trial, name: str, steps: str, base: int | 
                 grouped: tuple[str | None, str | None] = (None, None)) -> TestCase:
     """Flow steps 2, 3 and 5: the testcase of one trial."""
     same, also = grouped
-    case = TestCase(xml_text(name), xml_text(r.name), round(trial_seconds(t), 3))
+    case = TestCase(xml_text(name), xml_text(r.name), round(t.seconds(), 3))
     if t.outcome == "fail" and r.outcome == "expected":
         holder = Properties()
         holder.add_property(Property("killpoint.expected_finding", "true"))

@@ -160,11 +160,6 @@ def trial_record(t: Trial) -> dict:
             **({"notes": notes} if notes else {})}
 
 
-def trial_seconds(t: Trial) -> float:
-    """How long a trial's run took: from its first recorded event to its last (0.0 without events)."""
-    return t.seconds()
-
-
 def run_seed(meta: dict) -> int | None:
     """The base seed of a run, from its meta: `run` and `explore` draw their random schedules from one (a
     `replay`'s seed names one trial, and is in that trial's block already)."""
