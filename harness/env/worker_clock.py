@@ -22,6 +22,16 @@ libfaketime. Without a C compiler a broken libfaketime cannot move a clock faith
 says so.
 
 A shift of 0 adds nothing: runs without clock faults see the machine's clock, unchanged.
+
+A black-box Python worker forked from a fork server (harness/env/pyfork_launcher.py) cannot be given a
+preload: the fork is already loaded. Its incarnations under a shift are forked instead from servers started
+under `fork_server_env` (libfaketime preloaded with a shift of 0 and its cache off, `FAKETIME_NO_CACHE=1`,
+which libfaketime reads once, at load): libfaketime then reads `FAKETIME` from the process's environment
+again at every wall-clock call (no system call; measured ~0.1-0.2 us more per `time.time()`), so a child
+that takes an incarnation's environment (`FAKETIME=+N`, the same variables `clock_env` gives an exec'd one)
+reads a wall clock moved by N from its first call on, in C as in Python, its monotonic clock unmoved
+(`FAKETIME_DONT_FAKE_MONOTONIC`, also read at load, is the server's), and one whose environment has no
+`FAKETIME` reads the machine's clock (libfaketime 0.9.10, tests/env/test_worker_clock.py).
 """
 
 from __future__ import annotations
@@ -89,8 +99,14 @@ def faketime_library() -> str | None:
     return None
 
 
+SHIFT_VAR = "FAKETIME"
+"""libfaketime's shift (`+N`, `-N` seconds): in an incarnation's environment exactly when its clock is moved."""
+NO_CACHE_VAR = "FAKETIME_NO_CACHE"
+"""Set (`1`) only in the environment fork servers start under (`fork_server_env`)."""
+
+
 def _faketime_vars(offset: float, preload: str) -> dict[str, str]:
-    return {"LD_PRELOAD": preload, "FAKETIME": f"{int(offset):+d}", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    return {"LD_PRELOAD": preload, SHIFT_VAR: f"{int(offset):+d}", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
 
 
 def _sleep_result(preload: str) -> str:
@@ -158,6 +174,18 @@ def unsupported(black_box: bool) -> str | None:
         return (f"{lib} fails absolute sleeps on the monotonic clock (libfaketime issue #426) and no C compiler "
                 "builds killpoint's fix for it (install cc, or libfaketime >= 0.9.11)")
     return None
+
+
+def fork_server_env(existing_preload: str | None = None) -> dict[str, str] | None:
+    """The variables a fork server of black-box Python workers starts under so that each child it forks reads
+    the wall clock its own environment's `FAKETIME` says (the module doc): libfaketime's preload as
+    `clock_env` builds it, a shift of 0, the monotonic clock left alone, the cache off. None where a clock
+    fault cannot move a black-box worker's clock (`unsupported`)."""
+    lib = faketime_library()
+    preload = None if lib is None else _preload(lib)
+    if preload is None:
+        return None
+    return {**_faketime_vars(0.0, " ".join(p for p in (preload, existing_preload) if p)), NO_CACHE_VAR: "1"}
 
 
 def clock_env(offset: float, black_box: bool, existing_preload: str | None = None) -> dict[str, str]:

@@ -13,13 +13,14 @@ import shlex
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
-from killpoint.env import pycommand
+from killpoint.env import pycommand, worker_clock
 from killpoint.env.launcher import HASH_SEEDS, Incarnation
 from killpoint.env.pycommand import PythonCommand, auto_preload, parse, preload_option, top_level_imports
 from killpoint.env.pyfork_launcher import PythonForkLauncher
@@ -123,7 +124,7 @@ class Workers:
         self.launcher.ready()
         self.n = 0
         self.incs: list[Incarnation] = []
-        self.servers = list(self.launcher._forks.server_pids) if self.launcher._forks else []  # noqa: SLF001
+        self.servers = self.server_pids()
 
     def run(self, **extra: str) -> tuple[dict, str, int | None, bool]:
         """One incarnation with `extra` in its environment: its report, whole log, exit code, and whether it
@@ -135,8 +136,14 @@ class Workers:
         assert inc.ended.wait(60), "the worker did not end"
         text = log.read_text()
         report = json.loads(text.splitlines()[0])
-        servers = self.launcher._forks.server_pids if self.launcher._forks else []  # noqa: SLF001
-        return report, text, inc.exit_code, report.pop("parent") in servers
+        self.servers = self.server_pids()  # the clock servers too, once started
+        return report, text, inc.exit_code, report.pop("parent") in self.servers
+
+    def server_pids(self, clock: bool | None = None) -> list[int]:
+        """The fork servers' pids (`clock`: only the clock servers', or only the others')."""
+        pools = self.launcher._pools()  # noqa: SLF001
+        return [pid for pool in pools for pid in pool.forks.server_pids
+                if clock is None or (pool is not self.launcher._pool) == clock]  # noqa: SLF001
 
     def close(self) -> list[str]:
         """Close the launcher; what is left running of its incarnations and fork servers (nothing)."""
@@ -199,6 +206,49 @@ def test_an_incarnation_whose_variable_read_at_import_differs_is_exec_d(tmp_path
     report, _, _, forked = w.run(LIB_MODE="strict")
     assert not forked and report["lib"] == "strict"
     assert any("LIB_MODE differs are exec'd (a preloaded module read it at import)" in s for s in w.said), w.said
+
+
+CLOCKS = ("[__import__('time').time(), __import__('datetime').datetime.now().timestamp(), "
+          "__import__('time').time_ns() / 1e9, __import__('time').monotonic(), os.getppid()]")
+"""What the worker reports as its `lib`: its wall clock read three ways (`datetime.now` in C), its monotonic
+clock, its parent."""
+
+
+@pytest.mark.skipif(worker_clock.unsupported(black_box=True) is not None,
+                    reason="libfaketime cannot move a clock here")
+def test_an_incarnation_under_a_clock_shift_is_forked_with_its_own_wall_clock(tmp_path: Path,
+                                                                             workers: list[Workers]) -> None:
+    """A clock fault's shift (the environment `clock_env` gives an exec'd incarnation) is forked from the
+    clock servers under libfaketime: an hour ahead, its wall clock (`time.time`, `datetime.now`,
+    `time.time_ns`) is an hour ahead and its monotonic clock the machine's; a sibling without a shift, forked
+    from the other servers, and one an hour behind, each read their own; nothing is exec'd."""
+    w = Workers(tmp_path, {"mylib": "X = 1\n"}, uses=CLOCKS)
+    workers.append(w)
+    wall, mono = time.time(), time.monotonic()
+    found = [(offset, w.run(**worker_clock.clock_env(offset, black_box=True))) for offset in (3600.0, 0.0, -3600.0)]
+    wall_end, mono_end = time.time(), time.monotonic()
+    clock_servers = w.server_pids(clock=True)
+    assert len(clock_servers) == len(HASH_SEEDS) and not set(clock_servers) & set(w.server_pids(clock=False))
+    for offset, (report, _, code, forked) in found:
+        *walls, monotonic, parent = report["lib"]
+        assert forked and code == 3 and (parent in clock_servers) == bool(offset), (offset, report)
+        assert all(wall - 0.001 <= t - offset <= wall_end + 0.001 for t in walls), (offset, wall, walls, wall_end)
+        assert mono <= monotonic <= mono_end, (offset, mono, monotonic, mono_end)
+    assert any("shift forked from servers under libfaketime" in s for s in w.said), w.said
+    assert not any("exec'd" in s for s in w.said), w.said
+
+
+def test_without_libfaketime_an_incarnation_under_a_shift_is_exec_d_and_says_why(
+        tmp_path: Path, workers: list[Workers], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the clock servers cannot run under libfaketime, a shifted incarnation is exec'd (with the
+    environment it was given) and the others are still forked."""
+    w = Workers(tmp_path, {"mylib": "X = 1\n"}, uses="os.environ.get('FAKETIME')")
+    workers.append(w)
+    monkeypatch.setattr(worker_clock, "fork_server_env", lambda _existing=None: None)
+    shifted = w.run(FAKETIME="+60", LD_PRELOAD="")  # what clock_env gives, without the library itself
+    plain = w.run()
+    assert (shifted[0]["lib"], shifted[3]) == ("+60", False) and (plain[0]["lib"], plain[3]) == (None, True)
+    assert any("shift are exec'd: libfaketime cannot move a clock here" in s for s in w.said), w.said
 
 
 @pytest.mark.parametrize(("source", "why"), [

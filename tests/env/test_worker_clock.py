@@ -33,6 +33,21 @@ def test_a_black_box_worker_runs_under_libfaketime_or_the_fault_says_why_not(mon
     assert worker_clock.clock_env(60.0, black_box=True) == {}
 
 
+def test_fork_servers_start_under_the_same_preload_with_no_shift_and_no_cache(monkeypatch: pytest.MonkeyPatch,
+                                                                             tmp_path) -> None:  # noqa: ANN001
+    """The clock servers' variables: an incarnation's `LD_PRELOAD` under a shift is theirs (so it is forked
+    from them), their shift is 0 and libfaketime's cache is off (so each child reads its own `FAKETIME`)."""
+    lib = tmp_path / "libfaketime.so.1"
+    lib.write_bytes(b"")
+    monkeypatch.setenv("KILLPOINT_FAKETIME_LIB", str(lib))
+    monkeypatch.setattr(worker_clock, "monotonic_sleep_broken", lambda _lib: False)
+    server = worker_clock.fork_server_env("/x/other.so")
+    shifted = worker_clock.clock_env(-3600.0, black_box=True, existing_preload="/x/other.so")
+    assert server == {**shifted, "FAKETIME": "+0", "FAKETIME_NO_CACHE": "1"}, (server, shifted)
+    monkeypatch.setenv("KILLPOINT_FAKETIME_LIB", str(tmp_path / "absent.so"))
+    assert worker_clock.fork_server_env() is None
+
+
 def test_a_libfaketime_that_breaks_monotonic_sleeps_without_a_compiler_is_unsupported(
         monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
     lib = tmp_path / "libfaketime.so.1"

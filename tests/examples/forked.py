@@ -25,7 +25,7 @@ def assert_fork_matches_exec(box: Sandbox, adapter: str, example: str, scenario:
                              keyed: bool = False) -> list[dict]:
     """`killpoint replay` of `schedule` with the example's incarnations forked (the default) and exec'd
     (`--worker-preload none`): the forked session says it forked (and, for a clock fault, that the
-    incarnations under it were exec'd), both give the same exit code and verdicts, and nothing is left
+    incarnations under it were forked from the servers under libfaketime), both give the same exit code and verdicts, and nothing is left
     running. The verdicts."""
     argv = ["replay", "--scenario", scenario, "--schedule", schedule, "--adapter", adapter,
             "--worker-cmd", worker_cmd(example, keyed=keyed)]
@@ -39,7 +39,8 @@ def assert_fork_matches_exec(box: Sandbox, adapter: str, example: str, scenario:
     assert "worker-cmd: incarnations forked from servers that preloaded" in fork_out, fork_out
     assert "worker-cmd: every incarnation exec'd: --worker-preload none" in exec_out, exec_out
     if ":clock" in schedule:
-        assert "LD_PRELOAD differs from the fork servers' are exec'd" in fork_out, fork_out
+        assert "worker-cmd: incarnations under a clock fault's shift forked from servers under libfaketime" \
+            in fork_out, fork_out
     assert (fork_code, fork_verdicts) == (exec_code, exec_verdicts)
     assert not box.survivors(), box.survivors()
     return fork_verdicts

@@ -38,12 +38,23 @@ def test_bare_email_duplicate_is_found_and_its_replay_reproduces_it(sandbox):
 
 def test_forked_incarnations_give_the_verdicts_of_exec_d_ones(sandbox):
     """The bare graph under a clock jump after Resend applied the email: the crash-free runs and the first
-    incarnation are forked, the successor (under libfaketime) exec'd; the duplicate is found either way,
+    incarnation are forked, the successor from the servers under libfaketime; the duplicate is found either way,
     with the same verdicts as when every incarnation is exec'd."""
     found = assert_fork_matches_exec(sandbox, "langgraph", EXAMPLE, "mixed-faults", "email:effect.applied:clock+366d")
     (trial,) = [t for r in found for t in r["trials"]]
     assert trial["outcome"] == "fail" and any(v["checker"] == "exactly_once" and v["outcome"] == "fail"
                                               for v in trial["verdicts"]), trial
+
+
+def test_a_resume_on_a_clock_stepped_back_fails_forked_as_exec_d(sandbox):
+    """The keyed graph resumed an hour behind after plan's checkpoint (PostgresSaver's hazard): forked from
+    the servers under libfaketime, the trial FAILs with the adapter's note, as it does exec'd (libfaketime
+    moves the clock LangGraph's uuid6 ids read either way)."""
+    found = assert_fork_matches_exec(sandbox, "langgraph", EXAMPLE, "mixed-faults", "plan:checkpoint.writing:clock-1h",
+                                     keyed=True)
+    (trial,) = [t for r in found for t in r["trials"]]
+    notes = trial.get("notes", [])
+    assert trial["outcome"] == "fail" and len(notes) == 1 and notes[0].startswith(CLOCK_NOTE.split("{", 1)[0]), trial
 
 
 @pytest.mark.slow
