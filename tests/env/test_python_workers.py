@@ -238,6 +238,29 @@ def test_an_incarnation_under_a_clock_shift_is_forked_with_its_own_wall_clock(tm
     assert not any("exec'd" in s for s in w.said), w.said
 
 
+@pytest.mark.skipif(worker_clock.unsupported(black_box=True) is not None,
+                    reason="libfaketime cannot move a clock here")
+def test_the_clock_servers_outlive_the_thread_whose_spawn_started_them(tmp_path: Path,
+                                                                       workers: list[Workers]) -> None:
+    """A run's thread asks for the first shifted incarnation and ends (a trial does): the clock servers it
+    caused to start are still there for the next one (their parent-death signal is not that thread's)."""
+    import threading
+
+    w = Workers(tmp_path, {"mylib": "X = 1\n"}, uses="os.getppid()")
+    workers.append(w)
+    shift = worker_clock.clock_env(60.0, black_box=True)
+    first: list = []
+    thread = threading.Thread(target=lambda: first.append(w.run(**shift)))
+    thread.start()
+    thread.join()
+    second = w.run(**shift)
+    clock_servers = w.server_pids(clock=True)
+    for report, _, code, forked in (first[0], second):
+        assert forked and code == 3 and report["lib"] in clock_servers, (report, clock_servers)
+    assert w.launcher.died() is None, w.launcher.died()
+    assert all(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in clock_servers)
+
+
 def test_without_libfaketime_an_incarnation_under_a_shift_is_exec_d_and_says_why(
         tmp_path: Path, workers: list[Workers], monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the clock servers cannot run under libfaketime, a shifted incarnation is exec'd (with the

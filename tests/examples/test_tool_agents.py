@@ -145,7 +145,8 @@ def test_keyed_langgraph_react_agent_resumes_on_a_clock_stepped_back(sandbox: Sa
     """The keyed ReAct agent's MonotonicPostgresSaver (examples/tool_agents/monotonic_saver.py) stores a
     resumed worker's checkpoints above the thread's latest though its clock is an hour behind: killed after
     checkpointing the tool call, resumed at `clock-1h`, the thread finishes with the email sent once and no
-    runtime note on checkpoint ids that sort below their parent. (With PostgresSaver it never finished:
+    runtime note on checkpoint ids that sort below their parent; the resume is forked from the fork servers
+    under libfaketime. (With PostgresSaver it never finished:
     every resume loaded the step before and redid it; tests/examples/test_langgraph.py keeps that hazard.)"""
     example = next(e for e in EXAMPLES_UNDER_TEST if e.name == "langgraph-react")
     needs(example)
@@ -154,6 +155,8 @@ def test_keyed_langgraph_react_agent_resumes_on_a_clock_stepped_back(sandbox: Sa
     assert proc.returncode == 0, describe(proc)
     assert re.search(r"^PASS\s+mixed-faults", proc.stdout, re.MULTILINE), describe(proc)
     assert CLOCK_NOTE.split("{", 1)[0] not in proc.stdout and "UNKNOWN" not in proc.stdout, describe(proc)
+    said = proc.stdout + proc.stderr  # the resume an hour behind was forked, under libfaketime
+    assert "worker-cmd: incarnations under a clock fault's shift forked from servers under libfaketime" in said, said
     faults = [e for e in sandbox.events() if e["type"] == "fault"]
     assert [f["action"] for f in faults] == ["clock-1h"], faults
     made = effects(sandbox, faults[0]["run_id"], example.service)
