@@ -160,14 +160,14 @@ class PythonForkLauncher(Launcher):
         extra = worker_clock.fork_server_env(self._env.get("LD_PRELOAD"))
         if extra is None:
             return head + "libfaketime cannot move a clock here"
-        started: list[_Pool | OSError] = []
+        started: list[_Pool | Exception] = []
         thread = threading.Thread(target=self._keep, args=({**self._env, **extra}, started),
                                   name="killpoint-clock-servers", daemon=True)
         with self._kept:
             thread.start()
             self._kept.wait_for(lambda: bool(started))
         pool = started[0]
-        if isinstance(pool, OSError):
+        if isinstance(pool, Exception):
             return head + f"the clock servers could not start ({pool})"
         why = self._check(pool)
         if why is not None:
@@ -175,13 +175,13 @@ class PythonForkLauncher(Launcher):
         self._tell("incarnations under a clock fault's shift forked from servers under libfaketime")
         return pool
 
-    def _keep(self, env: dict[str, str], started: list[_Pool | OSError]) -> None:
+    def _keep(self, env: dict[str, str], started: list[_Pool | Exception]) -> None:
         """Start fork servers under `env` (into `started`), then live until `close`: a server's parent-death
         signal (`die_with_parent`, prctl's PR_SET_PDEATHSIG) follows the thread that started it, and the
         run's thread that asked first may end long before the session does."""
         try:
-            pool: _Pool | OSError = self._start(env)
-        except OSError as exc:
+            pool: _Pool | Exception = self._start(env)
+        except Exception as exc:  # noqa: BLE001 - any failure to start is said by the spawn that waits for it
             pool = exc
         with self._kept:
             started.append(pool)
