@@ -39,6 +39,7 @@ class MixedFaults(Scenario):
                "a resume with the clock moved")
     checkers = (*CRASH_CHECKERS, "retries_keep_keys")
     actions = tuple(dict.fromkeys(base(a) for a in (*PROCESS_MIX, *SERVICE_ACTIONS)))
+    concrete = tuple(dict.fromkeys((*PROCESS_MIX, *SERVICE_ACTIONS)))  # `--exhaustive`: each jump, each outage
 
     def run(self, ctx: Context) -> list[Trial]:
         points = self.step_points(ctx)

@@ -18,6 +18,7 @@ from typing import Literal
 from killpoint.checkers import CRASH_CHECKERS, CheckerRef
 from killpoint.env.stepmodule import DEFAULT_STEPS, AgentSpec, load
 from killpoint.errors import UsageError
+from killpoint.faults.points import base
 from killpoint.faults.schedule import Schedule, exhaustive, fault_budget, random_schedules
 from killpoint.run.context import Context
 from killpoint.run.options import RunOptions
@@ -90,6 +91,15 @@ class Scenario:
         """The scenario's fault actions the user allowed (`--actions`; all of them by default)."""
         return tuple(a for a in self.actions if not ctx.actions or a in ctx.actions)
 
+    concrete: tuple[str, ...] = ()
+    """The actions as a sweep writes them, where `actions` names some by their base (`clock`, whose jump
+    needs its amount: `clock-1h`); empty: `actions` as they are."""
+
+    def sweep_actions(self, ctx: Context) -> tuple[str, ...]:
+        """The allowed actions as the exhaustive sweep (and the base random plan) injects them (`concrete`)."""
+        allowed = self.actions_in(ctx)
+        return tuple(a for a in self.concrete if base(a) in allowed) if self.concrete else allowed
+
     def setup(self) -> Setup | None:
         return None
 
@@ -142,7 +152,7 @@ class Scenario:
     def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
         """The schedule a seed stands for in this scenario (what `replay --seed` runs)."""
         points = self.step_points(ctx)
-        return Schedule.from_seed(seed, points, actions=self.actions_in(ctx), max_faults=fault_budget(points))
+        return Schedule.from_seed(seed, points, actions=self.sweep_actions(ctx), max_faults=fault_budget(points))
 
     def testable(self, ctx: Context, points: dict[str, list[str]]) -> bool:
         """Whether `points` (this scenario's `step_points`) hold a fault point; if not, `untested` says why
@@ -162,7 +172,7 @@ class Scenario:
         points = self.step_points(ctx)
         if not self.testable(ctx, points):
             return []
-        schedules = exhaustive(points, self.actions_in(ctx))
+        schedules = exhaustive(points, self.sweep_actions(ctx))
         return run_plan(self, ctx, [(None, s) for s in schedules],
                               lambda i, _seed, schedule, trial:
                               f"{self.name}: [{i}/{len(schedules)}] {schedule} -> {trial.outcome}")
@@ -173,7 +183,7 @@ class Scenario:
         points = self.step_points(ctx)
         if not self.testable(ctx, points):
             return []  # a schedule of no fault tests nothing
-        return random_schedules(ctx.seed, count, points, actions=self.actions_in(ctx),
+        return random_schedules(ctx.seed, count, points, actions=self.sweep_actions(ctx),
                                 max_faults=fault_budget(points))
 
     def random(self, ctx: Context, count: int, *, stop_on_budget: bool = False) -> list[Trial]:
