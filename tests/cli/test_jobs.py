@@ -92,6 +92,35 @@ def test_ordered_hands_results_back_in_order_whatever_ends_first() -> None:
     assert said == [0, 10, 20]
 
 
+def test_ordered_submits_a_window_of_tasks_not_the_whole_plan() -> None:
+    """When task 0 is handed back, only the window (`AHEAD` x jobs, and the one that refills it) has been
+    taken from the plan; the rest are taken as results come back, and every result still comes in order."""
+    from collections.abc import Sequence
+
+    from killpoint.run.pool import AHEAD
+
+    taken: list[int] = []
+    seen_at_first: list[int] = []
+
+    class Plan(Sequence):
+        def __len__(self) -> int:
+            return 100
+
+        def __getitem__(self, i: int):  # noqa: ANN204 - Sequence's signature
+            if not 0 <= i < 100:
+                raise IndexError(i)
+            taken.append(i)
+            return lambda: i
+
+    def first(i: int, _r: int) -> None:
+        if i == 0:
+            seen_at_first.append(max(taken))
+
+    assert ordered(Plan(), 2, first) == list(range(100))
+    assert seen_at_first == [AHEAD * 2]  # indices 0..AHEAD*2-1 submitted first, one more as task 0 came back
+    assert sorted(taken) == list(range(100))
+
+
 def test_ordered_stops_at_the_first_error_and_raises_it() -> None:
     started: list[int] = []
 
