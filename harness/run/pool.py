@@ -6,6 +6,7 @@
    holds a few `Future`s, not 10,000, and a task is taken from `tasks` only when it is submitted.
 2. `done(i, result)` is called on the calling thread for task 0, 1, 2... in that order, each as soon as it
    and every task before it have ended: progress lines come out in the same order whatever `jobs` is.
+   `ordered` keeps no result itself (a long plan's results are `done`'s to hold or let go).
 3. The first task that raises stops the pool: tasks submitted and not started are cancelled, those not yet
    submitted never start, those running are waited for (their runs end, their processes are reaped by the
    run), and the exception is raised again. A Ctrl-C while waiting does the same.
@@ -29,15 +30,13 @@ AHEAD = 4
 never waits for work while an earlier, slower task holds up the hand-back, few enough to stay small."""
 
 
-def ordered(tasks: Sequence[Callable[[], T]], jobs: int,
-            done: Callable[[int, T], None] = lambda _i, _r: None) -> list[T]:
-    """The results of `tasks`, in their order, run on up to `jobs` threads (see the module doc)."""
-    results: list[T] = []
+def ordered(tasks: Sequence[Callable[[], T]], jobs: int, done: Callable[[int, T], None]) -> None:
+    """Run `tasks` on up to `jobs` threads, handing each result to `done` in their order (see the module
+    doc). Nothing is kept here: a result is `done`'s to keep or drop."""
     if jobs <= 1 or len(tasks) <= 1:
         for i, task in enumerate(tasks):
-            results.append(task())
-            done(i, results[-1])
-        return results
+            done(i, task())
+        return
     pool = ThreadPoolExecutor(max_workers=min(jobs, len(tasks)), thread_name_prefix="killpoint-trial")
     waiting: deque[Future[T]] = deque()
     queued = iter(tasks)
@@ -52,10 +51,9 @@ def ordered(tasks: Sequence[Callable[[], T]], jobs: int,
             submit_next()
         i = 0
         while waiting:
-            results.append(waiting.popleft().result())
+            result = waiting.popleft().result()
             submit_next()
-            done(i, results[-1])
+            done(i, result)
             i += 1
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-    return results
