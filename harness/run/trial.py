@@ -263,14 +263,16 @@ class Trials(Sequence[Trial]):
     spooled passing trial (`Trial.spool`) as its place in the spool: 8 bytes, not the trial (~400 bytes). Reading one
     rebuilds it from the spool (`Trial.unspool`: a new object, equal to the one spooled); every other trial
     is held whole and read back as the same object. So a scenario of 10,000 passing schedules holds 80 KB
-    of places, not 10,000 trials. A trial appended before it was spooled is held whole until `settle`."""
+    of places, not 10,000 trials. A trial appended before it was spooled is held whole until `settle`.
+    Trials judged at the same time (`-j`) append and settle from their threads: each call holds a lock."""
 
-    __slots__ = ("_kept", "_places", "_spool")
+    __slots__ = ("_kept", "_lock", "_places", "_spool")
 
     def __init__(self, trials: Iterable[Trial] = ()) -> None:
         self._spool: Spool | None = None
         self._places = array("q")  # a spooled trial's offset in `_spool`; -1: held whole in `_kept`
         self._kept: dict[int, Trial] = {}
+        self._lock = threading.Lock()
         self.extend(trials)
 
     def _place(self, trial: Trial) -> int:
@@ -285,10 +287,11 @@ class Trials(Sequence[Trial]):
 
     def append(self, trial: Trial) -> None:
         """Add `trial` at the end."""
-        place = self._place(trial)
-        if place < 0:
-            self._kept[len(self._places)] = trial
-        self._places.append(place)
+        with self._lock:
+            place = self._place(trial)
+            if place < 0:
+                self._kept[len(self._places)] = trial
+            self._places.append(place)
 
     def extend(self, trials: Iterable[Trial]) -> None:
         """Add each of `trials` at the end, in order."""
@@ -297,13 +300,14 @@ class Trials(Sequence[Trial]):
 
     def settle(self, trial: Trial) -> None:
         """`trial`, held whole since it was appended and spooled since, is held by its place from now on."""
-        for i, kept in self._kept.items():
-            if kept is trial:
-                place = self._place(trial)
-                if place >= 0:
-                    self._places[i] = place
-                    del self._kept[i]
-                return
+        with self._lock:
+            for i, kept in self._kept.items():
+                if kept is trial:
+                    place = self._place(trial)
+                    if place >= 0:
+                        self._places[i] = place
+                        del self._kept[i]
+                    return
 
     def __len__(self) -> int:
         return len(self._places)
@@ -318,11 +322,12 @@ class Trials(Sequence[Trial]):
         return self._at(i)
 
     def _at(self, i: int) -> Trial:
-        place = self._places[i]
-        if place < 0:
-            return self._kept[i]
-        assert self._spool is not None
-        return Trial.unspool(self._spool, place)
+        with self._lock:
+            place, spool = self._places[i], self._spool
+            if place < 0:
+                return self._kept[i]
+        assert spool is not None
+        return Trial.unspool(spool, place)
 
     def __iter__(self) -> Iterator[Trial]:
         for i in range(len(self)):

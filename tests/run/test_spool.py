@@ -109,6 +109,33 @@ def test_a_trial_appended_before_it_was_spooled_is_settled_into_its_place(tmp_pa
     assert (held[1].unfired(), held[1].seconds(), held[1].written()) == (t.unfired(), t.seconds(), t.written())
 
 
+def test_trials_judged_at_the_same_time_are_each_held_once(tmp_path: Path) -> None:
+    """Under `-j` the session's `Trials` takes trials from several threads (judged, then settled once
+    spooled): none is lost or held twice, and each kept one reads back as itself."""
+    import threading
+
+    spool, held, start = Spool(tmp_path), Trials(), threading.Barrier(4)
+    made: list[list[Trial]] = [[trial(100 * k + n, "charge:step.start:term", OK if n % 3 else DUP)
+                                for n in range(100)] for k in range(4)]
+
+    def judge(mine: list[Trial]) -> None:
+        start.wait()
+        for t in mine:
+            held.append(t)
+            if t.outcome == "pass":
+                t.spool(spool)
+                held.settle(t)
+
+    threads = [threading.Thread(target=judge, args=(mine,)) for mine in made]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    everyone = {t.run_id: t for mine in made for t in mine}
+    assert sorted(t.run_id for t in held) == sorted(everyone)
+    assert all((t is everyone[t.run_id]) == (t.outcome == "fail") and t == everyone[t.run_id] for t in held)
+
+
 def test_a_spooled_trial_in_trials_costs_a_few_bytes_not_the_trial(tmp_path: Path) -> None:
     """2,000 spooled passing trials held in a `Trials` keep under 32 bytes each in memory (a list of the
     spooled trials themselves: ~400 bytes each)."""
