@@ -102,12 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.n} random crash-points schedules at -j {args.jobs}: {wall:.1f} s wall, "
           f"{args.n / wall:.1f} schedules/s (start-up included)")
     print(f"{'trials done':>12}  {'harness RSS':>12}  {'tree PSS':>10}")
-    marks = [max(1, args.n // 10), args.n // 2, args.n]
+    marks = sorted({max(1, args.n // 10), args.n // 4, args.n // 2, 3 * args.n // 4, args.n})
     for mark in marks:
         rss, pss = sampler.at(mark)
         print(f"{mark:>12}  {rss / mb:>9.1f} MB  {'-' if pss is None else f'{pss / mb:.1f} MB':>10}")
     first, last = sampler.at(marks[0])[0], sampler.at(marks[-1])[0]
     print(f"harness RSS growth from trial {marks[0]} to {marks[-1]}: {100 * (last - first) / first:+.1f} %")
+    half = sampler.at(marks[2])[0]
+    print(f"harness RSS growth from trial {marks[2]} to {marks[-1]}: {100 * (last - half) / half:+.1f} %")
     print(f"peak RSS of the whole tree (summed, shared pages counted in each): {sampler.peak_tree_rss / mb:.0f} MB")
     return 0
 

@@ -73,7 +73,8 @@ def junit_xml(results: list[ScenarioResult], steps: str, meta: dict | None = Non
     meta = meta or {}
     root = JUnitXml()
     groups = {id(f.ref): g for g in failure_groups(results) for f in g.members}
-    names = {id(t): name for r in results for t, name in zip(r.trials, testcase_names(r.trials), strict=True)}
+    names = {id(t): name for r in results for t, name in zip(r.trials, testcase_names(r.trials), strict=True)
+             if t.spooled is None}  # a spooled one is rebuilt anew each read (`Trials`) and never a cause
     suites = [_suite(r, steps, meta, lambda t: _grouped(t, groups, names)) for r in results]
     for suite in suites:
         root.add_testsuite(suite)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Literal
@@ -40,7 +41,8 @@ class ScenarioResult:
 
     name: str
     outcome: ScenarioOutcome
-    trials: list[Trial]
+    trials: Sequence[Trial]
+    """In order; a list, or `Trials` (which holds a spooled passing trial as its place in the spool)."""
     elapsed: float
     figures: str = ""
     reason: str = ""

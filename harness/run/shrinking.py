@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from killpoint.faults.schedule import Schedule
@@ -54,11 +55,13 @@ def shrink(scenario: Shrinkable, ctx: Context, failing: Trial, max_tries: int = 
     return found, len(tried)
 
 
-def with_shrunk(scenario: Shrinkable, ctx: Context, trials: list[Trial]) -> list[Trial]:
+def with_shrunk(scenario: Shrinkable, ctx: Context, trials: Sequence[Trial]) -> Sequence[Trial]:
     """Flow step 2: `trials`, then each failure's shrunk trial, within the scenario's shrink budget."""
+    from killpoint.run.trial import Trials
+
     if scenario.expected_finding:
         return trials
-    out = list(trials)
+    out = Trials(trials)  # a spooled passing trial stays 8 bytes (`Trials`)
     known: set[str] = set()
     spent = 0
     for t in [t for t in trials if t.outcome == "fail" and len(t.schedule) > 1]:

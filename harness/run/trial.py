@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterable
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -29,7 +30,7 @@ from killpoint.checkers.verdict import Outcome
 from killpoint.env.stepmodule import AgentSpec, import_env, prepare
 from killpoint.errors import KillpointError
 from killpoint.events import Judged, Point, RunEnd
-from killpoint.faults.schedule import Schedule, ScheduleError
+from killpoint.faults.schedule import Fault, Schedule, ScheduleError
 from killpoint.run.history import History
 from killpoint.run.options import RunOptions
 from killpoint.run.spool import Spool
@@ -218,19 +219,139 @@ class Trial:
         return [v.to_dict() for v in self.verdicts], list(self.evidence.notes)
 
     def spool(self, spool: Spool) -> None:
-        """A passing trial no one will read the evidence of again (`TrialSpec.spool`) writes its verdicts and
-        notes to `spool` and keeps in memory only its run id, schedule, seed, outcome, run time and unfired
-        faults (`Spooled`): a few hundred bytes, so a session of thousands of trials stays flat. What
-        `verdicts.json`, the summary and JUnit read of it is unchanged (`written`, `seconds`, `unfired`)."""
+        """A passing trial no one will read the evidence of again (`TrialSpec.spool`) writes itself to `spool`
+        (its verdicts and notes, and what the trial keeps in memory: run id, schedule, seed, run time, unfired
+        faults, step module, run directory) and keeps in memory only that (`Spooled`): a few hundred bytes,
+        none at all in a `Trials`, which holds it as its place in the spool. What `verdicts.json`, the summary
+        and JUnit read of it is unchanged (`written`, `seconds`, `unfired`)."""
         verdicts, notes = self.written()
-        self.spooled = Spooled(spool, spool.add({"verdicts": verdicts, "notes": notes}), self.seconds(),
-                               tuple(self.unfired()))
+        seconds, unfired = self.seconds(), tuple(self.unfired())
+        offset = spool.add({"verdicts": verdicts, "notes": notes, "run_id": self.run_id,
+                            "schedule": _faults(self.schedule), "seed": self.seed, "seconds": seconds,
+                            "unfired": list(unfired), "steps": self.steps,
+                            "run_dir": None if self.run_dir is None else str(self.run_dir)})
+        self.spooled = Spooled(spool, offset, seconds, unfired)
         self.verdicts, self.evidence = [], SPOOLED
+
+    @classmethod
+    def unspool(cls, spool: Spool, offset: int) -> Trial:
+        """The passing trial `spool` was given at `offset` (`spool`): a new object equal to it as spooled (not
+        shrunk from another schedule nor remembered: `Trials` holds such a trial whole)."""
+        kept = spool.read(offset)
+        trial = cls(kept["run_id"], _schedule(kept["schedule"]), kept["seed"], SPOOLED, [],
+                    steps=kept["steps"], run_dir=None if kept["run_dir"] is None else Path(kept["run_dir"]),
+                    spooled=Spooled(spool, offset, kept["seconds"], tuple(kept["unfired"])))
+        trial.outcome = "pass"
+        return trial
 
     def lighten(self) -> None:
         """Drop what only a finding's report reads from a judged trial's evidence (`light`), so a session
         of thousands of trials holds a few kilobytes per trial."""
         self.evidence = light(self.evidence)
+
+
+def _faults(schedule: Schedule) -> list[list]:
+    return [[f.step, f.point, f.action, f.nth] for f in schedule]
+
+
+def _schedule(faults: list[list]) -> Schedule:
+    return Schedule(tuple(Fault(*f) for f in faults))
+
+
+class Trials(Sequence[Trial]):
+    """Trials in order, as a list reads them (`len`, index, slice, iterate, `+`, `append`), that hold a
+    spooled passing trial (`Trial.spool`) as its place in the spool: 8 bytes, not the trial (~400 bytes). Reading one
+    rebuilds it from the spool (`Trial.unspool`: a new object, equal to the one spooled); every other trial
+    is held whole and read back as the same object. So a scenario of 10,000 passing schedules holds 80 KB
+    of places, not 10,000 trials. A trial appended before it was spooled is held whole until `settle`.
+    Trials judged at the same time (`-j`) append and settle from their threads: each call holds a lock."""
+
+    __slots__ = ("_kept", "_lock", "_places", "_spool")
+
+    def __init__(self, trials: Iterable[Trial] = ()) -> None:
+        self._spool: Spool | None = None
+        self._places = array("q")  # a spooled trial's offset in `_spool`; -1: held whole in `_kept`
+        self._kept: dict[int, Trial] = {}
+        self._lock = threading.Lock()
+        self.extend(trials)
+
+    def _place(self, trial: Trial) -> int:
+        """Where `trial` is in the spool, or -1 to hold it whole: not spooled, of another spool, or marked
+        after it was spooled (`shrunk_from`, `remembered`: what `unspool` cannot give back)."""
+        s = trial.spooled
+        if (s is None or (self._spool is not None and s.spool is not self._spool) or trial.remembered
+                or trial.shrunk_from is not None):
+            return -1
+        self._spool = s.spool
+        return s.offset
+
+    def append(self, trial: Trial) -> None:
+        """Add `trial` at the end."""
+        with self._lock:
+            place = self._place(trial)
+            if place < 0:
+                self._kept[len(self._places)] = trial
+            self._places.append(place)
+
+    def extend(self, trials: Iterable[Trial]) -> None:
+        """Add each of `trials` at the end, in order."""
+        for t in trials:
+            self.append(t)
+
+    def settle(self, trial: Trial) -> None:
+        """`trial`, held whole since it was appended and spooled since, is held by its place from now on."""
+        with self._lock:
+            for i, kept in self._kept.items():
+                if kept is trial:
+                    place = self._place(trial)
+                    if place >= 0:
+                        self._places[i] = place
+                        del self._kept[i]
+                    return
+
+    def __len__(self) -> int:
+        return len(self._places)
+
+    def __getitem__(self, i: int | slice) -> Trial | list[Trial]:  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self._at(j) for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError("trial index out of range")
+        return self._at(i)
+
+    def _at(self, i: int) -> Trial:
+        with self._lock:
+            place, spool = self._places[i], self._spool
+            if place < 0:
+                return self._kept[i]
+        assert spool is not None
+        return Trial.unspool(spool, place)
+
+    def __iter__(self) -> Iterator[Trial]:
+        for i in range(len(self)):
+            yield self._at(i)
+
+    def __add__(self, other: Iterable[Trial]) -> Trials:
+        out = Trials(self)
+        out.extend(other)
+        return out
+
+    def __radd__(self, other: Iterable[Trial]) -> Trials:
+        out = Trials(other)
+        out.extend(self)
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Trials, list)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # a mutable sequence, as a list
+
+    def __repr__(self) -> str:
+        return f"Trials({list(self)!r})"
 
 
 def light(ev: Evidence) -> Evidence:
@@ -287,8 +408,9 @@ class Session:
         each name their runs apart, since an id one takes is not yet in the database when another looks."""
         self._ids = threading.Lock()  # run ids: one counter, whichever thread asks
         self._shared = threading.RLock()  # the baseline cache and the prepared schemas
-        self.trials: list[Trial] = []
-        """Every trial this session judged, in order (what `verdicts.json` lists for a pytest session)."""
+        self.trials = Trials()
+        """Every trial this session judged, in order (what `verdicts.json` lists for a pytest session); a
+        spooled one is held as its place in the spool (`Trials`)."""
         self.skip_checkers = skip_checkers
         """Checkers the user turned off (`--skip-checker NAME`): left out of every trial's judgement."""
         self.forget_judged = False
@@ -449,6 +571,7 @@ class Session:
         if trial.outcome == "pass":
             if spool:
                 trial.spool(self.spool())
+                self.trials.settle(trial)
             else:
                 trial.lighten()
 

@@ -21,12 +21,12 @@ from tests.helpers.checks import describe
 from tests.helpers.harness import BROKEN_AGENT
 from tests.helpers.sandbox import Sandbox
 
-ELAPSED = re.compile(r"\b\d+\.\d+s\b")
+ELAPSED = re.compile(r" *\b\d+\.\d+s\b")  # with its padding: "   9.5s" and "  10.2s" are alike
 
 
 def normalised_stdout(text: str, run_dir: Path) -> str:
     """The output with what legitimately differs between two invocations (the run directory, timings) blanked."""
-    return ELAPSED.sub("<t>", text.replace(str(run_dir), "<run-dir>"))
+    return ELAPSED.sub(" <t>", text.replace(str(run_dir), "<run-dir>"))
 
 
 def normalised_verdicts(run_dir: Path) -> list[dict]:
@@ -88,8 +88,41 @@ def test_ordered_hands_results_back_in_order_whatever_ends_first() -> None:
             ran_last.set()
         return i * 10
 
-    assert ordered([lambda i=i: task(i) for i in range(3)], 3, lambda i, r: said.append(r)) == [0, 10, 20]
+    ordered([lambda i=i: task(i) for i in range(3)], 3, lambda i, r: said.append(r))
     assert said == [0, 10, 20]
+
+
+def test_ordered_submits_a_window_of_tasks_not_the_whole_plan() -> None:
+    """When task 0 is handed back, only the window (`AHEAD` x jobs, and the one that refills it) has been
+    taken from the plan; the rest are taken as results come back, and every result still comes in order."""
+    from collections.abc import Sequence
+
+    from killpoint.run.pool import AHEAD
+
+    taken: list[int] = []
+    seen_at_first: list[int] = []
+
+    class Plan(Sequence):
+        def __len__(self) -> int:
+            return 100
+
+        def __getitem__(self, i: int):  # noqa: ANN204 - Sequence's signature
+            if not 0 <= i < 100:
+                raise IndexError(i)
+            taken.append(i)
+            return lambda: i
+
+    said: list[int] = []
+
+    def first(i: int, r: int) -> None:
+        if i == 0:
+            seen_at_first.append(max(taken))
+        said.append(r)
+
+    ordered(Plan(), 2, first)
+    assert said == list(range(100))
+    assert seen_at_first == [AHEAD * 2]  # indices 0..AHEAD*2-1 submitted first, one more as task 0 came back
+    assert sorted(taken) == list(range(100))
 
 
 def test_ordered_stops_at_the_first_error_and_raises_it() -> None:
@@ -102,5 +135,5 @@ def test_ordered_stops_at_the_first_error_and_raises_it() -> None:
         return i
 
     with pytest.raises(ValueError, match="boom"):
-        ordered([lambda i=i: task(i) for i in range(4)], 1)
+        ordered([lambda i=i: task(i) for i in range(4)], 1, lambda _i, _r: None)
     assert started == [0, 1]  # -j 1: nothing after the failing task starts

@@ -19,7 +19,7 @@ from killpoint.report.junit import junit_xml
 from killpoint.report.text import failure_blocks, scenario_line, write_run_dir
 from killpoint.run.scenario import Scenario, ScenarioResult, find
 from killpoint.run.spool import Spool
-from killpoint.run.trial import Trial
+from killpoint.run.trial import Trial, Trials
 
 OK = [Verdict("exactly_once", "pass", "ok"), Verdict("no_rewind", "n/a", "no checkpoint", ("line", "é \x1b[1m"))]
 DUP = [Verdict("exactly_once", "fail", "mailer effect applied twice", ("extra x1: mailer key r:email",))]
@@ -69,6 +69,96 @@ def test_spooled_passing_trials_give_the_same_verdicts_json_junit_and_summary(tm
     assert records[0]["remembered"] is True and records[3]["notes"] == ["resumed from seq 2"]  # what must survive
     assert before[3] == ["email:effect.applied:kill"] and 'time="0.625"' in before[1]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept", "spooled"]  # the spool is unnamed: nothing left
+
+
+def spooled_results(spool: Spool) -> tuple[list[Trial], list[ScenarioResult]]:
+    """`results()`, each passing trial spooled, the scenario's trials held in a `Trials`; and the trials."""
+    rs = results()
+    trials = list(rs[0].trials)
+    for t in trials:
+        if t.outcome == "pass":
+            t.spool(spool)
+    rs[0].trials = Trials(trials)
+    return trials, rs
+
+
+def test_trials_held_as_places_in_the_spool_give_the_same_verdicts_json_junit_and_summary(tmp_path: Path) -> None:
+    """`Trials` (what `run_plan` and `with_shrunk` keep) holds a spooled passing trial as its place in the
+    spool and rebuilds it when read: a new object, equal to it, and the same end for the user. A remembered
+    one and a failing one are held whole (the same object)."""
+    trials, rs = spooled_results(Spool(tmp_path))
+    held = rs[0].trials
+    assert [u is t for u, t in zip(held, trials, strict=True)] == [True, False, True, False, False]
+    assert held == trials and held[-1] == trials[-1] and held[:-1] == trials[:-1] and held[-5] is trials[0]
+    assert everything(tmp_path / "held", rs) == everything(tmp_path / "kept", results())
+    both = [trials[2]] + held + Trials([trials[2]])
+    assert isinstance(both, Trials) and both == [trials[2], *trials, trials[2]]
+    with pytest.raises(IndexError):
+        held[5]
+
+
+def test_a_trial_appended_before_it_was_spooled_is_settled_into_its_place(tmp_path: Path) -> None:
+    """The session's own list takes a trial when it is judged, before it is spooled (`Session.forget`)."""
+    spool, t, other = Spool(tmp_path), trial(2, "charge:step.start:term", OK, unfired=["x:step.start:kill"]), trial(
+        3, "record:checkpoint.writing:kill", DUP)
+    held = Trials([other, t])
+    t.spool(spool)
+    held.settle(t)
+    held.settle(other)  # a failing trial is never spooled: it stays whole
+    assert held[1] is not t and held[1] == t and held[0] is other
+    assert (held[1].unfired(), held[1].seconds(), held[1].written()) == (t.unfired(), t.seconds(), t.written())
+
+
+def test_trials_judged_at_the_same_time_are_each_held_once(tmp_path: Path) -> None:
+    """Under `-j` the session's `Trials` takes trials from several threads (judged, then settled once
+    spooled): none is lost or held twice, and each kept one reads back as itself."""
+    import threading
+
+    spool, held, start = Spool(tmp_path), Trials(), threading.Barrier(4)
+    made: list[list[Trial]] = [[trial(100 * k + n, "charge:step.start:term", OK if n % 3 else DUP)
+                                for n in range(100)] for k in range(4)]
+
+    def judge(mine: list[Trial]) -> None:
+        start.wait()
+        for t in mine:
+            held.append(t)
+            if t.outcome == "pass":
+                t.spool(spool)
+                held.settle(t)
+
+    threads = [threading.Thread(target=judge, args=(mine,)) for mine in made]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    everyone = {t.run_id: t for mine in made for t in mine}
+    assert sorted(t.run_id for t in held) == sorted(everyone)
+    assert all((t is everyone[t.run_id]) == (t.outcome == "fail") and t == everyone[t.run_id] for t in held)
+
+
+def test_a_spooled_trial_in_trials_costs_a_few_bytes_not_the_trial(tmp_path: Path) -> None:
+    """2,000 spooled passing trials held in a `Trials` keep under 32 bytes each in memory (a list of the
+    spooled trials themselves: ~400 bytes each)."""
+    import gc
+    import tracemalloc
+
+    spool = Spool(tmp_path)
+    spool.add({})  # the spool's buffers, allocated once
+    held = Trials()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        for n in range(2000):
+            t = trial(n, "charge:step.start:term,email:effect.applied:kill", OK, notes=[f"note {n}"])
+            t.spool(spool)
+            held.append(t)
+        del t
+        gc.collect()
+        grown = sum(d.size_diff for d in tracemalloc.take_snapshot().compare_to(before, "filename"))
+    finally:
+        tracemalloc.stop()
+    assert len(held) == 2000 and held[1999].written()[1] == ["note 1999"]
+    assert grown < 32 * 2000, grown
 
 
 @pytest.mark.parametrize("shape", ["none", "empty-scenario", "several"])
