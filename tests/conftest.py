@@ -17,7 +17,7 @@ import pytest
 
 from killpoint.env.postgres import PostgresHandle, provide
 from killpoint.env.zygote import ZYGOTE_VAR, Zygotes
-from tests.helpers.sandbox import Sandbox
+from tests.helpers.sandbox import Sandbox, without_zygote
 
 
 def _option(config: pytest.Config, name: str, default: str | None) -> str | None:
@@ -51,6 +51,14 @@ def zygotes() -> Iterator[Zygotes | None]:
             yield z
         finally:
             os.environ.pop(ZYGOTE_VAR, None)
+
+
+@pytest.fixture(scope="module")
+def no_zygote() -> Iterator[None]:
+    """For a module of tests about how the harness's own fork servers start and end (its descendants, their
+    parent-death signal): `pytestmark = pytest.mark.usefixtures("no_zygote")`."""
+    with without_zygote():
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -41,8 +41,10 @@ class _ForkServer:
         try:
             # Forked by a zygote that imported the SDK already, where `env` names one (killpoint's own test
             # suite: harness/env/zygote.py); else a fresh interpreter, as always.
-            self._proc: subprocess.Popen[bytes] | zygote.ZygoteServer = (
-                black_box is None and zygote.popen(args, env, wfd)) or subprocess.Popen(
+            self._proc: subprocess.Popen[bytes] | zygote.ZygoteProcess = (
+                black_box is None and zygote.popen(
+                    ["-m", "killpoint.env.forkserver", *args, f"{PROTOCOL_FD_ARG}={wfd}"], env, {wfd: wfd},
+                    pipe_stdin=True, pipe_stderr=True)) or subprocess.Popen(
                 [sys.executable, "-m", "killpoint.env.forkserver", *args, f"{PROTOCOL_FD_ARG}={wfd}"],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(wfd,),
                 env=env, process_group=0, preexec_fn=die_with_parent,

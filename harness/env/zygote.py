@@ -39,6 +39,8 @@ server (`--worker-cmd`) never comes from a zygote: what it preloads depends on t
 
 from __future__ import annotations
 
+import atexit
+import builtins
 import contextlib
 import ctypes
 import fcntl
@@ -46,12 +48,14 @@ import gc
 import importlib
 import json
 import os
+import runpy
 import select
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -78,14 +82,15 @@ INFO = "info.json"
 
 # --- the harness's side ---------------------------------------------------------------------------------
 
-class ZygoteServer:
-    """A fork server forked by a zygote: `pid`, `stdin` (binary, to write), `stderr` (binary, to read),
-    `poll()`, `wait(timeout)` and `returncode` as a `subprocess.Popen`'s (negative: the signal that
+class ZygoteProcess:
+    """A process forked by a zygote: `pid`, `stdin` (binary, to write) and `stderr` (binary, to read) when
+    piped, `poll()`, `wait(timeout)` and `returncode` as a `subprocess.Popen`'s (negative: the signal that
     killed it). Its status comes over the connection (3. of the module docstring)."""
 
-    def __init__(self, conn: socket.socket, pid: int, stdin: IO[bytes], stderr: IO[bytes], args: list[str]) -> None:
+    def __init__(self, conn: socket.socket, pid: int, stdin: IO[bytes] | None, stderr: IO[bytes] | None,
+                 args: list[str], buf: bytes) -> None:
         self._conn = conn
-        self._buf = b""
+        self._buf = buf
         self.pid = pid
         self.stdin = stdin
         self.stderr = stderr
@@ -93,11 +98,19 @@ class ZygoteServer:
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
-        return self.wait(timeout=0, polling=True)
+        return self._wait(0, polling=True)
 
-    def wait(self, timeout: float | None = None, polling: bool = False) -> int | None:
+    def wait(self, timeout: float | None = None) -> int:
+        code = self._wait(timeout, polling=False)
+        assert code is not None
+        return code
+
+    def _wait(self, timeout: float | None, polling: bool) -> int | None:
         deadline = None if timeout is None else time.monotonic() + timeout
         while self.returncode is None:
+            if b"\n" in self._buf:
+                self.returncode = os.waitstatus_to_exitcode(json.loads(self._buf.split(b"\n", 1)[0])["status"])
+                break
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             readable, _, _ = select.select([self._conn], [], [], left)
             if not readable:
@@ -106,21 +119,23 @@ class ZygoteServer:
                 raise subprocess.TimeoutExpired(self.args, timeout or 0)
             chunk = self._conn.recv(4096)
             self._buf += chunk
-            if b"\n" in self._buf:
-                self.returncode = os.waitstatus_to_exitcode(json.loads(self._buf.split(b"\n", 1)[0])["status"])
-            elif not chunk:  # the zygote died without a word: its server got SIGTERM (its parent-death signal)
+            if not chunk and b"\n" not in self._buf:  # the zygote ended first: it SIGTERMed its children
                 self.returncode = -signal.SIGTERM
         with contextlib.suppress(OSError):
             self._conn.close()
         return self.returncode
 
 
-def popen(args: list[str], env: dict[str, str], protocol_w: int) -> ZygoteServer | None:
-    """A fork server `python -m killpoint.env.forkserver ARGS` would start, forked by the zygote of `env`'s
-    hash seed with `protocol_w` as its protocol descriptor, stdin and stderr piped to us; None (nothing
-    left open) when `env` names no zygote, the zygote cannot stand in (`_unfit`) or none answers."""
+def popen(args: list[str], env: dict[str, str], pass_fds: dict[int, int] | None = None, *,
+          pipe_stdin: bool = False, pipe_stderr: bool = False, new_session: bool = False) -> ZygoteProcess | None:
+    """What `subprocess.Popen([sys.executable, *args], env=env, cwd=os.getcwd())` would start, forked by the
+    zygote of `env`'s hash seed (any, if it has none) instead: `args` is `-m MODULE ...` or `-c CODE ...`;
+    `pass_fds` maps a descriptor number in the child to one of ours; stdin, stdout and stderr are
+    /dev/null unless piped (stdin, stderr) or passed; the child leads a process group of its own (a
+    session with `new_session`). None, with nothing left open, when `env` names no zygote, the zygote
+    cannot stand in (`_unfit`) or none answers: the caller then starts its process as always."""
     folder = env.get(ZYGOTE_VAR)
-    if not folder or "PYTHONHASHSEED" not in env:
+    if not folder or not args or args[0] not in ("-m", "-c"):
         return None
     try:
         info = json.loads((Path(folder) / INFO).read_text())
@@ -129,18 +144,24 @@ def popen(args: list[str], env: dict[str, str], protocol_w: int) -> ZygoteServer
     if _unfit(info, env) or sum(len(k) + len(v) + 2 for k, v in env.items()) >= PAD_BYTES:
         return None
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    pipes: list[int] = []
+    mine: list[int] = []  # our ends of the pipes
+    theirs: list[int] = []  # the child's ends, closed here once sent
     try:
-        conn.connect(str(Path(folder) / f"{env['PYTHONHASHSEED']}.sock"))
-        in_r, in_w = os.pipe()
-        err_r, err_w = os.pipe()
-        pipes = [in_r, in_w, err_r, err_w]
-        full = [*args, f"--protocol-fd={PROTOCOL_FD}"]
-        request = json.dumps({"args": full, "env": env, "cwd": os.getcwd()}).encode() + b"\n"
-        socket.send_fds(conn, [request], [in_r, err_w, protocol_w])
-        for fd in (in_r, err_w):
+        conn.connect(str(Path(folder) / f"{env.get('PYTHONHASHSEED', HASH_SEEDS[0])}.sock"))
+        targets = dict(pass_fds or {})
+        for wanted, fd in ((pipe_stdin, 0), (pipe_stderr, 2)):
+            if wanted:
+                r, w = os.pipe()
+                ours, child = (w, r) if fd == 0 else (r, w)
+                mine.append(ours)
+                theirs.append(child)
+                targets[fd] = child
+        request = json.dumps({"args": args, "env": env, "cwd": os.getcwd(), "targets": list(targets),
+                              "new_session": new_session}).encode() + b"\n"
+        socket.send_fds(conn, [request], list(targets.values()))
+        for fd in theirs:
             os.close(fd)
-        pipes = [in_w, err_r]
+        theirs = []
         answer = b""
         while b"\n" not in answer:
             chunk = conn.recv(4096)
@@ -151,14 +172,13 @@ def popen(args: list[str], env: dict[str, str], protocol_w: int) -> ZygoteServer
         pid = int(json.loads(line)["pid"])
     except (OSError, ValueError, KeyError):
         conn.close()
-        for fd in pipes:
+        for fd in (*mine, *theirs):
             with contextlib.suppress(OSError):
                 os.close(fd)
         return None
-    server = ZygoteServer(conn, pid, os.fdopen(in_w, "wb"), os.fdopen(err_r, "rb"),
-                          [sys.executable, "-m", "killpoint.env.forkserver", *full])
-    server._buf = rest
-    return server
+    stdin = os.fdopen(mine.pop(0), "wb") if pipe_stdin else None
+    stderr = os.fdopen(mine.pop(0), "rb") if pipe_stderr else None
+    return ZygoteProcess(conn, pid, stdin, stderr, [sys.executable, *args], rest)
 
 
 def _unfit(info: dict, env: dict[str, str]) -> bool:
@@ -310,20 +330,20 @@ def serve(folder: Path) -> int:
 
 def _fork_server(conn: socket.socket, pending: dict[socket.socket, int | None],
                  live: dict[int, socket.socket | None], sockets: list[socket.socket]) -> None:
-    """Read a request on `conn` and fork its server (2.-3.); a request that cannot be read closes `conn`."""
+    """Read a request on `conn` and fork its process (2.-3.); a request that cannot be read closes `conn`."""
     data, fds = b"", []
     try:
         while b"\n" not in data:
-            chunk, more, _flags, _addr = socket.recv_fds(conn, 1 << 20, 8)
+            chunk, more, _flags, _addr = socket.recv_fds(conn, 1 << 20, 16)
             if not chunk:
                 raise OSError("closed before a request")
             data += chunk
             fds += more
         request = json.loads(data.split(b"\n", 1)[0])
-        if len(fds) != 3:
-            raise ValueError(f"{len(fds)} descriptors, not 3")
+        if len(fds) != len(request["targets"]):
+            raise ValueError(f"{len(fds)} descriptors for {len(request['targets'])} targets")
         pid = os.fork()
-    except (OSError, ValueError):
+    except (OSError, ValueError, KeyError):
         for fd in fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -334,21 +354,15 @@ def _fork_server(conn: socket.socket, pending: dict[socket.socket, int | None],
         code = 1
         try:
             for sock in sockets:
-                sock.detach()  # its descriptor is closed with the zygote's others (`_become_server`)
-            code = _become_server(request, fds)
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-        except BaseException:  # noqa: BLE001 - said on the server's stderr, which the harness reads
-            traceback.print_exc()
+                sock.detach()  # its descriptor is closed with the zygote's others (`_become`)
+            code = _become(request, fds)
         finally:
-            with contextlib.suppress(Exception):
-                sys.stdout.flush()
-                sys.stderr.flush()
             os._exit(code)
     for fd in fds:
         os.close(fd)
-    with contextlib.suppress(OSError):
-        os.setpgid(pid, pid)
+    if not request.get("new_session"):  # a group leader could not make a session: the child makes its own
+        with contextlib.suppress(OSError):
+            os.setpgid(pid, pid)  # before `pid` is said: the group exists when the harness signals it
     pending[conn] = pid
     live[pid] = conn
     with contextlib.suppress(OSError):
@@ -397,36 +411,69 @@ def _stop_all(live: dict[int, socket.socket | None]) -> None:
             os.waitpid(-1, 0)
 
 
-def _become_server(request: dict, fds: list[int]) -> int:
-    """In the forked child: become the fork server of `request` (2. of the module docstring); its exit code."""
-    from killpoint.env import forkserver  # noqa: PLC0415 - the child's, after the fork
-
-    os.setpgid(0, 0)
+def _become(request: dict, fds: list[int]) -> int:
+    """In the forked child: become `python ARGS` of `request`, started by its harness (2. of the module
+    docstring), run it, and end as an interpreter does (its non-daemon threads joined, `atexit` run); the
+    exit code."""
+    if request.get("new_session"):
+        os.setsid()
+    else:
+        os.setpgid(0, 0)
     signal.set_wakeup_fd(-1)
     for sig in (signal.SIGCHLD, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # as a fresh interpreter has them
-    stdin_r, stderr_w, protocol_w = fds
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    # Above every target first: a source may sit on another's target (the zygote's own 0-3 are still open).
-    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in (stdin_r, devnull, stderr_w, protocol_w)]
-    for fd, target in zip(high, (0, 1, 2, PROTOCOL_FD), strict=True):
-        os.dup2(fd, target)
-    os.closerange(PROTOCOL_FD + 1, os.sysconf("SC_OPEN_MAX"))  # the zygote's listener, connections, pipes
-    sys.stdin = open(0, closefd=False)  # noqa: SIM115
-    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)  # noqa: SIM115
+    _descriptors(dict(zip(request["targets"], fds, strict=True)))
     env: dict[str, str] = request["env"]
+    args: list[str] = request["args"]
     old_front = _front(os.environ.get("PYTHONPATH", ""))
     os.chdir(request["cwd"])
     os.environ.clear()  # unsets every variable C's `environ` held from the start: none points into the block now
     os.environ.update(env)
     sys.dont_write_bytecode = bool(env.get("PYTHONDONTWRITEBYTECODE"))
-    _rebase_path(old_front, [os.getcwd(), *_entries(env.get("PYTHONPATH", ""))])
-    args: list[str] = request["args"]
-    _rewrite_proc([sys.executable, "-m", "killpoint.env.forkserver", *args], env)
-    sys.argv = [forkserver.__file__, *args]
-    return forkserver.main(args)
+    first = os.getcwd() if args[0] == "-m" else ""  # as `python -m` and `python -c` put it first
+    _rebase_path(old_front, [first, *_entries(env.get("PYTHONPATH", ""))])
+    _rewrite_proc([sys.executable, *args], env)
+    code = 0
+    try:
+        if args[0] == "-m":
+            sys.argv = ["-m", *args[2:]]
+            runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = ["-c", *args[2:]]
+            exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": builtins})  # noqa: S102
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, int | None):
+            print(exc.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 - as the interpreter says it, on stderr
+        traceback.print_exc()
+        code = 1
+    with contextlib.suppress(BaseException):
+        threading._shutdown()  # type: ignore[attr-defined]
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return code
+
+
+def _descriptors(targets: dict[int, int]) -> None:
+    """Put each received descriptor on its number in `targets`, /dev/null on 0, 1 and 2 where none is
+    given, and close every other (the zygote's listener, connections and pipes)."""
+    full = {n: os.open(os.devnull, os.O_RDWR) for n in (0, 1, 2) if n not in targets} | targets
+    # Above every target first: a source may sit on another's target (the zygote's own 0-3 are still open).
+    high = {n: fcntl.fcntl(fd, fcntl.F_DUPFD, 64 + max(full)) for n, fd in full.items()}
+    for n, fd in high.items():
+        os.dup2(fd, n)
+    keep = sorted(high)
+    for lo, hi in zip([-1, *keep], [*keep, os.sysconf("SC_OPEN_MAX")], strict=True):
+        if hi - lo > 1:
+            os.closerange(lo + 1, hi)
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)  # noqa: SIM115
 
 
 def _entries(pythonpath: str) -> list[str]:

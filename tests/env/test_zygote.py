@@ -24,6 +24,8 @@ from killpoint.env.zygote import ZYGOTE_VAR, Zygotes
 from tests.env.test_launcher import Held
 from tests.helpers import pythonpath
 from tests.helpers.agents import wait_for
+from tests.helpers.sandbox import Sandbox
+from tests.hostile.test_hostile_imports import MODULES
 
 TAG = "KILLPOINT_TEST_ZYGOTE_TAG"
 
@@ -59,8 +61,8 @@ def test_a_zygotes_servers_fork_incarnations_and_look_like_fresh_ones(zygotes: Z
         assert [psutil.Process(pid).ppid() for pid in launcher.server_pids] == zygotes.pids
         for pid in launcher.server_pids:
             server = psutil.Process(pid)
-            assert server.cmdline() == [sys.executable, "-m", "killpoint.env.forkserver", DEFAULT_STEPS,
-                                        f"--protocol-fd={zygote.PROTOCOL_FD}"]
+            assert server.cmdline()[:4] == [sys.executable, "-m", "killpoint.env.forkserver", DEFAULT_STEPS]
+            assert server.cmdline()[4].startswith("--protocol-fd=") and len(server.cmdline()) == 5
             assert server.environ()[TAG] == env[TAG] and zygote.PAD_VAR not in server.environ()
             assert server.cwd() == os.getcwd()
         worker_env = {**env, "DATABASE_URL": pg_dsn, "KILLPOINT_SOCKET": str(held.server.path),
@@ -137,11 +139,13 @@ def test_without_a_zygote_that_can_stand_in_servers_start_as_always(zygotes: Zyg
     try:
         before = open_fds()
         base = {k: v for k, v in os.environ.items() if k != ZYGOTE_VAR}
-        assert zygote.popen([DEFAULT_STEPS], {**base, "PYTHONHASHSEED": "2029"}, wfd) is None
+        args = ["-m", "killpoint.env.forkserver", DEFAULT_STEPS]
+        assert zygote.popen(args, {**base, "PYTHONHASHSEED": "2029"}, {wfd: wfd}, pipe_stdin=True) is None
         (tmp_path / zygote.INFO).write_text((zygotes.folder / zygote.INFO).read_text())
-        assert zygote.popen([DEFAULT_STEPS], {**base, ZYGOTE_VAR: str(tmp_path), "PYTHONHASHSEED": "2029"}, wfd) is None
+        nobody = {**base, ZYGOTE_VAR: str(tmp_path), "PYTHONHASHSEED": "2029"}
+        assert zygote.popen(args, nobody, {wfd: wfd}, pipe_stdin=True) is None
         optimized = zygote_env(zygotes, PYTHONHASHSEED="2029", PYTHONOPTIMIZE="1")
-        assert zygote.popen([DEFAULT_STEPS], optimized, wfd) is None
+        assert zygote.popen(args, optimized, {wfd: wfd}, pipe_stdin=True) is None
         assert open_fds() == before
     finally:
         os.close(rfd)
@@ -165,3 +169,42 @@ def test_closing_the_zygotes_ends_their_servers_and_removes_their_folder() -> No
         assert not z.folder.exists()
     finally:
         launcher.close()
+
+
+REPORT_PPID = "import os; os.write(int(os.environ['KILLPOINT_REPORT_FD']), str(os.getppid()).encode())"
+
+
+def test_a_bounded_child_is_forked_by_a_zygote_and_still_bounded(zygotes: Zygotes,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """`timelimit.in_child` (the step module's first import, `stepmodule.probe`) forks its `python -c` from
+    a zygote where one is named: its report comes back, and past its limit it is killed with its group."""
+    from killpoint.env import timelimit  # noqa: PLC0415
+
+    monkeypatch.setenv(ZYGOTE_VAR, str(zygotes.folder))
+    child = timelimit.in_child([sys.executable, "-c", REPORT_PPID], 60)
+    assert (child.exit_code, int(child.report)) == (0, zygotes.pids[0])
+    hung = "import os, time; os.write(int(os.environ['KILLPOINT_REPORT_FD']), str(os.getpid()).encode()); time.sleep(600)"
+    child = timelimit.in_child([sys.executable, "-c", hung], 3)
+    assert child.exit_code is None and gone(int(child.report))
+    child = timelimit.in_child([sys.executable, "-c", "import os; os._exit(7)"], 60)
+    assert child.exit_code == 7
+
+
+@pytest.mark.parametrize("name", ["os-exit-3", "sigkill-self", "ignores-sigalrm", "keyboard-interrupt",
+                                  "exits-from-a-thread-and-waits"])
+def test_a_hostile_import_probed_in_a_zygotes_child_is_refused_the_same(zygotes: Zygotes, sandbox: Sandbox,
+                                                                         name: str) -> None:
+    """The hostile step modules of tests/hostile (which run without zygotes), probed in a zygote's child:
+    the same one line, exit 2, nothing left."""
+    source, code, words = MODULES[name]
+    module = "hostile_" + name.replace("-", "_")
+    (sandbox.cwd / f"{module}.py").write_text(textwrap.dedent(source))
+    argv = sandbox.argv("replay", "--scenario", "crash-points", "--schedule", "plan:step.start:kill", "--steps",
+                        module, "--quiet", "--out", str(sandbox.out))
+    env = {**sandbox.env(), "KILLPOINT_IMPORT_TIMEOUT": "1", ZYGOTE_VAR: str(zygotes.folder)}
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=sandbox.cwd, stdin=subprocess.DEVNULL,
+                          env=env, timeout=120)
+    err = proc.stderr.strip()
+    assert proc.returncode == 2 and len(err.splitlines()) == 1, (proc.returncode, err[-2000:])
+    assert err.startswith(f"killpoint: error[{code}]: step module {module!r}") and words in err, err
+    assert sandbox.survivors() == []
