@@ -1,40 +1,44 @@
-"""Zygotes: preloaded parents that fork the reference runtime's fork servers on request.
+"""Zygotes: preloaded parents that fork Python children (the fork servers, the step module's probe) on request.
 
 A fork server (harness/env/forkserver.py) spends 1.5-3.5 s of CPU importing the anthropic SDK and the
-reference worker before its first fork, and every session starts two (one per `launcher.HASH_SEEDS`).
-killpoint's own test suite starts a few hundred sessions. A zygote is one process per hash seed that did
-those imports once (`PRELOAD`) and forks a fork server whenever a harness asks, so a test session pays the
-import once, not twice per CLI session. `Zygotes` starts them (tests/conftest.py does, for the suite).
+reference worker before its first fork, every session starts two (one per `launcher.HASH_SEEDS`), and the
+step module's first import (`stepmodule.probe`) is one more child that imports it. killpoint's own test
+suite starts a few hundred sessions. A zygote is one process per hash seed that did those imports once
+(`PRELOAD`) and forks such a child whenever a harness asks, so that a test process pays for them once.
+`Zygotes` starts them (tests/conftest.py does, for the suite).
 
-A harness uses one when the environment it hands its fork servers has `ZYGOTE_VAR` (the zygotes' folder,
-holding `<seed>.sock` and `info.json`) and the zygote can stand in for a fresh interpreter (`_unfit`: the
-same interpreter and the same `PYTHON*`/`LD_*` start-up variables but the three `_become_server` applies);
-otherwise, or if no zygote answers, it starts its servers as always (`popen` returns None). The protocol,
-one connection per fork server:
+`popen` is what a harness calls instead of `subprocess.Popen([sys.executable, "-m"|"-c", ...])`. It uses a
+zygote when the child's environment has `ZYGOTE_VAR` (the zygotes' folder, holding `<seed>.sock` and
+`info.json`) and the zygote can stand in for a fresh interpreter (`_unfit`: the same interpreter and the
+same `PYTHON*`/`LD_*` start-up variables, but for the `HANDLED` ones, which the child takes itself);
+otherwise, or if no zygote answers, it returns None and the harness starts its child as always. The
+protocol, one connection per child:
 
-1. The harness connects to `<folder>/<PYTHONHASHSEED>.sock` and sends one JSON line
-   `{"args": [...], "env": {...}, "cwd": "..."}` with three descriptors attached (`SCM_RIGHTS`): the
-   server's stdin (read end), its stderr and its protocol pipe (write ends).
-2. The zygote forks. The child becomes what `python -m killpoint.env.forkserver ARGS --protocol-fd=3`,
-   started by that harness with that environment in that directory, would be (`_become_server`): the
-   leader of its own process group, the three descriptors on 0, 2 and 3 (1 is /dev/null), exactly `env`
-   as its environment, `cwd` as its directory and first import folder, `env`'s PYTHONPATH next, its
-   bytecode flag; and its `/proc/PID/environ` and `/proc/PID/cmdline` rewritten in place to that
-   environment and command line (the zygote is started with room for them, `PAD_VAR`), so that a census
-   of processes by a variable in their environment finds the server and every worker it forks.
+1. The harness connects to `<folder>/<PYTHONHASHSEED>.sock` (the first seed's without one) and sends one
+   JSON line `{"args": [...], "env": {...}, "cwd": "...", "targets": [N...], "new_session": B}` with the
+   descriptors to hand on attached (`SCM_RIGHTS`), one per target number.
+2. The zygote forks. The child becomes what `python ARGS`, started by that harness with that environment
+   in that directory, would be (`_become`): the leader of its own process group (or session), each
+   descriptor on its target (0, 1 and 2 on /dev/null where none is given), exactly `env` as its
+   environment, `cwd` as its directory (and its first import folder for `-m`, '' for `-c`), `env`'s
+   PYTHONPATH next, its bytecode flag; its `/proc/PID/environ` and `/proc/PID/cmdline` rewritten in place
+   to that environment and command line (the zygote is started with room for them, `PAD_VAR`), so that a
+   census of processes by a variable in their environment finds the child and every process it forks.
+   Then it runs the module as `__main__` (`runpy`) or the code, and ends as an interpreter does.
 3. The zygote answers `{"pid": N}`; when the child ends it sends `{"status": S}` (its `waitpid` status)
-   and closes the connection. That is how the harness waits for a server that is not its child
-   (`ZygoteServer`: what `fork_launcher._ForkServer` uses of a `Popen`).
-4. If the connection closes while the server lives (the harness exited or was SIGKILLed), the zygote
-   sends the server SIGTERM: the parent-death signal the harness would otherwise have set (the server then
-   kills what it forked and exits, as it does on its stdin's end, which comes at the same moment).
+   and closes the connection. That is how the harness waits for a child that is not its own
+   (`ZygoteProcess`: what the launchers use of a `Popen`).
+4. If the connection closes while the child lives (the harness exited or was SIGKILLed), the zygote sends
+   it SIGTERM: the parent-death signal the harness would otherwise have set (a fork server then kills what
+   it forked and exits, as it does on its stdin's end, which comes at the same moment).
 5. On its own stdin's end or SIGTERM (the test session is over, or died: its parent-death signal), the
-   zygote SIGTERMs every server it forked, SIGKILLs any still there after 10 s, reaps them and exits.
+   zygote SIGTERMs every child it forked, SIGKILLs any still there after 10 s, reaps them and exits.
 
-What differs from a fresh server, by design: `PRELOAD` was imported before the egress guard and under the
-zygote's environment, so it holds only libraries that neither connect nor read the environment when
-imported; the agent's own modules are imported by the server after it took `env`, as always. A black-box
-server (`--worker-cmd`) never comes from a zygote: what it preloads depends on the run's command.
+What differs from a fresh interpreter, by design: `PRELOAD` was imported before the egress guard and under
+the zygote's environment, so it holds only libraries that neither connect nor read the environment when
+imported; the agent's own modules are imported by the child after it took `env`, as always; the hash seed
+of a child without one is the first zygote's (a fresh one's is random). A black-box fork server
+(`--worker-cmd`) never comes from a zygote: what it preloads depends on the run's command.
 """
 
 from __future__ import annotations
@@ -65,10 +69,10 @@ from killpoint.env.launcher import HASH_SEEDS
 from killpoint.env.procutil import die_with_parent
 
 ZYGOTE_VAR = "KILLPOINT_ZYGOTE"
-"""The folder of the zygotes to fork fork servers from (`Zygotes`); unset: fork servers start as always."""
+"""The folder of the zygotes to fork children from (`Zygotes`); unset: children start as always."""
 PAD_VAR = "KILLPOINT_ZYGOTE_PAD"
 """A zygote starts with this variable (and an argument as long) filling `PAD_BYTES`: room in its
-`/proc/PID/environ` and `/proc/PID/cmdline` for a server's own."""
+`/proc/PID/environ` and `/proc/PID/cmdline` for a child's own."""
 PAD_BYTES = 120_000  # under Linux's 128 KiB limit on one variable
 PRELOAD = ("anthropic", "httpx2", "psycopg", "psutil", "killpoint.reference_agent.worker")
 """What a zygote imports: the costly libraries of every reference-runtime fork server, none of which
