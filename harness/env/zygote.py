@@ -71,9 +71,10 @@ from killpoint.env.procutil import die_with_parent
 ZYGOTE_VAR = "KILLPOINT_ZYGOTE"
 """The folder of the zygotes to fork children from (`Zygotes`); unset: children start as always."""
 PAD_VAR = "KILLPOINT_ZYGOTE_PAD"
-"""A zygote starts with this variable (and an argument as long) filling `PAD_BYTES`: room in its
+"""A zygote starts with this variable, `PAD_BYTES` long, and an argument `ARG_PAD_BYTES` long: room in its
 `/proc/PID/environ` and `/proc/PID/cmdline` for a child's own."""
 PAD_BYTES = 120_000  # under Linux's 128 KiB limit on one variable
+ARG_PAD_BYTES = 8_192  # a fork server's or a probe's command line is a few hundred bytes
 PRELOAD = ("anthropic", "httpx2", "psycopg", "psutil", "killpoint.reference_agent.worker")
 """What a zygote imports: the costly libraries of every reference-runtime fork server, none of which
 connects or reads the environment at import."""
@@ -145,7 +146,8 @@ def popen(args: list[str], env: dict[str, str], pass_fds: dict[int, int] | None 
         info = json.loads((Path(folder) / INFO).read_text())
     except (OSError, ValueError):
         return None
-    if _unfit(info, env) or sum(len(k) + len(v) + 2 for k, v in env.items()) >= PAD_BYTES:
+    if _unfit(info, env) or sum(len(k) + len(v) + 2 for k, v in env.items()) >= PAD_BYTES \
+            or sum(len(a) + 1 for a in (sys.executable, *args)) >= ARG_PAD_BYTES:
         return None
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     mine: list[int] = []  # our ends of the pipes
@@ -213,7 +215,7 @@ class Zygotes:
             (self.folder / INFO).write_text(json.dumps({"executable": sys.executable, "env": base}))
             for seed in HASH_SEEDS:
                 self._procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "killpoint.env.zygote", str(self.folder), "x" * PAD_BYTES],
+                    [sys.executable, "-m", "killpoint.env.zygote", str(self.folder), "x" * ARG_PAD_BYTES],
                     env={**base, "PYTHONHASHSEED": str(seed), PAD_VAR: "x" * PAD_BYTES}, cwd=self.folder,
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, process_group=0, preexec_fn=die_with_parent))
         except BaseException:
@@ -524,4 +526,4 @@ def _rewrite_proc(argv: list[str], env: dict[str, str]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(serve(Path(sys.argv[1])))  # argv[2] is padding (`PAD_BYTES`)
+    sys.exit(serve(Path(sys.argv[1])))  # argv[2] is padding (`ARG_PAD_BYTES`)
