@@ -277,6 +277,10 @@ def serve(folder: Path) -> int:
     import httpx2  # noqa: PLC0415 - the first client imports its transport stack (~0.3 s): once, here
 
     httpx2.Client().close()
+    if threading.active_count() > 1:  # forking would copy a thread's held locks without the thread
+        print(f"zygote: the preload left {threading.active_count() - 1} thread(s) running; not serving",
+              file=sys.stderr)
+        return 1
     gc.collect()
     gc.freeze()
     path = folder / f"{os.environ.get('PYTHONHASHSEED', '0')}.sock"
