@@ -1,4 +1,5 @@
-"""Shared fixtures: one Postgres per test session, one fresh database per test, and the CLI sandbox.
+"""Shared fixtures: one Postgres per test session, one fresh database per test, the CLI sandbox, and the zygotes
+that fork the sessions' fork servers.
 
 Starting a server costs ~0.1-0.5 s and a database ~10 ms, so the server is shared by the whole session and
 isolation comes from giving every test its own database. The provider follows
@@ -7,6 +8,7 @@ isolation comes from giving every test its own database. The provider follows
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +16,8 @@ import psycopg
 import pytest
 
 from killpoint.env.postgres import PostgresHandle, provide
-from tests.helpers.sandbox import Sandbox
+from killpoint.env.zygote import ZYGOTE_VAR, Zygotes
+from tests.helpers.sandbox import Sandbox, without_zygote
 
 
 def _option(config: pytest.Config, name: str, default: str | None) -> str | None:
@@ -22,6 +25,40 @@ def _option(config: pytest.Config, name: str, default: str | None) -> str | None
         return config.getoption(name)
     except ValueError:  # the plugin (and so the option) is not registered: not pip-installed
         return default
+
+
+NO_ZYGOTE_VAR = "KILLPOINT_TEST_ZYGOTE"
+"""`KILLPOINT_TEST_ZYGOTE=0`: every session of the test run starts its fork servers itself."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def zygotes() -> Iterator[Zygotes | None]:
+    """Two zygotes (harness/env/zygote.py) per test process, named in the environment every harness here
+    inherits: the suite starts a few hundred sessions, each with two fork servers that would import the
+    anthropic SDK and the reference worker (1.5-3.5 CPU-seconds apiece); forked from a zygote, they do not.
+    What such a server differs in from a fresh one is listed in the module; tests/hostile keeps the real
+    start (its conftest). Waited for (their imports overlap pytest's collection), so that every test uses
+    them or, if they never get ready, none does."""
+    if os.environ.get(NO_ZYGOTE_VAR) == "0":
+        yield None
+        return
+    with Zygotes() as z:
+        if not z.wait(120):
+            yield None
+            return
+        os.environ[ZYGOTE_VAR] = str(z.folder)
+        try:
+            yield z
+        finally:
+            os.environ.pop(ZYGOTE_VAR, None)
+
+
+@pytest.fixture(scope="module")
+def no_zygote() -> Iterator[None]:
+    """For a module of tests about how the harness's own fork servers start and end (its descendants, their
+    parent-death signal): `pytestmark = pytest.mark.usefixtures("no_zygote")`."""
+    with without_zygote():
+        yield
 
 
 @pytest.fixture(scope="session")

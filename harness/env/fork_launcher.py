@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import psutil
 
-from killpoint.env import proctable, vitals
+from killpoint.env import proctable, vitals, zygote
 from killpoint.env.forkserver import BLACK_BOX_ARG, PROTOCOL_FD_ARG
 from killpoint.env.launcher import HASH_SEEDS, Incarnation, IncarnationSeeds, Launcher
 from killpoint.env.proctable import TAG_VAR, kill_all
@@ -36,11 +36,16 @@ class _ForkServer:
         self._standby_on = standby and black_box is None
         mode = [] if black_box is None else [f"{BLACK_BOX_ARG}={json.dumps(black_box)}"]
         # The server speaks on a pipe of its own: the agent's stdout (a print at import) is not the protocol.
+        args = [*modules, *([] if self._standby_on else ["--no-standby"]), *mode]
         rfd, wfd = os.pipe()
         try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-m", "killpoint.env.forkserver", *modules,
-                 *([] if self._standby_on else ["--no-standby"]), *mode, f"{PROTOCOL_FD_ARG}={wfd}"],
+            # Forked by a zygote that imported the SDK already, where `env` names one (killpoint's own test
+            # suite: harness/env/zygote.py); else a fresh interpreter, as always.
+            self._proc: subprocess.Popen[bytes] | zygote.ZygoteProcess = (
+                black_box is None and zygote.popen(
+                    ["-m", "killpoint.env.forkserver", *args, f"{PROTOCOL_FD_ARG}={wfd}"], env, {wfd: wfd},
+                    pipe_stdin=True, pipe_stderr=True)) or subprocess.Popen(
+                [sys.executable, "-m", "killpoint.env.forkserver", *args, f"{PROTOCOL_FD_ARG}={wfd}"],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(wfd,),
                 env=env, process_group=0, preexec_fn=die_with_parent,
             )

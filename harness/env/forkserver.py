@@ -509,8 +509,11 @@ def _reap(server: _Server) -> None:
                   "cpu": round(usage.ru_utime + usage.ru_stime, 6)})
 
 
-if __name__ == "__main__":
-    args = sys.argv[1:]
+def main(argv: list[str]) -> int:
+    """`python -m killpoint.env.forkserver ARGS` (the module docstring says what ARGS hold); its exit code.
+    A zygote's child calls it too (harness/env/zygote.py)."""
+    global _said
+    args = list(argv)
     for arg in [a for a in args if a.startswith(PROTOCOL_FD_ARG + "=")]:
         _said = os.fdopen(int(arg.partition("=")[2]), "w")
         args.remove(arg)
@@ -518,4 +521,8 @@ if __name__ == "__main__":
     for arg in [a for a in args if a.startswith(BLACK_BOX_ARG + "=")]:
         spec = json.loads(arg.partition("=")[2])
         args.remove(arg)
-    sys.exit(serve([a for a in args if a != "--no-standby"], standby="--no-standby" not in args, black_box=spec))
+    return serve([a for a in args if a != "--no-standby"], standby="--no-standby" not in args, black_box=spec)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -20,10 +20,13 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
+
+from killpoint.env import zygote
 
 T = TypeVar("T")
 IMPORT_SECONDS = 60.0
@@ -73,10 +76,14 @@ class Child:
 def in_child(argv: Sequence[str], seconds: float) -> Child:
     """Flow step 4: run `argv` for at most `seconds`."""
     read_end, write_end = os.pipe()
+    env = {**os.environ, REPORT_FD: str(write_end)}
     try:
-        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True, pass_fds=(write_end,),
-                                env={**os.environ, REPORT_FD: str(write_end)})
+        # A Python child forked by a zygote that imported the SDK already, where the environment names one
+        # (killpoint's own test suite: harness/env/zygote.py); else a fresh process, as always.
+        proc: subprocess.Popen[bytes] | zygote.ZygoteProcess = (
+            argv[0] == sys.executable and zygote.popen(list(argv[1:]), env, {write_end: write_end}, new_session=True)
+        ) or subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True, pass_fds=(write_end,), env=env)
     finally:
         os.close(write_end)
     try:

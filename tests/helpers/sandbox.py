@@ -18,11 +18,13 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
+from killpoint.env.zygote import ZYGOTE_VAR
 from tests.helpers import pythonpath
 
 TAG_VAR = "KILLPOINT_TEST_TAG"
@@ -142,3 +144,16 @@ def default_sigint() -> None:
     """For `preexec_fn`: SIGINT at its default in the child (a shell starts background jobs with SIGINT
     ignored, and Python keeps an ignored SIGINT ignored: a test's Ctrl-C would then reach nothing)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@contextmanager
+def without_zygote() -> Iterator[None]:
+    """Within: harnesses started from this process start their fork servers themselves (the test session's
+    zygotes, tests/conftest.py, are not named in the environment), for tests of how those servers start
+    and end: children of the harness that import the agent and die with it by their parent-death signal."""
+    saved = os.environ.pop(ZYGOTE_VAR, None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ[ZYGOTE_VAR] = saved

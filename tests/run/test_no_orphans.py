@@ -15,12 +15,15 @@ import signal
 import subprocess
 
 import psutil
+import pytest
 
 from killpoint.env.stepmodule import DEFAULT_STEPS
 from tests.helpers.agents import wait_for
 from tests.helpers.checks import describe
 from tests.helpers.harness import BROKEN_AGENT
 from tests.helpers.sandbox import Sandbox
+
+pytestmark = pytest.mark.usefixtures("no_zygote")  # the harness's own fork servers, its descendants
 
 EXPLORE = ("explore", "--scenario", "crash-points", "--exhaustive", "--postgres", "local")
 

@@ -1,0 +1,70 @@
+"""The test suite with and without zygotes: what the fork servers' and probes' imports cost the suite.
+
+    python bench/suite.py [--paths tests/cli] [-n 2] [--repeat 1] [--order zygote,none]
+
+Runs `python -m pytest -q -p no:randomly -n N PATHS` once per mode and repeat, one after the other in this
+process: `zygote` (the default: tests/conftest.py's zygotes fork every session's fork servers and step
+module probes, harness/env/zygote.py) and `none` (`KILLPOINT_TEST_ZYGOTE=0`: every session starts its own).
+For each run it prints the wall time, the CPU of the whole process tree (user + system, from
+`RUSAGE_CHILDREN`: every descendant is reaped by its parent, so the tree's CPU adds up here) and pytest's
+summary line; then each mode's median and the ratio zygote / none. A benchmark, not a test: it asserts
+nothing, and its figures depend on the machine and its load (say the load with the figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+
+def run(paths: list[str], workers: int, mode: str) -> tuple[float, float, str]:
+    env = dict(os.environ)
+    env.pop("KILLPOINT_ZYGOTE", None)
+    if mode == "none":
+        env["KILLPOINT_TEST_ZYGOTE"] = "0"
+    else:
+        env.pop("KILLPOINT_TEST_ZYGOTE", None)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-n", str(workers), *paths],
+                          env=env, capture_output=True, text=True)
+    wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    return wall, cpu, lines[-1] if lines else f"exit {proc.returncode}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--paths", default="tests/cli", help="comma-separated test paths (default tests/cli)")
+    parser.add_argument("-n", type=int, default=2, help="pytest-xdist workers (default 2)")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--order", default="zygote,none", help="the modes, in the order they run")
+    args = parser.parse_args()
+    paths = args.paths.split(",")
+    modes = args.order.split(",")
+    figures: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
+    print(f"pytest -n {args.n} {' '.join(paths)}; load average {os.getloadavg()[0]:.1f} at the start")
+    for r in range(args.repeat):
+        for mode in modes:
+            wall, cpu, summary = run(paths, args.n, mode)
+            figures[mode].append((wall, cpu))
+            print(f"  {mode:7s} #{r + 1}: wall {wall:7.1f} s  CPU {cpu:7.1f} s  ({summary}; load {os.getloadavg()[0]:.1f})",
+                  flush=True)
+    for mode in modes:
+        walls, cpus = zip(*figures[mode], strict=True)
+        print(f"{mode:7s} median: wall {statistics.median(walls):7.1f} s  CPU {statistics.median(cpus):7.1f} s")
+    if {"zygote", "none"} <= set(figures):
+        z = [statistics.median(x) for x in zip(*figures["zygote"], strict=True)]
+        n = [statistics.median(x) for x in zip(*figures["none"], strict=True)]
+        print(f"zygote / none: wall {z[0] / n[0]:.2f}  CPU {z[1] / n[1]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
