@@ -189,8 +189,10 @@ def popen(args: list[str], env: dict[str, str], pass_fds: dict[int, int] | None 
 
 def _unfit(info: dict, env: dict[str, str]) -> bool:
     """True if a zygote started as `info` says cannot stand in for a fresh interpreter with `env`: another
-    interpreter, or a start-up variable it does not take from `env` (`HANDLED`) that differs."""
-    if os.path.realpath(info.get("executable", "")) != os.path.realpath(sys.executable):
+    interpreter or another environment of it (a virtualenv's `python` is a link to the same binary, with
+    other packages: the path and `sys.prefix` must be ours), or a start-up variable it does not take from
+    `env` (`HANDLED`) that differs."""
+    if (info.get("executable"), info.get("prefix")) != (sys.executable, sys.prefix):
         return True
     theirs: dict[str, str] = info.get("env", {})
     names = {k for k in (*env, *theirs) if k.startswith(("PYTHON", "LD_"))} - HANDLED
@@ -212,7 +214,7 @@ class Zygotes:
         self.folder = Path(tempfile.mkdtemp(prefix="kpz-"))  # short: a socket's path is at most 107 bytes
         self._procs: list[subprocess.Popen[bytes]] = []
         try:
-            (self.folder / INFO).write_text(json.dumps({"executable": sys.executable, "env": base}))
+            (self.folder / INFO).write_text(json.dumps({"executable": sys.executable, "prefix": sys.prefix, "env": base}))
             for seed in HASH_SEEDS:
                 self._procs.append(subprocess.Popen(
                     [sys.executable, "-m", "killpoint.env.zygote", str(self.folder), "x" * ARG_PAD_BYTES],

@@ -208,3 +208,17 @@ def test_a_hostile_import_probed_in_a_zygotes_child_is_refused_the_same(zygotes:
     assert proc.returncode == 2 and len(err.splitlines()) == 1, (proc.returncode, err[-2000:])
     assert err.startswith(f"killpoint: error[{code}]: step module {module!r}") and words in err, err
     assert sandbox.survivors() == []
+
+
+def test_a_zygote_of_another_environment_of_the_same_interpreter_does_not_stand_in(zygotes: Zygotes) -> None:
+    """A virtualenv's `python` is a link to the same binary with other packages (the examples' tests install
+    theirs in one): a zygote started from another environment, or from the same binary by another path, is
+    not used. So is one of this environment with other start-up variables."""
+    import json  # noqa: PLC0415
+
+    info = json.loads((zygotes.folder / zygote.INFO).read_text())
+    env = {**info["env"], "PYTHONHASHSEED": "2029"}
+    assert not zygote._unfit(info, env)
+    assert zygote._unfit({**info, "prefix": "/some/other/venv"}, env)
+    assert zygote._unfit({**info, "executable": os.path.realpath(sys.executable) + "-elsewhere"}, env)
+    assert zygote._unfit(info, {**env, "PYTHONNOUSERSITE": "1"})
