@@ -15,7 +15,7 @@ import threading
 
 from killpoint.env.launcher import HASH_SEEDS, Incarnation, IncarnationSeeds, Launcher
 from killpoint.env.proctable import TAG_VAR, kill_all
-from killpoint.env.procutil import decode_status, die_with_parent
+from killpoint.env.procutil import decode_status, dying_with_us
 from killpoint.errors import EnvironmentProblem
 
 
@@ -57,7 +57,7 @@ class ExecLauncher(Launcher):
             try:
                 out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115
                 proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                        process_group=0, preexec_fn=die_with_parent)
+                                        process_group=0, preexec_fn=dying_with_us())
                 if log:
                     out.close()
                 reply.put(proc)

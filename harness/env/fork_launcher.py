@@ -24,7 +24,7 @@ from killpoint.env import proctable, vitals, zygote
 from killpoint.env.forkserver import BLACK_BOX_ARG, PROTOCOL_FD_ARG
 from killpoint.env.launcher import HASH_SEEDS, Incarnation, IncarnationSeeds, Launcher
 from killpoint.env.proctable import TAG_VAR, kill_all
-from killpoint.env.procutil import die_with_parent, wait_gone
+from killpoint.env.procutil import dying_with_us, wait_gone
 from killpoint.errors import EnvironmentProblem
 
 
@@ -47,7 +47,7 @@ class _ForkServer:
                     pipe_stdin=True, pipe_stderr=True)) or subprocess.Popen(
                 [sys.executable, "-m", "killpoint.env.forkserver", *args, f"{PROTOCOL_FD_ARG}={wfd}"],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, pass_fds=(wfd,),
-                env=env, process_group=0, preexec_fn=die_with_parent,
+                env=env, process_group=0, preexec_fn=dying_with_us(),
             )
         except BaseException:
             os.close(rfd)

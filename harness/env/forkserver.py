@@ -103,7 +103,7 @@ def _detach(fds: list[int]) -> None:
     with the server, default signal handlers, none of the server's descriptors, stdin from /dev/null."""
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # the parent does the same; whichever runs first makes the group
-    die_with_parent()
+    die_with_parent(parent=_server_pid or None)
     for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_DFL)
     signal.set_wakeup_fd(-1)
@@ -360,7 +360,13 @@ class _Server:
             self.standby = None
 
 
+_server_pid = 0
+"""This server's pid (`serve`): a child forked while the server was being killed ends at once (`_detach`)."""
+
+
 def serve(modules: list[str], standby: bool = True, black_box: dict | None = None) -> int:
+    global _server_pid
+    _server_pid = os.getpid()
     # SIGTERM, not SIGKILL, when the harness dies: the server then kills the groups it made (a worker's own
     # parent-death signal does not reach the processes the worker started) before it exits.
     die_with_parent(signal.SIGTERM)

@@ -8,6 +8,7 @@ import os
 import select
 import signal
 import time
+from collections.abc import Callable
 
 import psutil
 
@@ -23,13 +24,25 @@ def _prctl(option: int, arg: int) -> bool:
         return False
 
 
-def die_with_parent(sig: int = signal.SIGKILL) -> None:
+def die_with_parent(sig: int = signal.SIGKILL, parent: int | None = None) -> None:
     """Ask Linux to send `sig` to this process when the thread that forked it dies (no-op elsewhere).
 
     This is what makes a SIGKILLed harness take its fork server and workers with it. It is not inherited
     by the processes this one forks: grandchildren are found and killed through the process group instead.
+    With `parent` (the forking process's pid, read before the fork): if that process died between the fork
+    and this request, no signal will ever come, so this process ends here (`os._exit(1)`: a handler the
+    parent installed cannot catch it before an exec).
     """
     _prctl(_PR_SET_PDEATHSIG, sig)
+    if parent is not None and os.getppid() != parent:
+        os._exit(1)
+
+
+def dying_with_us(sig: int = signal.SIGKILL) -> Callable[[], None]:
+    """A `preexec_fn` for `subprocess.Popen`: the child gets `sig` when the thread that started it dies, and
+    ends at once if this process died before the child could ask (`die_with_parent`'s `parent`)."""
+    parent = os.getpid()
+    return lambda: die_with_parent(sig, parent)
 
 
 def become_subreaper() -> bool:

@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import IO
 
 from killpoint.env.launcher import HASH_SEEDS
-from killpoint.env.procutil import die_with_parent
+from killpoint.env.procutil import die_with_parent, dying_with_us
 
 ZYGOTE_VAR = "KILLPOINT_ZYGOTE"
 """The folder of the zygotes to fork children from (`Zygotes`); unset: children start as always."""
@@ -219,7 +219,7 @@ class Zygotes:
                 self._procs.append(subprocess.Popen(
                     [sys.executable, "-m", "killpoint.env.zygote", str(self.folder), "x" * ARG_PAD_BYTES],
                     env={**base, "PYTHONHASHSEED": str(seed), PAD_VAR: "x" * PAD_BYTES}, cwd=self.folder,
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, process_group=0, preexec_fn=die_with_parent))
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, process_group=0, preexec_fn=dying_with_us()))
         except BaseException:
             self.close()
             raise
