@@ -65,8 +65,10 @@ import traceback
 from pathlib import Path
 from typing import IO
 
+import psutil
+
 from killpoint.env.launcher import HASH_SEEDS
-from killpoint.env.procutil import die_with_parent, dying_with_us
+from killpoint.env.procutil import die_with_parent, dying_with_us, wait_gone
 
 ZYGOTE_VAR = "KILLPOINT_ZYGOTE"
 """The folder of the zygotes to fork children from (`Zygotes`); unset: children start as always."""
@@ -203,8 +205,8 @@ class Zygotes:
     """One zygote per hash seed, started in a folder of their own (`folder`, what `ZYGOTE_VAR` names), under
     `env` (default: this process's) without its credentials. `with Zygotes() as z:` stops them after.
 
-    Starting does not wait for their imports: a harness that asks before a zygote listens starts its servers
-    as always (`popen` returns None)."""
+    Starting does not wait for their imports (`wait` does): a harness that asks before a zygote listens starts
+    its children as always (`popen` returns None)."""
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
         from killpoint.env import credentials  # noqa: PLC0415 - only who starts zygotes needs it
@@ -268,7 +270,7 @@ class Zygotes:
 # --- the zygote's side ----------------------------------------------------------------------------------
 
 def serve(folder: Path) -> int:
-    """Import `PRELOAD`, listen on `<folder>/<hash seed>.sock` and fork servers until stdin ends or SIGTERM
+    """Import `PRELOAD`, listen on `<folder>/<hash seed>.sock` and fork children until stdin ends or SIGTERM
     (1.-5. of the module docstring)."""
     die_with_parent(signal.SIGTERM)
     stopping: list[int] = []
@@ -297,8 +299,8 @@ def serve(folder: Path) -> int:
     stdin = sys.stdin.buffer
     sys.stdout.write("ready\n")
     sys.stdout.flush()
-    pending: dict[socket.socket, int | None] = {}  # a connection -> its server's pid (None: not forked yet)
-    live: dict[int, socket.socket | None] = {}  # a server's pid -> its connection (None: closed)
+    pending: dict[socket.socket, int | None] = {}  # a connection -> its child's pid (None: not forked yet)
+    live: dict[int, socket.socket | None] = {}  # a child's pid -> its connection (None: closed)
     try:
         while not stopping:
             _reap(live, pending)
@@ -318,7 +320,7 @@ def serve(folder: Path) -> int:
             for conn in [c for c in readable if isinstance(c, socket.socket) and c in pending]:
                 pid = pending[conn]
                 if pid is None:
-                    _fork_server(conn, pending, live, [listener, *pending])
+                    _fork_child(conn, pending, live, [listener, *pending])
                     continue
                 with contextlib.suppress(OSError):
                     if conn.recv(4096):
@@ -340,7 +342,7 @@ def serve(folder: Path) -> int:
                 folder.rmdir()
 
 
-def _fork_server(conn: socket.socket, pending: dict[socket.socket, int | None],
+def _fork_child(conn: socket.socket, pending: dict[socket.socket, int | None],
                  live: dict[int, socket.socket | None], sockets: list[socket.socket]) -> None:
     """Read a request on `conn` and fork its process (2.-3.); a request that cannot be read closes `conn`."""
     data, fds = b"", []
@@ -382,7 +384,7 @@ def _fork_server(conn: socket.socket, pending: dict[socket.socket, int | None],
 
 
 def _reap(live: dict[int, socket.socket | None], pending: dict[socket.socket, int | None]) -> None:
-    """Reap every ended server and tell its harness its status (3.)."""
+    """Reap every ended child and tell its harness its status (3.)."""
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -399,25 +401,18 @@ def _reap(live: dict[int, socket.socket | None], pending: dict[socket.socket, in
 
 
 def _stop_all(live: dict[int, socket.socket | None]) -> None:
-    """SIGTERM every live server, SIGKILL those left after 10 s, reap them all (5.)."""
+    """SIGTERM every live child, SIGKILL those left after 10 s, reap them all (5.)."""
+    procs: list[psutil.Process] = []
     for pid in live:
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, psutil.Error):
             os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while live and time.monotonic() < deadline:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            time.sleep(0.01)  # nothing to wait on but the children's ends: a short poll
-            continue
-        conn = live.pop(pid, None)
+            procs.append(psutil.Process(pid))
+    for proc in wait_gone(procs, 10.0):
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    for conn in live.values():
         if conn is not None:
             conn.close()
-    for pid in live:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(ChildProcessError):
         while True:
             os.waitpid(-1, 0)

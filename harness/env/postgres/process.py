@@ -28,8 +28,9 @@ from typing import Any
 
 import psutil
 
+from killpoint.env import procutil
+
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-PR_SET_PDEATHSIG = 1
 IPC_RMID = 0
 
 
@@ -117,16 +118,9 @@ def die_with_parent(sig: int = signal.SIGQUIT) -> Callable[[], None] | None:
     if prctl is None or threading.current_thread() not in (threading.main_thread(), _Spawner.thread):
         return None
 
-    parent = os.getpid()
-
-    def _set() -> None:
-        prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
-        # Forked while this process was being killed: the request came after the death, so no signal
-        # will: do not become a server nobody ends (seen as a restarted postmaster outliving its harness).
-        if os.getppid() != parent:
-            os._exit(1)
-
-    return _set
+    # `dying_with_us`: a server forked while this process was being killed ends at once (its request came
+    # after the death, so no signal would: seen as a restarted postmaster outliving its harness).
+    return procutil.dying_with_us(sig)
 
 
 class _Spawner:
