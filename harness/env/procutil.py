@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import ctypes
 import os
+import queue
 import select
 import signal
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
 
 import psutil
+
+T = TypeVar("T")
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -43,6 +49,48 @@ def dying_with_us(sig: int = signal.SIGKILL) -> Callable[[], None]:
     ends at once if this process died before the child could ask (`die_with_parent`'s `parent`)."""
     parent = os.getpid()
     return lambda: die_with_parent(sig, parent)
+
+def on_a_lasting_thread() -> bool:
+    """True on a thread that lives as long as this process: the main one, or `on_lasting_thread`'s."""
+    return threading.current_thread() in (threading.main_thread(), _Spawner.thread)
+
+
+def on_lasting_thread(fn: Callable[[], T]) -> T:
+    """`fn()` (its value, or its exception raised here) run on a thread that lives as long as this process:
+    this one if it is the main thread, else one daemon thread started on first use. A child's parent-death
+    signal (`die_with_parent`) follows the thread that forked it, and a trial's thread ends long before the
+    session: what must die with the session is started here."""
+    if threading.current_thread() is threading.main_thread():
+        return fn()
+    return _Spawner.run(fn)
+
+
+class _Spawner:
+    """One daemon thread, started on first use, that runs the forks asked of it for the process's lifetime."""
+
+    thread: threading.Thread | None = None
+    _jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+    _lock = threading.Lock()
+
+    @classmethod
+    def run(cls, fn: Callable[[], T]) -> T:
+        """``fn()`` run on the spawner thread; its result, or its exception raised here."""
+        with cls._lock:
+            if cls.thread is None:
+                cls.thread = threading.Thread(target=cls._serve, name="killpoint-spawner", daemon=True)
+                cls.thread.start()
+        done: Future[T] = Future()
+        cls._jobs.put((fn, done))
+        return done.result()
+
+    @classmethod
+    def _serve(cls) -> None:
+        while True:
+            fn, done = cls._jobs.get()
+            try:
+                done.set_result(fn())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                done.set_exception(exc)
 
 
 def become_subreaper() -> bool:

@@ -21,6 +21,7 @@ from killpoint.env.fakes_env import service_env, worker_pythonpath
 from killpoint.env.fork_launcher import ForkLauncher
 from killpoint.env.launcher import HASH_SEEDS, Incarnation, IncarnationSeeds, Launcher
 from killpoint.env.proctable import TAG_VAR
+from killpoint.env.procutil import on_lasting_thread
 from killpoint.env.pycommand import PythonCommand
 from killpoint.errors import EnvironmentProblem
 
@@ -98,8 +99,6 @@ class PythonForkLauncher(Launcher):
         self._spec = {**cmd.spec(), "modules": modules, "volatile": volatile}
         self._clock_lock = threading.Lock()  # one start of the clock servers, whichever run asks first
         self._clock: _Pool | str | None = None  # the clock servers, why there are none, or None: not asked yet
-        self._kept = threading.Condition()  # the clock servers' starting thread waits on it until `close`
-        self._closed = False
         self._pool: _Pool | None = None
         try:
             self._pool = self._start(env)
@@ -160,33 +159,17 @@ class PythonForkLauncher(Launcher):
         extra = worker_clock.fork_server_env(self._env.get("LD_PRELOAD"))
         if extra is None:
             return head + "libfaketime cannot move a clock here"
-        started: list[_Pool | Exception] = []
-        thread = threading.Thread(target=self._keep, args=({**self._env, **extra}, started),
-                                  name="killpoint-clock-servers", daemon=True)
-        with self._kept:
-            thread.start()
-            self._kept.wait_for(lambda: bool(started))
-        pool = started[0]
-        if isinstance(pool, Exception):
-            return head + f"the clock servers could not start ({pool})"
+        try:
+            # Started where they die with the session, not with the run's thread that asked first (a fork
+            # server's parent-death signal follows the thread that started it).
+            pool = on_lasting_thread(lambda: self._start({**self._env, **extra}))
+        except Exception as exc:  # noqa: BLE001 - any failure to start is said once, and incarnations are exec'd
+            return head + f"the clock servers could not start ({exc})"
         why = self._check(pool)
         if why is not None:
             return head + f"the clock servers (under libfaketime) cannot fork: {why}"
         self._tell("incarnations under a clock fault's shift forked from servers under libfaketime")
         return pool
-
-    def _keep(self, env: dict[str, str], started: list[_Pool | Exception]) -> None:
-        """Start fork servers under `env` (into `started`), then live until `close`: a server's parent-death
-        signal (`die_with_parent`, prctl's PR_SET_PDEATHSIG) follows the thread that started it, and the
-        run's thread that asked first may end long before the session does."""
-        try:
-            pool: _Pool | Exception = self._start(env)
-        except Exception as exc:  # noqa: BLE001 - any failure to start is said by the spawn that waits for it
-            pool = exc
-        with self._kept:
-            started.append(pool)
-            self._kept.notify_all()
-            self._kept.wait_for(lambda: self._closed)
 
     def _tell(self, line: str) -> None:
         with self._lock:
@@ -253,7 +236,4 @@ class PythonForkLauncher(Launcher):
             for pool in self._pools():
                 pool.forks.close()
         finally:
-            with self._kept:
-                self._closed = True
-                self._kept.notify_all()
             self._exec.close()

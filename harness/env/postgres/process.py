@@ -16,13 +16,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
-import queue
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -115,40 +112,12 @@ def die_with_parent(sig: int = signal.SIGQUIT) -> Callable[[], None] | None:
     started from a short-lived thread would be shut down with it.
     """
     prctl = getattr(_LIBC, "prctl", None)  # Linux only
-    if prctl is None or threading.current_thread() not in (threading.main_thread(), _Spawner.thread):
+    if prctl is None or not procutil.on_a_lasting_thread():
         return None
 
     # `dying_with_us`: a server forked while this process was being killed ends at once (its request came
     # after the death, so no signal would: seen as a restarted postmaster outliving its harness).
     return procutil.dying_with_us(sig)
-
-
-class _Spawner:
-    """One daemon thread, started on first use, that runs the forks asked of it for the process's lifetime."""
-
-    thread: threading.Thread | None = None
-    _jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
-    _lock = threading.Lock()
-
-    @classmethod
-    def run(cls, fn: Callable[[], Any]) -> Any:
-        """``fn()`` run on the spawner thread; its result, or its exception raised here."""
-        with cls._lock:
-            if cls.thread is None:
-                cls.thread = threading.Thread(target=cls._serve, name="killpoint-spawner", daemon=True)
-                cls.thread.start()
-        done: Future[Any] = Future()
-        cls._jobs.put((fn, done))
-        return done.result()
-
-    @classmethod
-    def _serve(cls) -> None:
-        while True:
-            fn, done = cls._jobs.get()
-            try:
-                done.set_result(fn())
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                done.set_exception(exc)
 
 
 def popen_dying_with_us(args: list[str], sig: int = signal.SIGQUIT, **kwargs: Any) -> subprocess.Popen[bytes]:
@@ -157,6 +126,4 @@ def popen_dying_with_us(args: list[str], sig: int = signal.SIGQUIT, **kwargs: An
     def start() -> subprocess.Popen[bytes]:
         return subprocess.Popen(args, preexec_fn=die_with_parent(sig), **kwargs)  # noqa: PLW1509
 
-    if threading.current_thread() is threading.main_thread():
-        return start()
-    return _Spawner.run(start)
+    return procutil.on_lasting_thread(start)
