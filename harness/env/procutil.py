@@ -38,7 +38,14 @@ def die_with_parent(sig: int = signal.SIGKILL, parent: int | None = None) -> Non
     With `parent` (the forking process's pid, read before the fork): if that process died between the fork
     and this request, no signal will ever come, so this process ends here (`os._exit(1)`: a handler the
     parent installed cannot catch it before an exec).
+
+    An ignored `sig` is first set back to its default: an ignored signal is dropped when sent, and exec keeps
+    it ignored. A shell starts a background job (`cmd &`, a CI step's) with SIGINT and SIGQUIT ignored, so a
+    postmaster (whose death signal is SIGQUIT) exec'd from such a harness, if the harness died before the
+    server installed its own handler, never got it and outlived the harness.
     """
+    if sig not in (signal.SIGKILL, signal.SIGSTOP) and signal.getsignal(sig) == signal.SIG_IGN:
+        signal.signal(sig, signal.SIG_DFL)
     _prctl(_PR_SET_PDEATHSIG, sig)
     if parent is not None and os.getppid() != parent:
         os._exit(1)

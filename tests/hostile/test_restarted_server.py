@@ -44,5 +44,5 @@ def test_a_restarted_server_dies_with_a_sigkilled_harness(sandbox: Sandbox) -> N
     assert restarted
     try:
         wait_for(lambda: not sandbox.survivors(), timeout=60, what="the restarted server to end with its harness")
-    except AssertionError as exc:  # say who outlived the harness (seen once in a whole-suite run, not since)
+    except AssertionError as exc:  # say who outlived it (whole-suite runs started as `cmd &`: tests/env/test_parent_death.py)
         raise AssertionError(f"{exc}; still alive: {sandbox.survivors()}") from None
