@@ -151,5 +151,6 @@ def write_session(session: Session, results: Iterable[ScenarioResult] = (), meta
         results.append(ScenarioResult(name, outcome, trials, 0.0))
     run_dir = session.env.run_dir
     write_run_dir(run_dir, results, {**(meta or {}), "steps": session.agent.module,
-                                      "steps_digest": session.agent.digest, "grace": session.options.grace})
+                                      "steps_digest": session.agent.digest, "grace": session.options.grace,
+                                      "run_timeout": session.options.time_budget})
     return run_dir

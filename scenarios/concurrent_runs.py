@@ -49,7 +49,7 @@ class ConcurrentRuns(Scenario):
     actions = ("kill",)
 
     def options(self, base: RunOptions) -> RunOptions:
-        return replace(base, time_budget=min(base.time_budget, 40.0), step_delay=DELAY, slow_steps=("record",))
+        return replace(base, budget_cap=40.0, step_delay=DELAY, slow_steps=("record",))
 
     def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
         """No faults: the concurrency is the test (a seed names the same empty schedule)."""

@@ -43,7 +43,7 @@ class FleetScenario(Scenario):
     """(run id, what its fleet did) for every run this scenario drove: the summary line's figures."""
 
     def options(self, base: RunOptions) -> RunOptions:
-        return replace(base, time_budget=min(base.time_budget, 40.0))
+        return replace(base, budget_cap=40.0)
 
     def sweep(self, conn: psycopg.Connection, stale_seconds: float) -> list[str]:
         return sweep_stalled(conn, stale_seconds)

@@ -133,7 +133,7 @@ class StalledSweep(Scenario):
         return sweep_stalled(conn, stale_seconds)
 
     def options(self, base: RunOptions) -> RunOptions:
-        return replace(base, time_budget=min(base.time_budget, 40.0))
+        return replace(base, budget_cap=40.0)
 
     def run(self, ctx: Context) -> list[Trial]:
         trials: list[Trial] = []

@@ -3,7 +3,8 @@
 The `run.evidence` event keeps, in one JSON object `options` (as the run driver and the scenarios write
 it), four different things; `split(options)` reads them apart:
 
-1. `Knobs`: what the run was driven with that a checker judges by (`grace`, `exit_codes`);
+1. `Knobs`: what the run was driven with that a checker or its replay line reads (`grace`, `exit_codes`,
+   `time_budget`);
 2. the baseline's volatile fields (`volatile`): what differed between two crash-free runs, left out of
    every comparison with it;
 3. `Replay`: how the trial was asked for, which its replay line repeats (`explicit`, `worker_cmd`,
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-KNOB_KEYS = ("grace", "exit_codes")
+KNOB_KEYS = ("grace", "exit_codes", "time_budget")
 VOLATILE_KEY = "volatile"
 REPLAY_KEYS = ("explicit", "worker_cmd", "adapter", "effects")
 EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -33,6 +34,8 @@ class Knobs:
     """Seconds between SIGTERM and SIGKILL (`--grace`)."""
     exit_codes: str = "killpoint"
     """The exit-code convention the worker is held to: `killpoint` or `none` (`--exit-codes`)."""
+    time_budget: float | None = None
+    """Seconds a run may take before it is judged not done (`--run-timeout`; None in older histories)."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,8 @@ class Replay:
 
 def split(options: Mapping[str, Any]) -> tuple[Knobs, frozenset[str], Replay, Mapping[str, Any]]:
     """The knobs, the volatile fields, the replay metadata and the scenario's extras of `options`."""
-    knobs = Knobs(grace=options.get("grace"), exit_codes=options.get("exit_codes", "killpoint"))
+    knobs = Knobs(grace=options.get("grace"), exit_codes=options.get("exit_codes", "killpoint"),
+                  time_budget=options.get("time_budget"))
     volatile = frozenset(options.get(VOLATILE_KEY) or ())
     replay = Replay(explicit=bool(options.get("explicit")), worker_cmd=options.get("worker_cmd"),
                     adapter=options.get("adapter"), effects=options.get("effects"))

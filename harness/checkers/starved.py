@@ -21,4 +21,4 @@ def starved(inc: str | None, waited: object, period: float | None, what: str) ->
         return ""
     return (f"{inc} {what}, but it spent {waited:.1f}s of it waiting for a CPU: the machine was too busy to tell "
             "a slow worker from a stuck one (run it again on a quieter machine, with fewer -j, or a longer "
-            "--grace or time budget)")
+            "--grace or --run-timeout)")

@@ -73,6 +73,9 @@ def add_common(p: argparse.ArgumentParser) -> None:
                         "step module's package at that commit, e.g. git:HEAD~1, in a temp dir removed at the end); "
                         "default in a git checkout: the last commit that changed the step module")
     g.add_argument("--grace", type=validate.grace, default=5.0, help="seconds between SIGTERM and SIGKILL (default 5)")
+    g.add_argument("--run-timeout", type=validate.run_timeout, default=60.0, metavar="SECONDS",
+                   help="seconds one run may take before it is judged not done, naming where it hung (default 60; "
+                        "raise it for an agent whose steps are slow by design)")
     g.add_argument("--out", default=".killpoint/runs", help="where run directories go")
     g.add_argument("--junit", default=None, help="also write JUnit XML here")
     g.add_argument("--quiet", action="store_true", help="no progress lines")

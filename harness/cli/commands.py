@@ -180,6 +180,7 @@ def finish(inv: Invocation, s: Session, results: list[ScenarioResult], meta: dic
         print(line)
     write_run_dir(s.env.run_dir, results, {**meta, "steps": s.agent.module, "steps_digest": s.agent.digest,
                                           "worker_cmd": s.env.worker_cmd, "grace": s.options.grace,
+                                          "run_timeout": s.options.time_budget,
                                           "adapter": s.env.adapter.name,
                                           "previous_steps": inv.session.previous_steps})
     if inv.junit:

@@ -67,7 +67,7 @@ def invocation(args: argparse.Namespace, command: str, label: str | None = None)
         spawn=args.spawn, worker_cmd=args.worker_cmd, worker_preload=worker_preload, adapter=args.adapter,
         effects=effects,
         allow_egress=tuple(getattr(args, "allow_egress", ()) or ()),
-        options=RunOptions(grace=args.grace, exit_codes=exit_codes), jobs=args.jobs or default_jobs(),
+        options=RunOptions(grace=args.grace, time_budget=args.run_timeout, exit_codes=exit_codes), jobs=args.jobs or default_jobs(),
         skip_checkers=skip_checkers, previous_steps=args.previous_steps, previous_code=True)
     named = args.scenario or ()
     return Invocation(session=session, seed=args.seed or 0, budget=args.budget,

@@ -30,11 +30,12 @@ from killpoint.errors import UsageError
 
 MAX_GRACE = 3600.0
 MAX_BUDGET = 7 * 24 * 3600.0
+MAX_RUN_TIMEOUT = 24 * 3600.0
 MAX_RANDOM = 100_000
 MAX_SEED = 2**63 - 1
 MAX_FAULTS = 64
 """The most faults one schedule may hold (flow step 4). Each fault that fires ends an incarnation and starts
-another, and a run has a fixed time budget (``RunOptions.time_budget``, 60 s): a schedule past this bound
+another, and a run has a time budget (``--run-timeout``, 60 s by default): a schedule past this bound
 would end as a liveness failure of the harness's making, not the agent's. Generated schedules hold at most
 one fault per step of the agent (``faults.schedule.fault_budget``), far below it."""
 
@@ -62,6 +63,11 @@ def _number(text: str, what: str, low: float, high: float, *, integer: bool = Fa
 def grace(text: str) -> float:
     """``--grace``: seconds between SIGTERM and SIGKILL, 0..3600."""
     return _number(text, "--grace", 0.0, MAX_GRACE)
+
+
+def run_timeout(text: str) -> float:
+    """``--run-timeout``: seconds one run may take, 1..MAX_RUN_TIMEOUT."""
+    return _number(text, "--run-timeout", 1.0, MAX_RUN_TIMEOUT)
 
 
 def budget(text: str) -> float:

@@ -39,7 +39,7 @@ def replay_for(scenario: str, trial: dict, meta: dict) -> str:
     seed = trial.get("seed")
     return replay_command(scenario, schedule if schedule or seed is None else None, seed if isinstance(seed, int) else None,
                           meta.get("steps") or "killpoint.reference_agent.invoice_agent", meta.get("grace"),
-                          meta.get("previous_steps"), meta.get("worker_cmd"))
+                          meta.get("previous_steps"), meta.get("worker_cmd"), run_timeout=meta.get("run_timeout"))
 
 
 def duplicates(effects: list[dict]) -> dict[int, str]:

@@ -91,7 +91,7 @@ class RunController(Route):
                     break
                 first = self.spawn("worker")
                 if not self._wait_all():
-                    self.limit = f"not done within the time budget of {self.options.time_budget:g}s"
+                    self.limit = f"not done within the time budget of {self.options.run_limit:g}s"
                     self.limit = hang.report(self.history, self.run_id, self.incarnations, self.limit) or self.limit
                     break
                 self.env.settle(self.run_id)  # a dead worker's held commit lands (or not) before anyone reads

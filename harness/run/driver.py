@@ -151,10 +151,10 @@ class Driver:
         self.outages = Outages()
         self.clock: dict[str, float] = {}
         """Each run's clock shift in seconds (its `clock` faults so far): its later incarnations' wall clock."""
-        self._deadline = time.monotonic() + options.time_budget
+        self._deadline = time.monotonic() + options.run_limit
 
     def remaining(self) -> float:
-        """Seconds left of the time budget (`options.time_budget`, from the driver's creation on)."""
+        """Seconds left of the time budget (`options.run_limit`, from the driver's creation on)."""
         return max(0.0, self._deadline - time.monotonic())
 
     # ---- incarnations ----------------------------------------------------------------------------

@@ -154,7 +154,7 @@ def gather(env: Environment, run_id: str, incarnations: list[Incarnation], own_e
 
 def recorded_options(options: RunOptions) -> dict[str, Any]:
     """The knobs a run driven with `options` records in its `run.evidence` (harness/checkers/knobs.py)."""
-    return {"grace": options.grace, "exit_codes": options.exit_codes}
+    return {"grace": options.grace, "exit_codes": options.exit_codes, "time_budget": options.time_budget}
 
 
 def record(env: Environment, history: History, run_id: str, incarnations: list[Incarnation],

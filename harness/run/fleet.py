@@ -217,7 +217,7 @@ class Fleet:
                 if all(s in ("done", "failed") for s in self.statuses().values()):
                     break
                 if self.driver.remaining() <= 0:
-                    self.limit = f"not done within the fleet's time budget of {self.options.time_budget:g}s"
+                    self.limit = f"not done within the fleet's time budget of {self.options.run_limit:g}s"
                     break
                 while len(pool) < workers:
                     if spawned >= bound:

@@ -275,9 +275,10 @@ def find(name: str) -> Scenario:
 def replay_command(scenario: str, schedule: Schedule | None = None, seed: int | None = None,
                    steps: str = DEFAULT_STEPS, grace: float | None = None, previous_steps: str | None = None,
                    worker_cmd: str | None = None, effects: dict[str, str] | None = None,
-                   adapter: str | None = None) -> str:
-    """The one line that reproduces a trial (with `--grace` when the trial ran with another grace than
-    the default, and `--previous-steps` when it resumed a run of the agent's previous code)."""
+                   adapter: str | None = None, run_timeout: float | None = None) -> str:
+    """The one line that reproduces a trial (with `--grace` or `--run-timeout` when the trial ran with another
+    grace or time budget than the default, and `--previous-steps` when it resumed a run of the agent's previous
+    code)."""
     parts = ["killpoint replay", f"--scenario {scenario}"]
     if schedule is not None:
         parts.append(f"--schedule '{schedule}'")
@@ -287,6 +288,8 @@ def replay_command(scenario: str, schedule: Schedule | None = None, seed: int | 
         parts.append(f"--steps {steps}")
     if grace is not None and grace != RunOptions.grace:
         parts.append(f"--grace {grace:g}")
+    if run_timeout is not None and run_timeout != RunOptions.time_budget:
+        parts.append(f"--run-timeout {run_timeout:g}")
     if previous_steps:
         parts.append(f"--previous-steps {previous_steps}")
     if worker_cmd:

@@ -38,6 +38,8 @@ ROWS: dict[str, Row] = {
     "grace-nan": Row((*REPLAY, "--grace", "nan"), "bad-option", ("grace must be",)),
     "grace-inf": Row((*REPLAY, "--grace", "inf"), "bad-option", ("grace must be",)),
     "grace-text": Row((*REPLAY, "--grace", "soon"), "bad-option", ("grace must be a number",)),
+    "run-timeout-zero": Row((*REPLAY, "--run-timeout", "0"), "bad-option", ("run-timeout must be at least 1",)),
+    "run-timeout-nan": Row((*REPLAY, "--run-timeout", "nan"), "bad-option", ("run-timeout must be",)),
     "budget-negative": Row(("run", "--budget", "-1"), "bad-option", ("budget must be at least 0",)),
     "budget-inf": Row(("run", "--budget", "inf"), "bad-option", ("budget must be",)),
     "random-zero": Row(("explore", "--scenario", "crash-points", "--random", "0"), "bad-option",

@@ -1,6 +1,7 @@
 """The two spawn modes judge an agent the same way (issue 29 item 8): a step that leaves a non-daemon thread
 running keeps a real interpreter from exiting; a forked worker waits for it too, so both modes say the
-run hung (it once passed under the fork server and hung only under `--spawn exec`)."""
+run hung (it once passed under the fork server and hung only under `--spawn exec`). Under `--run-timeout 15`
+(60 s by default): the crash-free run hangs, so the agent fails with no faults."""
 
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ STEPS = {**_STEPS, "record": record}
 def test_a_thread_left_running_is_a_hang_under_both_spawns(sandbox: Sandbox, spawn: str) -> None:
     (sandbox.cwd / "threads_agent.py").write_text(AGENT)
     done = sandbox.run("replay", "--scenario", "crash-points", "--schedule", "email:effect.applied:kill",
-                       "--steps", "threads_agent", "--spawn", spawn, "--postgres", "local",
+                       "--steps", "threads_agent", "--spawn", spawn, "--postgres", "local", "--run-timeout", "15",
                        "--out", str(sandbox.out))
     text = done.stdout + done.stderr
     assert done.returncode != 0, text[-3000:]
-    assert "hung" in text.lower(), text[-3000:]
+    assert "hung" in text.lower() and "time budget of 15s" in text, text[-3000:]

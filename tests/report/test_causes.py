@@ -58,7 +58,7 @@ def results() -> list[ScenarioResult]:
 
 
 def session(tmp_path: Path) -> SimpleNamespace:
-    return SimpleNamespace(agent=SimpleNamespace(module="my.steps", digest="abc"), options=SimpleNamespace(grace=5.0),
+    return SimpleNamespace(agent=SimpleNamespace(module="my.steps", digest="abc"), options=SimpleNamespace(grace=5.0, time_budget=60.0),
                            env=SimpleNamespace(run_dir=tmp_path, worker_cmd=None, adapter=SimpleNamespace(name="checkpoints")))
 
 
