@@ -1,6 +1,8 @@
 """The test suite with and without zygotes: what the fork servers' and probes' imports cost the suite.
 
-    python bench/suite.py [--paths tests/cli] [-n 2] [--repeat 1] [--order zygote,none]
+    python bench/suite.py [--paths tests/cli] [-n 2] [-m EXPR] [--repeat 1] [--order zygote,none]
+
+(`--paths tests -m 'not slow' --order zygote`: the edit loop's selection, as the README gives it.)
 
 Runs `python -m pytest -q -p no:randomly -n N PATHS` once per mode and repeat, one after the other in this
 process: `zygote` (the default: tests/conftest.py's zygotes fork every session's fork servers and step
@@ -22,7 +24,7 @@ import sys
 import time
 
 
-def run(paths: list[str], workers: int, mode: str) -> tuple[float, float, str]:
+def run(paths: list[str], workers: int, mode: str, marker: str | None = None) -> tuple[float, float, str]:
     env = dict(os.environ)
     env.pop("KILLPOINT_ZYGOTE", None)
     if mode == "none":
@@ -31,7 +33,9 @@ def run(paths: list[str], workers: int, mode: str) -> tuple[float, float, str]:
         env.pop("KILLPOINT_TEST_ZYGOTE", None)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-n", str(workers), *paths],
+    select = ["-m", marker] if marker else []
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-n", str(workers), "--dist",
+                           "loadfile", *select, *paths],
                           env=env, capture_output=True, text=True)
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -44,16 +48,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--paths", default="tests/cli", help="comma-separated test paths (default tests/cli)")
     parser.add_argument("-n", type=int, default=2, help="pytest-xdist workers (default 2)")
+    parser.add_argument("-m", dest="marker", default=None, help="pytest's -m expression, e.g. 'not slow'")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--order", default="zygote,none", help="the modes, in the order they run")
     args = parser.parse_args()
     paths = args.paths.split(",")
     modes = args.order.split(",")
     figures: dict[str, list[tuple[float, float]]] = {m: [] for m in modes}
-    print(f"pytest -n {args.n} {' '.join(paths)}; load average {os.getloadavg()[0]:.1f} at the start")
+    select = f"-m '{args.marker}' " if args.marker else ""
+    print(f"pytest -n {args.n} {select}{' '.join(paths)}; load average {os.getloadavg()[0]:.1f} at the start")
     for r in range(args.repeat):
         for mode in modes:
-            wall, cpu, summary = run(paths, args.n, mode)
+            wall, cpu, summary = run(paths, args.n, mode, args.marker)
             figures[mode].append((wall, cpu))
             print(f"  {mode:7s} #{r + 1}: wall {wall:7.1f} s  CPU {cpu:7.1f} s  ({summary}; load {os.getloadavg()[0]:.1f})",
                   flush=True)

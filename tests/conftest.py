@@ -134,8 +134,35 @@ LONGEST_FIRST = (
 longest first."""
 
 
+SLOW_FIXTURES = {
+    "sandbox": "the CLI in a subprocess: a whole session (Postgres, fork servers, trials), 1-100 s",
+    "pg_server": "a real Postgres: started once per test process, then trials or queries against it",
+}
+"""The fixtures that make a test `slow` (`-m 'not slow'`, the edit loop, leaves it out): what it needs is a
+session or a database, not only Python. Tests that start such things themselves are in `SLOW_FILES`, or carry
+the mark by hand."""
+
+SLOW_FILES = {
+    "tests/env/postgres/": "start, crash and reap Postgres servers of their own",
+    "tests/env/test_zygote.py": "zygotes that import the SDK, and the servers they fork",
+    "tests/env/test_reaper_security.py": "template builds killed mid-way",
+    "tests/hostile/test_namespaces.py": "clusters owned by processes in other PID namespaces",
+    "tests/meta/test_namespace_install.py": "a wheel built and installed in a venv",
+    "tests/report/test_html_report.py": "headless Chromium",
+    "tests/scenarios/test_scenario_db_crash.py": "a Postgres of its own, crashed",
+    "tests/run/test_judge.py": "sessions recorded and judged again",
+    "tests/cli/test_cli_basic.py": "signals to a CLI holding a server",
+}
+"""Test files (or folders) that are slow as a whole, and why."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest files first, the rest in their order: `--dist loadfile` hands files to workers in collection
-    order, so a long file met last would keep one worker busy while the other idles."""
+    """Mark the tests that use `SLOW_FIXTURES` slow. Then the longest files first, the rest in their order:
+    `--dist loadfile` hands files to workers in collection order, so a long file met last would keep one worker
+    busy while the other idles."""
+    for item in items:
+        path = item.nodeid.partition("::")[0]
+        if SLOW_FIXTURES.keys() & set(getattr(item, "fixturenames", ())) or any(map(path.startswith, SLOW_FILES)):
+            item.add_marker(pytest.mark.slow)
     rank = {path: n for n, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.partition("::")[0], len(rank)))
