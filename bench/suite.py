@@ -1,4 +1,4 @@
-"""The test suite with and without zygotes: what the fork servers' and probes' imports cost the suite.
+"""The test suite with and without zygotes: what the fork servers', probes' and CLIs' imports cost the suite.
 
     python bench/suite.py [--paths tests/cli] [-n 2] [-m EXPR] [--repeat 1] [--order zygote,none]
 
@@ -6,7 +6,9 @@
 
 Runs `python -m pytest -q -p no:randomly -n N PATHS` once per mode and repeat, one after the other in this
 process: `zygote` (the default: tests/conftest.py's zygotes fork every session's fork servers and step
-module probes, harness/env/zygote.py) and `none` (`KILLPOINT_TEST_ZYGOTE=0`: every session starts its own).
+module probes, harness/env/zygote.py, and the sandbox's CLI runs, tests/helpers/sandbox.py), `fresh-cli`
+(`KILLPOINT_TEST_FORKED_CLI=0`: the zygotes, but every CLI a fresh interpreter) and `none`
+(`KILLPOINT_TEST_ZYGOTE=0`: every session starts its own).
 For each run it prints the wall time, the CPU of the whole process tree (user + system, from
 `RUSAGE_CHILDREN`: every descendant is reaped by its parent, so the tree's CPU adds up here) and pytest's
 summary line; then each mode's median and the ratio zygote / none. A benchmark, not a test: it asserts
@@ -27,10 +29,13 @@ import time
 def run(paths: list[str], workers: int, mode: str, marker: str | None = None) -> tuple[float, float, str]:
     env = dict(os.environ)
     env.pop("KILLPOINT_ZYGOTE", None)
+    env.pop("KILLPOINT_TEST_FORKED_CLI", None)
     if mode == "none":
         env["KILLPOINT_TEST_ZYGOTE"] = "0"
     else:
         env.pop("KILLPOINT_TEST_ZYGOTE", None)
+    if mode == "fresh-cli":
+        env["KILLPOINT_TEST_FORKED_CLI"] = "0"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     select = ["-m", marker] if marker else []
@@ -61,15 +66,16 @@ def main() -> None:
         for mode in modes:
             wall, cpu, summary = run(paths, args.n, mode, args.marker)
             figures[mode].append((wall, cpu))
-            print(f"  {mode:7s} #{r + 1}: wall {wall:7.1f} s  CPU {cpu:7.1f} s  ({summary}; load {os.getloadavg()[0]:.1f})",
+            print(f"  {mode:9s} #{r + 1}: wall {wall:7.1f} s  CPU {cpu:7.1f} s  ({summary}; load {os.getloadavg()[0]:.1f})",
                   flush=True)
     for mode in modes:
         walls, cpus = zip(*figures[mode], strict=True)
-        print(f"{mode:7s} median: wall {statistics.median(walls):7.1f} s  CPU {statistics.median(cpus):7.1f} s")
-    if {"zygote", "none"} <= set(figures):
-        z = [statistics.median(x) for x in zip(*figures["zygote"], strict=True)]
-        n = [statistics.median(x) for x in zip(*figures["none"], strict=True)]
-        print(f"zygote / none: wall {z[0] / n[0]:.2f}  CPU {z[1] / n[1]:.2f}")
+        print(f"{mode:9s} median: wall {statistics.median(walls):7.1f} s  CPU {statistics.median(cpus):7.1f} s")
+    for base in ("none", "fresh-cli"):
+        if {"zygote", base} <= set(figures):
+            z = [statistics.median(x) for x in zip(*figures["zygote"], strict=True)]
+            n = [statistics.median(x) for x in zip(*figures[base], strict=True)]
+            print(f"zygote / {base}: wall {z[0] / n[0]:.2f}  CPU {z[1] / n[1]:.2f}")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ def survey() -> list[tuple[str, str]]:
 
     rows = [("python", f"{platform.python_version()} ({sys.executable})")]
     why = docker.probe()
-    rows.append(("docker", f"not usable: {why}" if why else f"engine answers; image {docker.IMAGE}"))
+    rows.append(("docker", f"not usable: {why}" if why else f"engine answers; image {docker.image()}"))
     bins = find_local()
     rows.append(
         (

@@ -77,9 +77,13 @@ PAD_VAR = "KILLPOINT_ZYGOTE_PAD"
 `/proc/PID/environ` and `/proc/PID/cmdline` for a child's own."""
 PAD_BYTES = 120_000  # under Linux's 128 KiB limit on one variable
 ARG_PAD_BYTES = 8_192  # a fork server's or a probe's command line is a few hundred bytes
-PRELOAD = ("anthropic", "httpx2", "psycopg", "psutil", "killpoint.reference_agent.worker")
-"""What a zygote imports: the costly libraries of every reference-runtime fork server, none of which
-connects or reads the environment at import."""
+PRELOAD = ("anthropic", "httpx2", "psycopg", "psutil", "killpoint.reference_agent.worker",
+           "killpoint.cli.args", "killpoint.cli.merge", "killpoint.cli.record", "killpoint.cli.config",
+           "killpoint.run.scenario", "killpoint.env.environment", "killpoint.env.postgres.auto")
+"""What a zygote imports: the costly libraries of every reference-runtime fork server, and the harness's own
+modules (for a CLI forked from it: tests/helpers/sandbox.py), none of which connects or reads the environment
+at import (`killpoint.cli.commands`, whose console reads the terminal's variables, is left out, and so is
+`killpoint.cli.main`, which the child runs as `__main__`)."""
 HANDLED = frozenset({"PYTHONHASHSEED", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"})
 """Start-up variables a zygote's child takes from the harness's environment itself (the hash seed by the
 choice of zygote); any other `PYTHON*` or `LD_*` variable must be the zygote's for it to stand in."""
@@ -134,8 +138,9 @@ class ZygoteProcess:
 
 
 def popen(args: list[str], env: dict[str, str], pass_fds: dict[int, int] | None = None, *,
-          pipe_stdin: bool = False, pipe_stderr: bool = False, new_session: bool = False) -> ZygoteProcess | None:
-    """What `subprocess.Popen([sys.executable, *args], env=env, cwd=os.getcwd())` would start, forked by the
+          pipe_stdin: bool = False, pipe_stderr: bool = False, new_session: bool = False,
+          cwd: str | None = None) -> ZygoteProcess | None:
+    """What `subprocess.Popen([sys.executable, *args], env=env, cwd=cwd or os.getcwd())` would start, forked by the
     zygote of `env`'s hash seed (any, if it has none) instead: `args` is `-m MODULE ...` or `-c CODE ...`;
     `pass_fds` maps a descriptor number in the child to one of ours; stdin, stdout and stderr are
     /dev/null unless piped (stdin, stderr) or passed; the child leads a process group of its own (a
@@ -164,7 +169,7 @@ def popen(args: list[str], env: dict[str, str], pass_fds: dict[int, int] | None 
                 mine.append(ours)
                 theirs.append(child)
                 targets[fd] = child
-        request = json.dumps({"args": args, "env": env, "cwd": os.getcwd(), "targets": list(targets),
+        request = json.dumps({"args": args, "env": env, "cwd": cwd or os.getcwd(), "targets": list(targets),
                               "new_session": new_session}).encode() + b"\n"
         socket.send_fds(conn, [request], list(targets.values()))
         for fd in theirs:

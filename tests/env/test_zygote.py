@@ -24,7 +24,7 @@ from killpoint.env.zygote import ZYGOTE_VAR, Zygotes
 from tests.env.test_launcher import Held
 from tests.helpers import pythonpath
 from tests.helpers.agents import wait_for
-from tests.helpers.sandbox import Sandbox
+from tests.helpers.sandbox import Sandbox, forked_run
 from tests.hostile.test_hostile_imports import MODULES
 
 TAG = "KILLPOINT_TEST_ZYGOTE_TAG"
@@ -222,3 +222,21 @@ def test_a_zygote_of_another_environment_of_the_same_interpreter_does_not_stand_
     assert zygote._unfit({**info, "prefix": "/some/other/venv"}, env)
     assert zygote._unfit({**info, "executable": os.path.realpath(sys.executable) + "-elsewhere"}, env)
     assert zygote._unfit(info, {**env, "PYTHONNOUSERSITE": "1"})
+
+
+def test_a_cli_forked_by_a_zygote_says_what_a_fresh_one_says(zygotes: Zygotes, tmp_path: Path) -> None:
+    """The sandbox's CLI runs (tests/helpers/sandbox.py `forked_run`) are the zygote's children, and their
+    output and exit code are a fresh interpreter's: a listing, a usage error, a bad step module."""
+    with Sandbox(tmp_path / "box") as box:
+        env = {**box.env(), ZYGOTE_VAR: str(zygotes.folder)}
+        parent = forked_run([sys.executable, "-c", "import os, psutil; print(psutil.Process(os.getppid()).pid)"],
+                            env, box.cwd, 60)
+        assert parent is not None and int(parent.stdout) in zygotes.pids
+        for args in (["scenarios"], ["run", "--bogus"], ["replay", "--scenario", "crash-points", "--schedule",
+                                                           "email:effect.applied:kill", "--steps", "no.such.module"]):
+            forked = forked_run(box.argv(*args), env, box.cwd, 120)
+            fresh = subprocess.run(box.argv(*args), capture_output=True, text=True, cwd=box.cwd, env=env, timeout=120,
+                                   stdin=subprocess.DEVNULL)
+            assert forked is not None and (forked.returncode, forked.stdout, forked.stderr) == (
+                fresh.returncode, fresh.stdout, fresh.stderr), args
+        assert box.survivors() == [] and box.leftover_dirs() == []

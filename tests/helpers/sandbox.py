@@ -11,11 +11,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import selectors
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,9 +26,11 @@ from pathlib import Path
 
 import psutil
 
+from killpoint.env import zygote
 from killpoint.env.zygote import ZYGOTE_VAR
 from tests.helpers import pythonpath
 
+FORKED_CLI_VAR = "KILLPOINT_TEST_FORKED_CLI"
 TAG_VAR = "KILLPOINT_TEST_TAG"
 """Set in a harness subprocess's environment; every process it starts inherits it, so they can be found
 after the harness is gone (reparented processes no longer descend from it)."""
@@ -94,8 +98,13 @@ class Sandbox:
         return [sys.executable, "-m", "killpoint.cli.main", *args]
 
     def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        """`killpoint ARGS` to its end, output captured."""
-        return subprocess.run(self.argv(*args), capture_output=True, text=True, cwd=self.cwd, env=self.env(),
+        """`killpoint ARGS` to its end, output captured: forked from the test process's zygote where one can
+        stand in (it imported the harness's modules once: `forked_run`), else a fresh interpreter."""
+        env = self.env()
+        done = forked_run(self.argv(*args), env, self.cwd, timeout)
+        if done is not None:
+            return done
+        return subprocess.run(self.argv(*args), capture_output=True, text=True, cwd=self.cwd, env=env,
                               timeout=timeout, stdin=subprocess.DEVNULL)
 
     def start(self, *args: str) -> subprocess.Popen[str]:
@@ -138,6 +147,54 @@ class Sandbox:
     def leftover_dirs(self) -> list[str]:
         """Temp dirs and Postgres clusters still on disk."""
         return sorted(str(p) for d in (self.tmp, self.pg_root) for p in d.iterdir())
+
+
+def forked_run(argv: list[str], env: dict[str, str], cwd: Path,
+               timeout: float) -> subprocess.CompletedProcess[str] | None:
+    """`subprocess.run(argv, capture_output=True, text=True, stdin=DEVNULL)` of a `python -m ...` command,
+    forked by the zygote `env` names (harness/env/zygote.py) instead of started: None where none can stand
+    in. The CLI then starts without importing the harness (~1 CPU-second a session, a few hundred sessions a
+    suite run); what differs from a fresh interpreter is listed in the zygote's module, and the tests of how
+    a session's processes start and end run without the zygotes (tests/hostile/conftest.py).
+    `KILLPOINT_TEST_FORKED_CLI=0` starts every CLI fresh (bench/suite.py's `fresh-cli` mode)."""
+    if os.environ.get(FORKED_CLI_VAR) == "0":
+        return None
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        proc = zygote.popen(argv[1:], env, {1: out_w, 2: err_w}, cwd=str(cwd))
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    if proc is None:
+        os.close(out_r)
+        os.close(err_r)
+        return None
+    chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        for fd in chunks:
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map():
+            left = deadline - time.monotonic()
+            ready = sel.select(max(0.0, left)) if left > 0 else []
+            if not ready:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+                for fd in chunks:
+                    os.close(fd)
+                raise subprocess.TimeoutExpired(argv, timeout)
+            for key, _ in ready:
+                data = os.read(key.fd, 65536)
+                if data:
+                    chunks[key.fd].append(data)
+                else:
+                    sel.unregister(key.fd)
+                    os.close(key.fd)
+    code = proc.wait(max(1.0, deadline - time.monotonic()))
+    out, err = (b"".join(chunks[fd]).decode(errors="replace") for fd in (out_r, err_r))
+    return subprocess.CompletedProcess(argv, code, out, err)
 
 
 def default_sigint() -> None:

@@ -22,7 +22,12 @@ from killpoint.env.postgres.reaper import CONTAINER_FILE, container_labels, dest
 from killpoint.env.postgres.wait import Wait
 from killpoint.errors import EnvironmentProblem
 
-IMAGE = os.environ.get("KILLPOINT_POSTGRES_IMAGE", "postgres:16.4-alpine")
+DEFAULT_IMAGE = "postgres:16.4-alpine"
+
+
+def image() -> str:
+    """The image to start: `KILLPOINT_POSTGRES_IMAGE`, else `DEFAULT_IMAGE` (read when asked, not at import)."""
+    return os.environ.get("KILLPOINT_POSTGRES_IMAGE", DEFAULT_IMAGE)
 SOCKETS = ("/var/run/docker.sock", str(Path.home() / ".docker/run/docker.sock"))
 START_TIMEOUT = 120.0
 
@@ -100,8 +105,8 @@ class DockerServer(PostgresHandle):
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
                 raise EnvironmentProblem(
                     "docker-start-failed",
-                    f"could not start {IMAGE} in Docker: {first}",
-                    f"check that `docker run --rm {IMAGE} postgres --version` works (pulling needs network), "
+                    f"could not start {image()} in Docker: {first}",
+                    f"check that `docker run --rm {image()} postgres --version` works (pulling needs network), "
                     "or use --postgres local",
                 ) from None
             self.port = port
@@ -133,7 +138,7 @@ class DockerServer(PostgresHandle):
         from testcontainers.community.postgres import PostgresContainer  # noqa: PLC0415
 
         pc = PostgresContainer(
-            IMAGE, username="postgres", password="postgres", dbname="postgres", driver=None
+            image(), username="postgres", password="postgres", dbname="postgres", driver=None
         )
         pc.with_env("POSTGRES_HOST_AUTH_METHOD", "trust")
         pc.with_command("postgres -c fsync=off -c full_page_writes=off -c synchronous_commit=on")
