@@ -182,8 +182,8 @@ def forked_run(argv: list[str], env: dict[str, str], cwd: Path,
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(proc.pid, signal.SIGKILL)
                 proc.wait()
-                for fd in chunks:
-                    os.close(fd)
+                for key in list(sel.get_map().values()):  # the pipes not at their end yet
+                    os.close(key.fd)
                 raise subprocess.TimeoutExpired(argv, timeout)
             for key, _ in ready:
                 data = os.read(key.fd, 65536)
