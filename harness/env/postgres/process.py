@@ -18,7 +18,6 @@ import ctypes.util
 import os
 import signal
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,30 +30,17 @@ _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 IPC_RMID = 0
 
 
-def _gone(p: psutil.Process) -> bool:
-    try:
-        return not p.is_running() or p.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
 def wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
-    """Wait until every process is gone or a zombie (orphans may wait long for init to reap them);
-    reap our own children on the way. Return those still alive at the deadline."""
+    """Reap those of `procs` that are our own children and have exited, then wait until every one is gone or
+    a zombie (`procutil.wait_gone`: orphans may wait long for init to reap them). Those still alive at the
+    deadline."""
     for p in procs:
         try:
             if p.ppid() == os.getpid():
                 p.wait(timeout=0)  # reaps if exited
         except (psutil.TimeoutExpired, psutil.NoSuchProcess, ChildProcessError):
             pass
-    deadline = time.monotonic() + timeout
-    interval = 0.002
-    alive = [p for p in procs if not _gone(p)]
-    while alive and time.monotonic() < deadline:
-        time.sleep(interval)
-        interval = min(interval * 1.5, 0.05)
-        alive = [p for p in alive if not _gone(p)]
-    return alive
+    return procutil.wait_gone(procs, timeout)
 
 
 def kill_tree(proc: psutil.Process, sig: int = signal.SIGKILL, timeout: float = 10.0) -> None:
