@@ -33,7 +33,7 @@ from killpoint.run.checkpoint_store import record as record_checkpoints
 from killpoint.run.history import History
 from killpoint.run.opening import interrupted_by, open_session
 from killpoint.run.plans import weigh_shards
-from killpoint.run.scenario import Context, Scenario, ScenarioResult, find, registry
+from killpoint.run.scenario import Context, Scenario, ScenarioResult, find, registry, replay_command
 from killpoint.run.shrinking import with_shrunk
 from killpoint.run.store import FailureStore, remember
 from killpoint.run.store import replay as replay_stored
@@ -202,9 +202,11 @@ def finish(inv: Invocation, s: Session, results: list[ScenarioResult], meta: dic
     return 1 if bad else 0
 
 
-def crash_free_first(inv: Invocation, s: Session, meta: dict) -> int | None:
+def crash_free_first(inv: Invocation, s: Session, meta: dict, scenario: str) -> int | None:
     """Run and judge the agent's crash-free run before any fault: if it fails, say so at the top, with the
-    worker's traceback and log, write the run directory, and return the exit code (1); else None."""
+    worker's traceback and log, write the run directory, end with the line that reproduces it (`scenario`'s
+    replay of the empty schedule, which runs the same crash-free run first), and return the exit code (1);
+    else None."""
     try:
         s.baseline()
     except CrashFreeFailure as exc:
@@ -215,7 +217,10 @@ def crash_free_first(inv: Invocation, s: Session, meta: dict) -> int | None:
             print(f"  {line}")
         print(f"  no faulted trial was run: a fault's effect could not be told apart from this {what}")
         result = ScenarioResult("crash-free", outcome, [], 0.0, reason=reason)
-        return finish(inv, s, [result], {**meta, "crash_free": outcome})
+        code = finish(inv, s, [result], {**meta, "crash_free": outcome})
+        again = "run the crash-free run again" if exc.starved else "reproduce the crash-free run's failure"
+        print(f"{again} with:\n  {crash_free_replay(s, scenario)}")
+        return code
     findings = s.crash_free_findings()
     if findings:  # said first: every faulted trial will show it again, under schedules that did not cause it
         print(f"FAIL: the crash-free run of {s.agent_name()} fails with no faults: "
@@ -227,6 +232,15 @@ def crash_free_first(inv: Invocation, s: Session, meta: dict) -> int | None:
         print("  the faulted trials below fail for this too: fix it first")
         meta["crash_free"] = "fail"
     return None
+
+
+def crash_free_replay(s: Session, scenario: str) -> str:
+    """The line that reproduces the session's crash-free run: a run of `scenario` with the same agent, worker,
+    effects and knobs, which runs and judges the crash-free run before any fault (a replay needs a fault)."""
+    env = s.env
+    return replay_command(scenario, None, None, s.agent.module, s.options.grace, None, env.worker_cmd,
+                          dict(env.effects) if getattr(env, "effects", None) else None,
+                          env.adapter.name if env.worker_cmd else None, s.options.time_budget, command="run")
 
 
 def failure_store(inv: Invocation) -> FailureStore | None:
@@ -280,7 +294,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress = Progress(results)
     display = trial_progress(inv)
     with session(inv, progress, meta) as s:
-        code = crash_free_first(inv, s, meta)
+        code = crash_free_first(inv, s, meta, next((sc.name for sc in scenarios if not sc.steps), "crash-points"))
         if code is not None:
             return code
         inv = replace(inv, shard=weigh_shards(scenarios, _context(inv, s, display)))  # shares by estimated cost
@@ -319,7 +333,7 @@ def start_one(inv: Invocation, s: Session, scenario: Scenario, progress: Progres
     """What `replay` and `explore` do before their trials: judge the crash-free run first (unless the scenario
     brings its own agent), then skip the scenario with its reason if it cannot run here. An int is the exit
     code to return at once; else the scenario's context and its start time."""
-    code = None if scenario.steps else crash_free_first(inv, s, {"command": command})
+    code = None if scenario.steps else crash_free_first(inv, s, {"command": command}, scenario.name)
     if code is not None:
         return code
     started = time.monotonic()

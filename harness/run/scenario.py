@@ -275,11 +275,11 @@ def find(name: str) -> Scenario:
 def replay_command(scenario: str, schedule: Schedule | None = None, seed: int | None = None,
                    steps: str = DEFAULT_STEPS, grace: float | None = None, previous_steps: str | None = None,
                    worker_cmd: str | None = None, effects: dict[str, str] | None = None,
-                   adapter: str | None = None, run_timeout: float | None = None) -> str:
+                   adapter: str | None = None, run_timeout: float | None = None, command: str = "replay") -> str:
     """The one line that reproduces a trial (with `--grace` or `--run-timeout` when the trial ran with another
     grace or time budget than the default, and `--previous-steps` when it resumed a run of the agent's previous
-    code)."""
-    parts = ["killpoint replay", f"--scenario {scenario}"]
+    code); `command="run"` with no schedule and no seed: a run of the scenario, whose crash-free run comes first."""
+    parts = [f"killpoint {command}", f"--scenario {scenario}"]
     if schedule is not None:
         parts.append(f"--schedule '{schedule}'")
     elif seed is not None:

@@ -39,3 +39,6 @@ def test_a_thread_left_running_is_a_hang_under_both_spawns(sandbox: Sandbox, spa
     # a quarter of the budget waiting for a CPU ("... ran out, after 15s, but it spent ..."): never PASS, and
     # either way the hung worker is named with its stack.
     assert "hung after record:" in text and "15s" in text, text[-3000:]
+    # the crash-free run hung: its replay line (the empty schedule) carries the run's own time budget
+    assert done.stdout.rstrip().splitlines()[-1].strip() == (
+        "killpoint run --scenario crash-points --steps threads_agent --run-timeout 15"), text[-3000:]

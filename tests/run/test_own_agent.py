@@ -6,6 +6,7 @@ still a failure), and a checker with no evidence for it (no model requests) does
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -136,6 +137,15 @@ def test_an_agent_that_fails_without_faults_is_said_to_at_the_top(sandbox: Sandb
     (run_dir,) = sandbox.out.iterdir()
     events = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
     assert {e["run_id"] for e in events if e["type"] == "run.begin"} == {"baseline-1"}
+    # the output ends with the one line that reproduces it, and that line does
+    lines = done.stdout.rstrip().splitlines()
+    assert lines[-2] == "reproduce the crash-free run's failure with:", done.stdout
+    replay = lines[-1].strip()
+    assert replay == "killpoint run --scenario crash-points --steps keyerror_agent", replay
+    again = sandbox.run(*shlex.split(replay)[1:], "--out", str(tmp_path / "again"), "--quiet")
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "FAIL: the agent keyerror_agent fails with no faults" in again.stdout, again.stdout
+    assert "KeyError: 'no_such_field'" in again.stdout and again.stdout.rstrip().splitlines()[-1] == lines[-1]
 
 
 @pytest.mark.parametrize(("extra", "code", "words"), [
@@ -172,4 +182,6 @@ def test_a_black_box_worker_that_fails_without_faults_is_named_by_its_command(sa
     first = next(line for line in done.stdout.splitlines() if line.strip() and not line.startswith("base seed"))
     assert first.startswith("FAIL: the agent --worker-cmd 'python exits.py {run_id}' fails with no faults"), done.stdout
     assert "reference_agent" not in first and "no faulted trial was run" in done.stdout, done.stdout
+    assert done.stdout.rstrip().splitlines()[-1].strip() == (
+        "killpoint run --scenario crash-points --worker-cmd 'python exits.py {run_id}'"), done.stdout
     assert sandbox.survivors() == []
