@@ -53,6 +53,7 @@ def planter(kept: StoredCheckpoint, state_version: int) -> Setup:
 class StoredCheckpoints(Scenario):
     name = "stored-checkpoints"
     cost = 0.5  # seconds, reference agent, -j 1 (bench/shards.py)
+    local_plan = True  # the checkpoints this machine kept
     summary = "checkpoints kept by earlier runs of older code (.killpoint/checkpoints) resume under the current code"
     black_box_reason = "it plants checkpoints of the seeds' shape kept from earlier runs, and a framework keeps its own"
     checkers = ("completes", "no_rewind", "no_orphans")

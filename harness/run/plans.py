@@ -14,8 +14,9 @@ and what a time budget cut.
    in plan order first, so that ids, lines and verdicts are those of `-j 1`.
 3. `weigh_shards(scenarios, ctx)`: the session's shard with its whole units placed (a negative control
    that runs in this session, a `whole` scenario) and the weights that leave the shards holding them less
-   of every dealt plan (`Shard.placing`; `cost` is each scenario's estimated seconds); from the selection
-   alone, so every shard places and weighs alike.
+   of every dealt plan (`Shard.placing`; `cost` is each scenario's estimated seconds, counted only for the
+   scenarios this session runs and deals: not a skipped one, not a `local_plan` one); from the selection and
+   the session's options alone (never a machine's own stores), so every shard places and weighs alike.
 4. With `stop_on_budget`, a trial not started when the budget is spent is left out, and what was cut is
    said and kept in `scenario.budget_cuts` (only the random part of a scenario is ever cut: its exhaustive
    part depends on the agent alone).
@@ -53,12 +54,14 @@ class Planned(Protocol):
 
 class Weighed(Protocol):
     """What `weigh_shards` reads of a scenario: its name, estimated seconds, whether it is one unit (a
-    negative control, or `whole`), and whether it is skipped in this session."""
+    negative control, or `whole`), whether its plan is this machine's own, and whether it is skipped in this
+    session."""
 
     name: str
     cost: float
     expected_finding: bool
     whole: bool
+    local_plan: bool
 
     def skip_why(self, ctx: Context) -> str | None: ...
 
@@ -90,9 +93,11 @@ def weigh_shards(scenarios: Sequence[Weighed], ctx: Context) -> Shard | None:
     """Flow step 3: `ctx.shard` weighed for a session running `scenarios` (None without --shard)."""
     if ctx.shard is None:
         return None
-    units = {sc.name: sc.cost for sc in scenarios
-             if (sc.expected_finding or sc.whole) and sc.skip_why(ctx) is None}
-    rest = sum(sc.cost for sc in scenarios if not (sc.expected_finding or sc.whole))
+    # a local plan is split by name, not dealt (and only this machine knows if it is empty); a skipped
+    # scenario costs no shard anything
+    running = [sc for sc in scenarios if not sc.local_plan and sc.skip_why(ctx) is None]
+    units = {sc.name: sc.cost for sc in running if sc.expected_finding or sc.whole}
+    rest = sum(sc.cost for sc in running if not (sc.expected_finding or sc.whole))
     return ctx.shard.placing(units, rest)
 
 

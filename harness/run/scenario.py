@@ -67,6 +67,9 @@ class Scenario:
     """Why this scenario cannot apply to a black-box worker (`--worker-cmd`), or None if it can: such a
     scenario is skipped with this reason, never run to an unknown."""
 
+    local_plan = False
+    """Whether the scenario's plan is what this machine kept (stored checkpoints): `--shard` splits it by the
+    trials' names, and weighs no shard by it (another machine's store may hold none)."""
     whole = False
     """Whether the scenario's plan is one trial whatever the agent (a fleet, a set of concurrent runs):
     `--shard` places it whole on one shard with the negative controls, and deals the rest around them."""

@@ -154,6 +154,7 @@ class Weighed:
     def __init__(self, name: str, cost: float, control: bool = False, skip: str | None = None) -> None:
         self.name, self.cost, self.expected_finding, self.skip = name, cost, control, skip
         self.whole = False
+        self.local_plan = False
 
     def skip_why(self, ctx: Context) -> str | None:
         return self.skip
@@ -170,6 +171,21 @@ def test_the_session_weighs_its_shards_by_the_control_it_will_run() -> None:
     skipped = weigh_shards([*others, Weighed("c", 10.0, control=True, skip="not your agent")], ctx)
     assert skipped == Shard(1, 4)  # equal shares: the control will not run
     assert weigh_shards(others, Context(session=None)) is None  # type: ignore[arg-type]
+
+
+def test_a_skipped_dealt_scenario_weighs_nothing() -> None:
+    """The rest that the control's shard gets less of is the cost of the dealt scenarios that will run: one
+    skipped here (schema-upgrade with no previous code) would give every other shard more than its share."""
+    ctx = Context(session=None, shard=parse("1/2"))  # type: ignore[arg-type]
+    control = Weighed("c", 10.0, control=True)
+    running = weigh_shards([Weighed("a", 30.0), control], ctx)
+    with_skipped = weigh_shards([Weighed("a", 30.0), Weighed("b", 50.0, skip="no previous code"), control], ctx)
+    counted = weigh_shards([Weighed("a", 30.0), Weighed("b", 50.0), control], ctx)
+    assert running is not None and with_skipped == running, (running, with_skipped)
+    assert counted is not None and counted.weights != running.weights  # the skipped one was what moved them
+    local = Weighed("kept", 50.0)
+    local.local_plan = True  # split by name whatever it holds, and this machine's store may be empty
+    assert weigh_shards([Weighed("a", 30.0), local, control], ctx) == running
 
 
 def test_whole_units_are_placed_apart_costliest_first_the_same_by_every_shard() -> None:
