@@ -2,12 +2,15 @@
 
 1. `parse("K/N")` checks 1 <= K <= N (a UsageError naming the fix otherwise).
 2. A plan every machine computes alike (a scenario's exhaustive or random schedules, a refusal's kinds,
-   a drain's schedules and graces: a pure function of the agent, the scenario and the seed) is dealt by `Shard.deal(scenario, names)`: its trials, in plan order, go round the shards by
-   smooth weighted round robin, starting at a shard drawn from SHA-256 of the scenario and the plan's
-   names. So each shard gets its weight's share of every plan within one trial (with equal weights,
-   every shard gets floor or ceil of n/N of each plan; neighbours in a plan, which tend to cost alike,
-   go to different shards), every trial lands in exactly one shard, and the N shards together run the
-   whole plan; which one a trial gets is a function of the plan, the same on every machine. The deal is
+   a drain's schedules and graces: a pure function of the agent, the scenario and the seed) is dealt by `Shard.deal(scenario, names)`: each shard's quota of the plan's n trials is the floor of
+   its weight's share, and the trials left over go one each to shards drawn with the chance of their
+   share's fraction (so over many plans every shard gets its share: a low-weight shard is not always
+   rounded down, nor the first of the full ones always up); then the trials, in plan order, go round the
+   shards by smooth weighted round robin over the quotas, ties in an order of the shards drawn from
+   SHA-256 of the scenario and the plan's names. So each shard gets its weight's share of every plan
+   within one trial (with equal weights, floor or ceil of n/N; neighbours in a plan, which tend to cost
+   alike, go to different shards), every trial lands in exactly one shard, and the N shards together run
+   the whole plan; which one a trial gets is a function of the plan, the same on every machine. The deal is
    integer arithmetic; the weights (step 4) are IEEE doubles rounded to integers, the same operations in
    the same order on every machine.
 3. A plan only this machine has (its stored failures, its kept checkpoints) cannot be dealt alike on
@@ -71,15 +74,25 @@ class Shard:
     def deal(self, scenario: str, names: Sequence[str]) -> list[int]:
         """Flow step 2: the shard (from 1) of each trial of a plan of `scenario` whose trials are named
         `names` (`trial_name`), in plan order."""
-        weights = list(self.weights) or [SCALE] * self.count
-        start = _digest(f"{scenario}|{len(names)}|" + "\n".join(names)) % self.count
-        order = [(start + j) % self.count for j in range(self.count)]  # who wins a tie
-        total, current, owners = sum(weights), [0] * self.count, []
-        for _ in names:
+        n, weights = len(names), list(self.weights) or [SCALE] * self.count
+        key = f"{scenario}|{n}|" + "\n".join(names)
+        order = sorted(range(self.count), key=lambda j: _digest(f"{key}|{j}"))  # a permutation drawn from the plan
+        total = sum(weights)
+        quota = [n * w // total for w in weights]
+        # the trials left over go one each to shards drawn with the chance of their fractions (systematic
+        # sampling: `n - sum(quota)` points a whole `total` apart, from an offset drawn from the plan, on
+        # the fractions laid end to end in `order`), so that over many plans a shard's count is its share
+        offset, start = _digest(f"{key}|offset") % total, 0
+        for j in order:
+            part = n * weights[j] % total
+            quota[j] += (start + part - 1 - offset) // total - (start - 1 - offset) // total
+            start += part
+        current, owners = [0] * self.count, []
+        for _ in names:  # smooth weighted round robin by the quotas: exactly quota[j] each, neighbours apart
             for j in range(self.count):
-                current[j] += weights[j]
+                current[j] += quota[j]
             best = max(order, key=lambda j: current[j])  # the first of the highest, in `order`
-            current[best] -= total
+            current[best] -= n
             owners.append(best + 1)
         return owners
 

@@ -124,11 +124,26 @@ def test_weighted_shards_get_their_share_of_every_plan_within_one_trial() -> Non
             assert abs(owners.count(k) - n * w / sum(weights)) < 1 + 1e-9, (n, k, owners.count(k))
 
 
+def test_over_many_plans_every_shard_gets_its_share_not_only_within_one_trial_of_each() -> None:
+    """Rounded the same way in every plan, the shards after a low-weight run (the whole units' shards) got
+    the extra trial of plan after plan: in a measured suite of 8 shards the first full-weight shard ran 36
+    trials, the others 25-33 (balance 1.22). Over 600 small plans each shard's count is its share within
+    10 %, a shard of a fifth of a share included (it got none before)."""
+    weights = (600, 600, 600, 1000, 1000, 1000, 1000, 200)
+    counts = [0] * len(weights)
+    for i in range(600):
+        for owner in Shard(1, len(weights), weights).deal(f"s{i}", [f"t{i}-{k}|" for k in range(1 + i % 11)]):
+            counts[owner - 1] += 1
+    for count, w in zip(counts, weights, strict=True):
+        share = sum(counts) * w / sum(weights)
+        assert abs(count - share) <= 0.1 * share, (counts, [round(sum(counts) * w / sum(weights)) for w in weights])
+
+
 def test_the_deal_is_the_same_on_every_machine() -> None:
     """A pure function of the plan: SHA-256 and integer arithmetic (these values were computed once; a change
     of them moves trials between the shards of pipelines already running)."""
     names = [f"charge:effect.applied:kill@{i}|" for i in range(6)]
-    assert Shard(1, 3).deal("crash-points", names) == Shard(2, 3).deal("crash-points", names) == [1, 2, 3, 1, 2, 3]
+    assert Shard(1, 3).deal("crash-points", names) == Shard(2, 3).deal("crash-points", names) == [1, 3, 2, 1, 3, 2]
     assert Shard(1, 4, (1000, 535, 1000, 1000)).deal("fleet", ["x|1"]) == [3]
     assert [Shard(1, 4).owner("crash-points", Schedule(), s) for s in range(4)] == [2, 3, 3, 2]
 
