@@ -195,9 +195,9 @@ class Note(Event):
 
 @_kind("hung")
 class Hung(Event):
-    """an incarnation still running when its run's time budget (`--run-timeout`) ran out (`inc`, `pid`, `last_point`, `stack`:
-    every thread's stack, from py-spy or the worker's stack signal; `age`: the seconds it ran, `waited`: the
-    seconds of them it spent waiting for a CPU, where known)"""
+    """an incarnation still running when its run's time budget (`--run-timeout`) ran out (`inc`, `pid`,
+    `last_point`, `stack`: every thread's stack, from py-spy or the worker's stack signal; `age`: the seconds
+    it ran, `waited`: the seconds of them it spent waiting for a CPU, where known)"""
 
     OPTIONAL = frozenset({"age", "waited"})
     inc: str | None = None
