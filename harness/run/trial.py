@@ -266,12 +266,13 @@ class Trials(Sequence[Trial]):
     of places, not 10,000 trials. A trial appended before it was spooled is held whole until `settle`.
     Trials judged at the same time (`-j`) append and settle from their threads: each call holds a lock."""
 
-    __slots__ = ("_kept", "_lock", "_places", "_spool")
+    __slots__ = ("_kept", "_lock", "_places", "_spool", "_unsettled")
 
     def __init__(self, trials: Iterable[Trial] = ()) -> None:
         self._spool: Spool | None = None
         self._places = array("q")  # a spooled trial's offset in `_spool`; -1: held whole in `_kept`
         self._kept: dict[int, Trial] = {}
+        self._unsettled: dict[int, int] = {}  # id() of a kept trial not spooled yet -> its index (`settle`)
         self._lock = threading.Lock()
         self.extend(trials)
 
@@ -291,6 +292,8 @@ class Trials(Sequence[Trial]):
             place = self._place(trial)
             if place < 0:
                 self._kept[len(self._places)] = trial
+                if trial.spooled is None:  # it may be spooled later, and `settle`d
+                    self._unsettled.setdefault(id(trial), len(self._places))
             self._places.append(place)
 
     def extend(self, trials: Iterable[Trial]) -> None:
@@ -300,14 +303,14 @@ class Trials(Sequence[Trial]):
 
     def settle(self, trial: Trial) -> None:
         """`trial`, held whole since it was appended and spooled since, is held by its place from now on."""
-        with self._lock:
-            for i, kept in self._kept.items():
-                if kept is trial:
-                    place = self._place(trial)
-                    if place >= 0:
-                        self._places[i] = place
-                        del self._kept[i]
-                    return
+        with self._lock:  # by index, not a scan of the kept trials (a long run of failures keeps thousands)
+            i = self._unsettled.get(id(trial))
+            if i is None or self._kept.get(i) is not trial:
+                return
+            place = self._place(trial)
+            if place >= 0:
+                self._places[i] = place
+                del self._kept[i], self._unsettled[id(trial)]
 
     def __len__(self) -> int:
         return len(self._places)
