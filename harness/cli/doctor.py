@@ -45,14 +45,17 @@ def survey() -> list[tuple[str, str]]:
 def guards() -> list[tuple[str, str]]:
     """(name, finding) rows for what keeps a crash test on this machine (docs/contracts.md, "Nothing
     leaves the machine"): the egress guard and the credentials scrubbed from workers."""
-    from killpoint.env import credentials  # noqa: PLC0415
+    from killpoint.env import credentials, egress_shim  # noqa: PLC0415
 
     hook = "available" if hasattr(sys, "addaudithook") else "NOT available (Python < 3.8): workers unguarded"
+    lib = egress_shim.library()
+    others = (f"other --worker-cmd workers by a preloaded library ({lib}; not a statically linked program)" if lib
+              else "other --worker-cmd workers are not (no C compiler builds the preloaded guard: install cc)")
     found = sorted(k for k in os.environ if credentials.is_secret(k))
     return [
         ("egress", f"audit hook {hook}: Python workers (fork server and --spawn exec) reach only loopback, the "
                    f"--dsn server and --allow-egress hosts; a --worker-cmd is guarded when it is this Python "
-                   f"running a script or -m module (docs/frameworks.md), other --worker-cmd workers are not"),
+                   f"running a script or -m module (docs/frameworks.md), {others}"),
         ("secrets", f"{len(found)} credential variable(s) in this shell, none passed to a worker"
                     + (f" ({', '.join(found)})" if found else "") + f"; fakes for {', '.join(credentials.FAKE_KEYS)}"),
     ]

@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 
 from killpoint.adapters import Adapter, CheckpointsAdapter, table_exists
-from killpoint.env import audit, pycommand, pyfork_launcher, sqlbarrier
+from killpoint.env import audit, egress_shim, pycommand, pyfork_launcher, sqlbarrier
 from killpoint.env.barrier import BarrierServer
 from killpoint.env.exec_launcher import ExecLauncher
 from killpoint.env.fakes_env import import_env
@@ -148,16 +148,31 @@ class Environment:
             launcher = pyforks
         elif pycmd is not None:
             launcher = ExecLauncher(pycmd.guarded_argv())  # a Python worker, never forked: still guarded
+        elif self._worker_cmd:
+            launcher = ExecLauncher.from_shell(self._worker_cmd, self._egress_library())
         else:
-            launcher = ExecLauncher.from_shell(self._worker_cmd) if self._worker_cmd else ExecLauncher()
-        if self._worker_cmd and pycmd is None and self._say is not None and self.egress_allowed != "*":
-            self._say("egress guard: off for this --worker-cmd (not killpoint's Python running a script or "
-                      "module; the reference runtime's and Python workers are guarded): make sure every SDK "
-                      "points at its fake (docs/contracts.md)")
+            launcher = ExecLauncher()
         launcher.on_start = self._on_start
         launcher.on_exit = self._on_exit
         self.launcher = launcher
         stack.callback(launcher.close)  # first at the end: the workers go before the services and Postgres
+
+    def _egress_library(self) -> str | None:
+        """The preloaded egress guard (`egress_shim`) for a `--worker-cmd` that is not this Python, or None
+        (said, with why) where it cannot guard it: no C compiler, or a statically linked program."""
+        if self.egress_allowed == "*":
+            return None
+        program = shlex.split(self._worker_cmd or "")[:1]
+        why = None
+        lib = egress_shim.library()
+        if lib is None:
+            why = "no C compiler builds its preloaded guard (install cc)"
+        elif program and egress_shim.static_program(program[0]):
+            why = f"{program[0]} is statically linked, so the preloaded guard never loads in it"
+        if why is not None and self._say is not None:
+            self._say(f"egress guard: off for this --worker-cmd: {why}; make sure every SDK points at its fake "
+                      "(docs/contracts.md)")
+        return lib if why is None else None
 
     def _python_command(self) -> PythonCommand | None:
         """The `--worker-cmd` as this Python running a script or module (`pycommand.parse`): its

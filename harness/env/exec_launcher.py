@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 
+from killpoint.env import egress_shim
 from killpoint.env.launcher import HASH_SEEDS, Incarnation, IncarnationSeeds, Launcher
 from killpoint.env.proctable import TAG_VAR, kill_all
 from killpoint.env.procutil import decode_status, dying_with_us
@@ -31,8 +32,9 @@ class ExecLauncher(Launcher):
     parent-death signal does not reach what the worker started.
     """
 
-    def __init__(self, command: list[str] | None = None) -> None:
+    def __init__(self, command: list[str] | None = None, preload_lib: str | None = None) -> None:
         self._command = command
+        self._preload_lib = preload_lib  # `egress_shim.library()` for a worker-cmd that is not Python
         self._seeds = IncarnationSeeds()
         self._jobs: queue.Queue = queue.Queue()
         self._procs: list[tuple[subprocess.Popen, Incarnation]] = []
@@ -45,8 +47,8 @@ class ExecLauncher(Launcher):
         self._spawner.start()
 
     @classmethod
-    def from_shell(cls, worker_cmd: str) -> ExecLauncher:
-        return cls(shlex.split(worker_cmd))
+    def from_shell(cls, worker_cmd: str, preload_lib: str | None = None) -> ExecLauncher:
+        return cls(shlex.split(worker_cmd), preload_lib)
 
     def _spawn_loop(self) -> None:
         while True:
@@ -78,7 +80,10 @@ class ExecLauncher(Launcher):
         incarnation = self._new(inc, run_id, role, log)
         reply: queue.Queue = queue.Queue()
         seed = HASH_SEEDS[self._seeds.next(run_id) if seed_index is None else seed_index]  # a fresh interpreter, but a deterministic hash seed
-        self._jobs.put((full, {**env, TAG_VAR: incarnation.tag, "PYTHONHASHSEED": str(seed)}, log, reply))
+        env = {**env, TAG_VAR: incarnation.tag, "PYTHONHASHSEED": str(seed)}
+        if self._preload_lib:
+            env = egress_shim.preload(env, self._preload_lib)
+        self._jobs.put((full, env, log, reply))
         proc = reply.get()
         if isinstance(proc, OSError):
             raise EnvironmentProblem("worker-cmd", f"cannot start worker {full[0]!r}: {proc.strerror}",

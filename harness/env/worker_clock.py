@@ -17,7 +17,7 @@ leave alone (`clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`, libfaketime issu
 negative deadline and the call fails with EINVAL, so Python >= 3.11's `time.sleep` raises `OSError: [Errno
 22]` in every worker under a shift. `clock_env` probes the library once (`monotonic_sleep_broken`) and, when
 it is broken, preloads before it a small shim (`_SHIM_SOURCE`, built once with the C compiler into
-`shim_dir()`) that hands a monotonic or boot-time `clock_nanosleep` to the kernel unchanged and any other to
+`cshim.shim_dir()`) that hands a monotonic or boot-time `clock_nanosleep` to the kernel unchanged and any other to
 libfaketime. Without a C compiler a broken libfaketime cannot move a clock faithfully, and `unsupported`
 says so.
 
@@ -38,12 +38,11 @@ from __future__ import annotations
 
 import functools
 import glob
-import hashlib
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
+
+from killpoint.env import cshim
 
 OFFSET_VAR = "KILLPOINT_CLOCK_OFFSET"
 FAKETIME_GLOBS = ("/usr/lib/*/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1",
@@ -125,32 +124,10 @@ def monotonic_sleep_broken(lib: str) -> bool:
     return _sleep_result(lib) not in ("0", "")
 
 
-def shim_dir() -> str:
-    """Where the built shim is kept between sessions (one file per shim source, named by its digest)."""
-    return os.path.join(tempfile.gettempdir(), f"killpoint-{os.getuid()}")
-
-
 @functools.cache
 def sleep_shim() -> str | None:
     """The path of the built `_SHIM_SOURCE` (built now if need be), or None without a working C compiler."""
-    digest = hashlib.sha256(_SHIM_SOURCE.encode()).hexdigest()[:16]
-    path = os.path.join(shim_dir(), f"faketime-sleep-{digest}.so")
-    if os.path.exists(path):
-        return path
-    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-    if compiler is None:
-        return None
-    os.makedirs(shim_dir(), mode=0o700, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=shim_dir()) as work:
-        source, built = os.path.join(work, "shim.c"), os.path.join(work, "shim.so")
-        with open(source, "w") as f:
-            f.write(_SHIM_SOURCE)
-        proc = subprocess.run([compiler, "-shared", "-fPIC", "-O2", "-o", built, source, "-ldl"],
-                              capture_output=True, timeout=120)
-        if proc.returncode != 0:
-            return None
-        os.replace(built, path)  # atomic: a concurrent session sees the whole file or none
-    return path
+    return cshim.build("faketime-sleep", _SHIM_SOURCE)
 
 
 def _preload(lib: str) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from killpoint.env import egress_shim
 from tests.helpers.sandbox import Sandbox
 
 AGENT = '''
@@ -69,7 +70,7 @@ def test_allow_egress_lets_the_host_through(sandbox: Sandbox) -> None:
 
 def test_doctor_says_which_guard_is_active(sandbox: Sandbox) -> None:
     done = sandbox.run("doctor", "--postgres", "local")
-    assert "egress" in done.stdout and "other --worker-cmd workers are not" in done.stdout, done.stdout
+    assert "egress" in done.stdout and "other --worker-cmd workers by a preloaded library" in done.stdout, done.stdout
 
 
 BLACK_BOX_WORKER = '''
@@ -110,3 +111,41 @@ def test_an_execd_python_worker_cmd_reaching_an_allowed_host_passes(sandbox: San
                        "none", "--allow-egress", "203.0.113.1", "--out", str(sandbox.out))
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     assert "egress blocked" not in done.stdout + done.stderr and "no_egress" not in done.stdout
+
+
+SHELL_WORKER = """#!/bin/sh
+# a worker that is not Python: a shell script whose first act reaches off the machine through bash's /dev/tcp
+# (libc's getaddrinfo and connect), then the reference worker as a black box
+timeout 1 bash -c 'exec 3<>/dev/tcp/203.0.113.1/443' 2>/dev/null
+unset KILLPOINT_SOCKET
+exec python -m killpoint.reference_agent.worker "$@"
+"""
+
+
+def test_a_worker_cmd_that_is_not_python_is_guarded_by_a_preloaded_library(sandbox: Sandbox) -> None:
+    """Any other program (a shell script here; node, another interpreter) was run unguarded: its connection
+    left unwatched and the run passed. Now a preloaded library (harness/env/egress_shim.py) refuses it in the
+    script and everything it starts, and the run fails naming host and port."""
+    if egress_shim.library() is None:
+        pytest.skip("no C compiler builds the preloaded guard (install cc)")
+    (sandbox.cwd / "bb.sh").write_text(SHELL_WORKER)
+    done = sandbox.run("replay", "--scenario", "crash-points", "--schedule", "charge:checkpoint.writing:kill",
+                       "--worker-cmd", "sh bb.sh {run_id}", "--postgres", "local", "--out", str(sandbox.out))
+    text = done.stdout + done.stderr
+    assert done.returncode == 1, text[-3000:]
+    assert "no_egress" in done.stdout and "203.0.113.1:443" in text, text[-3000:]
+    assert "egress guard: off" not in text, text[-3000:]
+    assert sandbox.survivors() == []
+
+
+def test_a_worker_cmd_that_is_not_python_reaching_an_allowed_host_passes(sandbox: Sandbox) -> None:
+    """The look-alike that is correct: the same script with its host allowed is not refused."""
+    if egress_shim.library() is None:
+        pytest.skip("no C compiler builds the preloaded guard (install cc)")
+    (sandbox.cwd / "bb.sh").write_text(SHELL_WORKER)
+    done = sandbox.run("replay", "--scenario", "crash-points", "--schedule", "charge:checkpoint.writing:kill",
+                       "--worker-cmd", "sh bb.sh {run_id}", "--postgres", "local", "--allow-egress", "203.0.113.1",
+                       "--out", str(sandbox.out))
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    assert "egress blocked" not in done.stdout + done.stderr and "no_egress" not in done.stdout
+
