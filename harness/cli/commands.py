@@ -204,9 +204,9 @@ def finish(inv: Invocation, s: Session, results: list[ScenarioResult], meta: dic
 
 def crash_free_first(inv: Invocation, s: Session, meta: dict, scenario: str) -> int | None:
     """Run and judge the agent's crash-free run before any fault: if it fails, say so at the top, with the
-    worker's traceback and log, write the run directory, end with the line that reproduces it (`scenario`'s
-    replay of the empty schedule, which runs the same crash-free run first), and return the exit code (1);
-    else None."""
+    worker's traceback and log, write the run directory, end with the line that reproduces it (a run of
+    `scenario`, whose crash-free run comes first: `crash_free_replay`), and return the exit code (1); else
+    None."""
     try:
         s.baseline()
     except CrashFreeFailure as exc:

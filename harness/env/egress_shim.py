@@ -54,7 +54,8 @@ static int (*real_getaddrinfo)(const char *, const char *, const struct addrinfo
 static ssize_t (*real_sendto)(int, const void *, size_t, int, const struct sockaddr *, socklen_t);
 static ssize_t (*real_sendmsg)(int, const struct msghdr *, int);
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static int ready;
 static int guarded;
 static char names[MAX_NAMES][256];
 static int n_names;
@@ -76,18 +77,18 @@ static void add_addresses(const char *name) {
 }
 
 static void init(void) {
+    inside = 1;  /* an NSS module resolving the allowed names may call connect: let it through, no re-entry */
     real_connect = dlsym(RTLD_NEXT, "connect");
     real_getaddrinfo = dlsym(RTLD_NEXT, "getaddrinfo");
     real_sendto = dlsym(RTLD_NEXT, "sendto");
     real_sendmsg = dlsym(RTLD_NEXT, "sendmsg");
     const char *spec = getenv("KILLPOINT_EGRESS_ALLOW");
-    if (spec == NULL || strcmp(spec, "*") == 0) return;
+    if (spec == NULL || strcmp(spec, "*") == 0) { inside = 0; return; }
     guarded = 1;
     if (gethostname(self_name, sizeof self_name - 1) != 0) self_name[0] = 0;
     char copy[4096], *save = NULL, *tok;
     strncpy(copy, spec, sizeof copy - 1);
     copy[sizeof copy - 1] = 0;
-    inside = 1;
     for (tok = strtok_r(copy, ",", &save); tok && n_names < MAX_NAMES; tok = strtok_r(NULL, ",", &save)) {
         while (*tok == ' ') tok++;
         size_t len = strlen(tok);
@@ -97,6 +98,17 @@ static void init(void) {
         add_addresses(tok);
     }
     inside = 0;
+}
+
+/* init once; a call made by init itself (inside) does not wait for it, nor does it check anything */
+static void ensure(void) {
+    if (__atomic_load_n(&ready, __ATOMIC_ACQUIRE) || inside) return;
+    pthread_mutex_lock(&init_lock);
+    if (!ready) {
+        init();
+        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&init_lock);
 }
 
 static int v4_open(const struct in_addr *a) {
@@ -224,7 +236,7 @@ static void describe(const struct sockaddr *sa, char *host, size_t hsize, char *
 }
 
 static int refused(const struct sockaddr *sa, const char *call) {
-    pthread_once(&once, init);
+    ensure();
     if (!guarded || inside || address_allowed(sa)) return 0;
     char host[INET6_ADDRSTRLEN], port[16];
     describe(sa, host, sizeof host, port, sizeof port);
@@ -233,19 +245,19 @@ static int refused(const struct sockaddr *sa, const char *call) {
 }
 
 int connect(int fd, const struct sockaddr *addr, socklen_t len) {
-    pthread_once(&once, init);
+    ensure();
     if (refused(addr, "connect")) { errno = EACCES; return -1; }
     return real_connect(fd, addr, len);
 }
 
 ssize_t sendto(int fd, const void *buf, size_t len, int flags, const struct sockaddr *addr, socklen_t alen) {
-    pthread_once(&once, init);
+    ensure();
     if (addr && refused(addr, "sendto")) { errno = EACCES; return -1; }
     return real_sendto(fd, buf, len, flags, addr, alen);
 }
 
 ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
-    pthread_once(&once, init);
+    ensure();
     if (msg && msg->msg_name && refused((const struct sockaddr *)msg->msg_name, "sendmsg")) {
         errno = EACCES;
         return -1;
@@ -254,7 +266,7 @@ ssize_t sendmsg(int fd, const struct msghdr *msg, int flags) {
 }
 
 int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints, struct addrinfo **res) {
-    pthread_once(&once, init);
+    ensure();
     if (guarded && !inside && node && !name_allowed(node)) {
         report(node, service ? service : "", "getaddrinfo");
         return EAI_FAIL;
