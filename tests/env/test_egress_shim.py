@@ -135,9 +135,10 @@ def test_a_statically_linked_program_is_told_apart(tmp_path: Path) -> None:
 
 
 def test_the_library_is_built_once_and_kept_by_its_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cshim.tempfile, "gettempdir", lambda: str(tmp_path))
+    """In killpoint's cache folder, as the Postgres template: a cache, never left in a session's temp dir."""
+    monkeypatch.setenv("KILLPOINT_CACHE_DIR", str(tmp_path))
     first = cshim.build("egress-guard", egress_shim.SOURCE)
-    assert first is not None and Path(first).parent == Path(cshim.shim_dir()) and os.path.isfile(first)
+    assert first is not None and Path(first).parent == tmp_path / "shims" and os.path.isfile(first)
     assert cshim.build("egress-guard", egress_shim.SOURCE) == first
     assert cshim.build("egress-guard", egress_shim.SOURCE + "\n") != first
     assert cshim.build("broken", "this is not C") is None
