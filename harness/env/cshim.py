@@ -5,8 +5,8 @@
    outlives a session on purpose, never a session's temp dir.
 2. `build(stem, source)`: the path of `source` compiled into `<stem>-<digest>.so` there (built now if need be,
    with `$CC`, else `cc`, else `gcc`; linked with `-ldl`), or None without a C compiler, when it does not
-   compile, or when the cache folder cannot be written. The file appears whole or not at all (built in a scratch folder, then renamed), so sessions that
-   build at the same time never load half a library.
+   compile, or when the cache folder cannot be written. The file appears whole or not at all (built in a
+   scratch folder, then renamed), so sessions that build at the same time never load half a library.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ import os
 import shutil
 import struct
 
-from killpoint.env import cshim
+from killpoint.env import cshim, egress
 
 SOURCE = r"""
 #define _GNU_SOURCE
@@ -82,7 +82,7 @@ static void init(void) {
     real_getaddrinfo = dlsym(RTLD_NEXT, "getaddrinfo");
     real_sendto = dlsym(RTLD_NEXT, "sendto");
     real_sendmsg = dlsym(RTLD_NEXT, "sendmsg");
-    const char *spec = getenv("KILLPOINT_EGRESS_ALLOW");
+    const char *spec = getenv("@ALLOW_VAR@");
     if (spec == NULL || strcmp(spec, "*") == 0) { inside = 0; return; }
     guarded = 1;
     if (gethostname(self_name, sizeof self_name - 1) != 0) self_name[0] = 0;
@@ -191,7 +191,7 @@ static void report(const char *host, const char *port, const char *call) {
     ssize_t got = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[got > 0 ? got : 0] = 0;
     snprintf(site, sizeof site, "%s in %s", call, got > 0 ? exe : "?");
-    int len = snprintf(line, sizeof line, "killpoint: egress blocked: %s:%s from %s\n", host, port, site);
+    int len = snprintf(line, sizeof line, "@MARKER@ %s:%s from %s\n", host, port, site);
     if (len > 0) { ssize_t w = write(2, line, (size_t)len < sizeof line ? (size_t)len : sizeof line - 1); (void)w; }
     const char *path = getenv("KILLPOINT_SOCKET"), *run = getenv("KILLPOINT_RUN_ID");
     const char *inc = getenv("KILLPOINT_INCARNATION");
@@ -235,8 +235,8 @@ static void describe(const struct sockaddr *sa, char *host, size_t hsize, char *
     }
 }
 
+/* every caller has called ensure() */
 static int refused(const struct sockaddr *sa, const char *call) {
-    ensure();
     if (!guarded || inside || address_allowed(sa)) return 0;
     char host[INET6_ADDRSTRLEN], port[16];
     describe(sa, host, sizeof host, port, sizeof port);
@@ -273,8 +273,8 @@ int getaddrinfo(const char *node, const char *service, const struct addrinfo *hi
     }
     return real_getaddrinfo(node, service, hints, res);
 }
-"""
-"""The library's C source (the flow of the module docstring)."""
+""".replace("@ALLOW_VAR@", egress.ALLOW_VAR).replace("@MARKER@", egress.MARKER)
+"""The library's C source (the flow of the module docstring), with the Python guard's variable and log line."""
 
 
 def library() -> str | None:
