@@ -1,6 +1,6 @@
 """Black-box Python workers forked from preloaded fork servers vs exec'd: the LangGraph and DBOS examples.
 
-    python bench/frameworks.py [--examples langgraph,dbos] [--modes fork,exec] [--suite] [--budget 2]
+    python bench/frameworks.py [--examples langgraph,dbos] [--modes fork,exec] [--suite] [--budget 2] [--jobs 1,2]
 
 For each example and mode (fork: the default; exec: `--worker-preload none`):
 
@@ -9,7 +9,8 @@ For each example and mode (fork: the default; exec: `--worker-preload none`):
    -> its first kill point (the first thing it does that killpoint sees: a checkpoint write or a request to
    a fake), median and max in ms; and the sweep's wall time.
 2. With `--suite`: the whole default suite, `killpoint run --seed 1 --budget B` (the example tests' command),
-   its wall time, exit code and each scenario's line.
+   its wall time, exit code and each scenario's line; with `--jobs 1,2`, once at each `-j` and the ratio of
+   the first's wall time to each other's (default: `-j` left to killpoint, one per core).
 
 A benchmark, not a test: it asserts nothing. Run it on an idle machine; it takes minutes (the exec suite
 most of them).
@@ -82,6 +83,7 @@ def main() -> int:
     parser.add_argument("--modes", default="fork,exec")
     parser.add_argument("--suite", action="store_true", help="also the whole default suite (minutes)")
     parser.add_argument("--budget", default="2")
+    parser.add_argument("--jobs", default="", help="the suite at each of these -j (comma-separated), in turn")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="kp-bench-frameworks-") as tmp:
         for example in args.examples.split(","):
@@ -94,11 +96,17 @@ def main() -> int:
                 print(f"{example:9} {mode:4} crash-points --exhaustive --actions kill: {wall:.1f} s, exit "
                       f"{proc.returncode}; kill -> successor's start {ms(starts)}; kill -> its first point "
                       f"{ms(firsts)}", flush=True)
-                if args.suite:
-                    wall, proc = killpoint(out, "run", "--seed", "1", "--budget", args.budget, *base_args(example, mode))
+                if not args.suite:
+                    continue
+                first = None
+                for jobs in args.jobs.split(",") if args.jobs else [""]:
+                    j = ["-j", jobs] if jobs else []
+                    wall, proc = killpoint(out, "run", "--seed", "1", "--budget", args.budget, *j,
+                                           *base_args(example, mode))
+                    first = first or wall
                     lines = ", ".join(f"{name} {outcome} {n} in {t}" for outcome, name, n, t in LINE.findall(proc.stdout))
-                    print(f"{example:9} {mode:4} killpoint run --seed 1 --budget {args.budget}: {wall:.0f} s, exit "
-                          f"{proc.returncode}: {lines}", flush=True)
+                    print(f"{example:9} {mode:4} killpoint run --seed 1 --budget {args.budget} {' '.join(j)}: "
+                          f"{wall:.0f} s ({first / wall:.2f}x the first), exit {proc.returncode}: {lines}", flush=True)
     return 0
 
 

@@ -29,6 +29,9 @@ drivers of many runs, about several at once):
 11. `notes(conn, run_id)`: what the runtime's own records show it did that explains a failure, one line
     each with its fix (LangGraph: a checkpoint whose time-ordered id sorts below its parent's); printed in
     the failure block (`runtime:`), judged by no checker.
+12. `fence(conn)` / `unfence(conn)`: install (with the barrier, once the runtime's tables exist) and remove
+    what keeps concurrent runs apart where the runtime shares something between them (DBOS: its recovery
+    queue, one per system database); a no-op elsewhere.
 
 and names, in `hold`, the table whose commits are the run's checkpoint points: the SQL barrier
 (harness/env/sqlbarrier.py) puts its deferred trigger there and holds the commits `hold.when` selects

@@ -56,6 +56,10 @@ class Adapter(Protocol):
 
     def retire(self, conn: psycopg.Connection, run_id: str) -> int: ...
 
+    def fence(self, conn: psycopg.Connection) -> None: ...
+
+    def unfence(self, conn: psycopg.Connection) -> None: ...
+
     def notes(self, conn: psycopg.Connection, run_id: str) -> list[str]: ...
 
     def no_checkpoint_hint(self, commits: int) -> str:
@@ -90,6 +94,12 @@ class FrameworkRecords:
     def notes(self, conn: psycopg.Connection, run_id: str) -> list[str]:
         """Nothing known of the framework's records that explains a failure (an adapter overrides it)."""
         return []
+
+    def fence(self, conn: psycopg.Connection) -> None:
+        """Nothing to fence: runs of the framework stay apart by their own keys."""
+
+    def unfence(self, conn: psycopg.Connection) -> None:
+        """Nothing fenced (see `fence`)."""
 
     def no_checkpoint_hint(self, commits: int) -> str:
         return f"the {self.name} worker recorded no step's progress while a step was in flight"
@@ -154,6 +164,12 @@ class CheckpointsAdapter:
     def notes(self, conn: psycopg.Connection, run_id: str) -> list[str]:
         """The seeds' records explain nothing beyond what the checkers read."""
         return []
+
+    def fence(self, conn: psycopg.Connection) -> None:
+        """Nothing to fence: a run's row and lease are its own."""
+
+    def unfence(self, conn: psycopg.Connection) -> None:
+        """Nothing fenced (see `fence`)."""
 
     def no_checkpoint_hint(self, commits: int) -> str:
         return ("the agent committed no checkpoint of a step to the checkpoints table" if not commits else

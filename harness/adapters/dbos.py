@@ -24,6 +24,16 @@ names are the steps. Read without importing DBOS, from its tables in schema `dbo
 6. DBOS creates its schema `dbos` by name, outside the session schema of a `--dsn` database
    (`system_schemas`): there the session runs in a database of its own on the user's server, dropped at
    its end (harness/env/postgres/dsn.py `isolate`), so no `dbos` schema is left in the user's database.
+7. Runs go at the same time (`-j`) behind a fence (`fence`, installed with the barrier once DBOS's tables
+   exist): the internal queue that recovery re-enqueues onto is one per system database, so while run A's
+   successor re-enqueues A's workflow, run B's live process could dequeue it and run A's steps with B's
+   credentials, under B's name. A trigger on `workflow_status` skips a claim (ENQUEUED -> PENDING, DBOS's
+   dequeue `UPDATE ... RETURNING`) made by an incarnation of one run (the `killpoint.inc` session setting,
+   `run#n`) of a workflow whose root (`parent_workflow_id` up) is another active run (a row in
+   `killpoint_barrier`): DBOS starts only the rows its update returned, so the row stays ENQUEUED for its
+   own run's process, as it would on a system database of its own. Each refusal is logged in
+   `killpoint_fenced`. A claim by an unnamed session, of a workflow of no active run, or within a run
+   (a zombie and its successor) is DBOS's own, unchanged.
 """
 
 from __future__ import annotations
@@ -62,14 +72,57 @@ FROM mine
 """
 
 
+FENCE_SQL = f"""
+CREATE TABLE IF NOT EXISTS killpoint_fenced (
+  id       bigserial PRIMARY KEY,
+  workflow text NOT NULL,
+  run_id   text NOT NULL,
+  inc      text NOT NULL,
+  at       timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE OR REPLACE FUNCTION killpoint_dbos_fence() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  writer text := coalesce(nullif(current_setting('killpoint.inc', true), ''), current_setting('application_name', true));
+  root text := NEW.workflow_uuid;
+  up text := NEW.parent_workflow_id;
+  hops int := 0;
+BEGIN
+  IF OLD.status IS DISTINCT FROM 'ENQUEUED' OR NEW.status IS DISTINCT FROM 'PENDING'
+     OR writer IS NULL OR writer !~ '#[0-9]+$' THEN
+    RETURN NEW;
+  END IF;
+  WHILE up IS NOT NULL AND hops < 1000 LOOP
+    root := up;
+    SELECT parent_workflow_id INTO up FROM {SCHEMA}.workflow_status WHERE workflow_uuid = root;
+    hops := hops + 1;
+  END LOOP;
+  IF regexp_replace(writer, '#[0-9]+$', '') = root
+     OR NOT EXISTS (SELECT 1 FROM killpoint_barrier WHERE run_id = root) THEN
+    RETURN NEW;
+  END IF;
+  INSERT INTO killpoint_fenced (workflow, run_id, inc) VALUES (NEW.workflow_uuid, root, writer);
+  RETURN NULL;
+END $$;
+DROP TRIGGER IF EXISTS killpoint_fence_trigger ON {SCHEMA}.workflow_status;
+CREATE TRIGGER killpoint_fence_trigger BEFORE UPDATE ON {SCHEMA}.workflow_status
+  FOR EACH ROW EXECUTE FUNCTION killpoint_dbos_fence();
+"""
+"""The fence between concurrent runs (point 7 of the module doc): a claim of one active run's workflow by
+another run's incarnation is skipped (the row is left as it was) and logged."""
+
+UNFENCE_SQL = f"""
+DROP TRIGGER IF EXISTS killpoint_fence_trigger ON {SCHEMA}.workflow_status;
+DROP FUNCTION IF EXISTS killpoint_dbos_fence();
+"""
+
+
 class DbosAdapter(FrameworkRecords):
     """DBOS Transact (Python) with its system database on the run database."""
 
     name = "dbos"
     system_schemas = (SCHEMA,)  # created by name: on a --dsn database the session gets a database of its own
-    concurrent_runs = False
-    serial_reason = ("DBOS recovers a dead executor's workflows through a queue that every process of the "
-                     "application polls, so a run's process would execute another run's workflow")
+    concurrent_runs = True  # behind the fence (module doc, point 7)
+    serial_reason = ""
     hold = Hold(table=f"{SCHEMA}.operation_outputs", run_column="workflow_uuid", when="TG_OP = 'INSERT'",
                 seq="(r->>'function_id')::bigint", cursor="r->>'function_name'", status="'running'")
 
@@ -94,6 +147,16 @@ class DbosAdapter(FrameworkRecords):
     def progress(self, conn: psycopg.Connection, run_id: str) -> tuple[str | None, int | None]:
         row: Any = conn.execute(CURSOR_SQL, {"run": run_id}).fetchone()
         return (row[0], int(row[1])) if row else (None, None)
+
+    def fence(self, conn: psycopg.Connection) -> None:
+        """Keep concurrent runs' workflows apart on DBOS's shared queue (module doc, point 7); idempotent.
+        Needs `killpoint_barrier` (harness/env/sqlbarrier.py `install`) and DBOS's tables."""
+        conn.execute(FENCE_SQL)  # type: ignore[arg-type]
+        conn.commit()
+
+    def unfence(self, conn: psycopg.Connection) -> None:
+        conn.execute(UNFENCE_SQL)  # type: ignore[arg-type]
+        conn.commit()
 
     def retire(self, conn: psycopg.Connection, run_id: str) -> int:
         if not table_exists(conn, f"{SCHEMA}.workflow_status"):

@@ -77,6 +77,7 @@ class Environment:
         self.adapter: Adapter = adapter or CheckpointsAdapter()
         self._held_table = False
         self._lock = threading.Lock()
+        self._hold_lock = threading.Lock()
         self._idle: list[psycopg.Connection] = []  # `pooled` connections not in use
 
     def __enter__(self) -> Environment:
@@ -269,22 +270,26 @@ class Environment:
             held.settle()
 
     def _hold_table(self) -> bool:
-        """True once the adapter's table carries the barrier trigger (installed here on first sight of a
-        table the user's framework created, and removed again when the session ends)."""
-        if self._held_table:
+        """True once the adapter's table carries the barrier trigger and the adapter's fence (installed here
+        on first sight of a table the user's framework created, and removed again when the session ends).
+        Under a lock: at `-j 2` two runs attach at once, and two sessions' DDL on one table would collide."""
+        with self._hold_lock:
+            if self._held_table:
+                return True
+            hold = self.adapter.hold
+            with self.connect() as conn:
+                if not table_exists(conn, hold.table):
+                    return False  # the framework has not made its tables yet (the crash-free run will)
+                self._stack.callback(self._unhold)
+                audit.install(conn, hold=hold)  # the framework's committed writes, for the checkers
+                sqlbarrier.install(conn, hold=hold)
+                self.adapter.fence(conn)  # concurrent runs kept apart where the framework shares a queue
+            self._held_table = True
             return True
-        hold = self.adapter.hold
-        with self.connect() as conn:
-            if not table_exists(conn, hold.table):
-                return False  # the framework has not made its tables yet (the crash-free run will)
-            self._stack.callback(self._unhold)
-            audit.install(conn, hold=hold)  # the framework's committed writes, for the checkers
-            sqlbarrier.install(conn, hold=hold)
-        self._held_table = True
-        return True
 
     def _unhold(self) -> None:
         with contextlib.suppress(psycopg.Error), self.connect() as conn:
+            self.adapter.unfence(conn)
             sqlbarrier.uninstall(conn, self.adapter.hold)
             audit.uninstall(conn, self.adapter.hold)
 
