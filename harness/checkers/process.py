@@ -4,6 +4,7 @@ drains_on_sigterm, no_orphans."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from killpoint.checkers.effects import _effect_keys
 from killpoint.checkers.evidence import Evidence
@@ -11,6 +12,7 @@ from killpoint.checkers.starved import starved
 from killpoint.checkers.verdict import Verdict, failed, not_applicable, passed, unknown
 from killpoint.checkers.visits import (
     REQUEST_POINTS,
+    Operation,
     Visit,
     attempt_operations,
     label,
@@ -53,7 +55,10 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     one operation (the articles' "one effect per step"); each start of a visit may re-read what the
     crash-free visit re-read. Where the services' attempts cannot be paired with
     the visits that sent them, the bound is run-wide; so it is for requests no step claims (a black-box
-    worker's that the services saw with no step, such as a thawed zombie's). A fault at a visit's `checkpoint.committed`, and a
+    worker's that the services saw with no step, such as a thawed zombie's). A black-box worker's repeat is in
+    the visit of the first request under its key (`_to_first_request`: a relay's re-send of an earlier step's
+    effect, which the services put in the cursor's step, repeats that earlier step). A fault at a visit's
+    `checkpoint.committed`, and a
     `stop` (a zombie and its successor both go on), counts for the visit after it too (`_following`); so
     does one at its `checkpoint.writing` when the crash-free run's next visit sent a request before that
     commit (`_late_commits`: LangGraph's async durability writes a node's checkpoint while the next runs).
@@ -73,6 +78,8 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
                       [f"{label(v, v[0] in several)}: started {n}x, {hits.get(v, 0)} fault(s) on it"
                        for v, n in sorted(over.items(), key=str)])
     operations = attempt_operations(ev)
+    if operations is not None and not starts:
+        operations = _to_first_request(ev, operations)
     paired = operations is not None
     repeated = [(a, v) for a, v in zip(ev.attempts, operations or [None] * len(ev.attempts), strict=True)
                 if a.get("outcome") == "deduplicated"]
@@ -118,10 +125,36 @@ def _rereads(base: Evidence | None, paired: bool) -> Counter:
     operations = attempt_operations(base) if paired else None
     if paired and operations is None:
         return Counter()
+    if operations is not None and not any(isinstance(e, Point) and e.point == "step.start" for e in base.events):
+        operations = _to_first_request(base, operations)
     repeated = {op if paired else i for i, (a, op) in
                 enumerate(zip(base.attempts, operations or [None] * len(base.attempts), strict=True))
                 if a.get("outcome") == "deduplicated"}
     return Counter(op[0] if paired else None for op in repeated)
+
+
+def _to_first_request(ev: Evidence, operations: list[tuple[Visit, Operation]]) -> list[tuple[Visit, Operation]]:
+    """`operations` (as `attempt_operations`) with each deduplicated request of a black-box worker (no
+    `step.start` points) moved to the visit of the first request the service saw under the same key (applied,
+    or applied and answered with an error or not at all, or refused: the effect that key stands for). Such a
+    worker's request names its step, if at all, by a header or its key; a generic re-send (a relay replaying
+    its outbox, a resume that re-sends earlier steps' effects) names neither and is put in the step of the
+    run's committed cursor (harness/run/attribution.py, rule 5): a repeat of the email is then counted on the
+    step the run had reached, next to that step's own repeat (one operation of one incarnation), and charged
+    to a fault that hit another step. The repeat belongs to the effect it repeats. A request no step claims
+    (step None) stays where it is: bounded run-wide."""
+    first: dict[tuple[Any, Any], Visit] = {}  # (service, key) -> the visit of its first request
+    out: list[tuple[Visit, Operation]] = []
+    for a, (visit, op) in zip(ev.attempts, operations, strict=True):
+        key = (a.get("service"), a.get("key"))
+        if a.get("key") is not None and a.get("outcome") == "deduplicated" and visit[0] is not None:
+            home = first.get(key)
+            if home is not None and home[0] is not None:
+                visit = home
+        elif a.get("key") is not None:
+            first.setdefault(key, visit)
+        out.append((visit, op))
+    return out
 
 
 def _ended_worker(ev: Evidence, fault: FaultFired) -> bool:
