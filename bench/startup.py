@@ -1,6 +1,6 @@
 """Where a session's start-up goes, before its first trial (issue 28: "start-up of a session <= 1 s"):
 
-    python bench/startup.py [--n 5] [-- KILLPOINT ARGS...]
+    python bench/startup.py [--n 5] [--served] [-- KILLPOINT ARGS...]
 
 Runs `killpoint ARGS` (default: one replay, `replay --scenario crash-points --schedule
 email:effect.applied:kill`) N times, each in a child interpreter that times the phases of start-up from
@@ -17,22 +17,31 @@ the CPU (user + system) of the child and everything it waited for (fork servers,
 - `first trial`: the first `run.begin` journalled;
 - `teardown`: `Environment.__exit__` (workers, fake services, Postgres stopped, folders removed).
 
+With `--served`, the same runs again against a `killpoint serve` started here (harness/cli/serve.py): its
+zygotes named in the child's environment and its database as `--dsn`; both tables are printed, and the
+ratio of the time to the first trial, plain / served. The served CPU is the session's own: the zygotes'
+and the served Postgres's work is not the child's (nor are the fork servers the zygotes fork for it).
+
 A benchmark, not a test: it asserts nothing; its figures depend on the machine and its load (printed).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import importlib
 import json
 import os
 import resource
+import shlex
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 
 DEFAULT = ["replay", "--scenario", "crash-points", "--schedule", "email:effect.applied:kill"]
 PHASES = ("imports", "load", "postgres", "forks wait", "env", "prepare", "first trial", "teardown")
@@ -96,11 +105,11 @@ def _child(args: list[str]) -> None:
     sys.exit(code)
 
 
-def _one(args: list[str], out: str) -> dict:
+def _one(args: list[str], out: str, env: dict[str, str] | None = None) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     proc = subprocess.run([sys.executable, __file__, "--child", *args, "--out", out, "--quiet"],
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env)
     wall = time.monotonic() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     line = next((ln for ln in proc.stderr.splitlines() if ln.startswith(MARK)), None)
@@ -118,15 +127,53 @@ def main(argv: list[str] | None = None) -> int:
         _child(argv[1:])
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--n", type=int, default=5, help="runs (the medians are printed)")
+    p.add_argument("--served", action="store_true", help="also against a `killpoint serve` (see the module doc)")
     p.add_argument("args", nargs="*", help="the killpoint command (after --)")
     ns = p.parse_args(argv)
     args = ns.args or DEFAULT
     print(f"load average at start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} cores")
     print(f"killpoint {' '.join(args)}  (x{ns.n})")
-    runs = []
     with tempfile.TemporaryDirectory(prefix="kp-startup-") as tmp:
-        for k in range(ns.n):
-            runs.append(_one(args, os.path.join(tmp, str(k))))
+        plain = [_one(args, os.path.join(tmp, str(k))) for k in range(ns.n)]
+        _table(plain)
+        if not ns.served:
+            return 0
+        with _served() as (env, dsn):
+            served = [_one([*args, "--dsn", dsn], os.path.join(tmp, f"s{k}"), env) for k in range(ns.n)]
+    print("served (killpoint serve: its zygotes and its database):")
+    _table(served)
+    ratio = statistics.median(r["ends"]["first trial"] for r in plain) / statistics.median(
+        r["ends"]["first trial"] for r in served)
+    print(f"first trial, plain / served: {ratio:.2f}x")
+    return 0
+
+
+@contextlib.contextmanager
+def _served() -> Iterator[tuple[dict[str, str], str]]:
+    """A `killpoint serve` for the block: the environment naming its zygotes, and its `--dsn`."""
+    from killpoint.env.zygote import ZYGOTE_VAR  # noqa: PLC0415
+
+    proc = subprocess.Popen([sys.executable, "-m", "killpoint.cli.main", "serve", "--postgres", "local"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        folder = dsn = None
+        for line in proc.stdout:  # until its ready lines (it prints them once its zygotes listen)
+            if f"export {ZYGOTE_VAR}=" in line:
+                folder = shlex.split(line.split("=", 1)[1])[0]
+            elif "--dsn " in line:
+                dsn = shlex.split(line.split("--dsn ", 1)[1])[0]
+            elif "Ctrl-C stops it" in line:
+                break
+        if folder is None or dsn is None:
+            raise SystemExit(f"killpoint serve did not get ready (exit {proc.poll()})")
+        yield {**os.environ, ZYGOTE_VAR: folder}, dsn
+    finally:
+        proc.send_signal(signal.SIGTERM)  # as Ctrl-C does (a SIGINT may be ignored where this bench runs in the background)
+        proc.wait(timeout=60)
+
+
+def _table(runs: list[dict]) -> None:
     print(f"{'phase':<14}{'ends at (ms)':>14}{'takes (ms)':>12}")
     for phase in PHASES:
         ends = [r["ends"][phase] for r in runs if phase in r["ends"]]
@@ -138,7 +185,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'CPU, all':<14}{statistics.median(r['cpu'] for r in runs):>14.0f}  (the child and every process it waited for)")
     codes = sorted({r['code'] for r in runs})
     print(f"exit codes: {codes}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ from killpoint.cli import signals, validate
 from killpoint.cli.args import add_postgres_options
 from killpoint.cli.merge import add_parser as add_merge
 from killpoint.cli.record import add_parser as add_record
+from killpoint.env.postgres import KINDS
 from killpoint.errors import EnvironmentProblem, KillpointError
 
 OUTPUT_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.ENAMETOOLONG, errno.EIO})
@@ -70,6 +71,20 @@ def add_doctor(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_doctor)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from killpoint.cli import serve  # noqa: PLC0415
+
+    return serve.run(args.postgres, say=lambda line: print(line, flush=True))
+
+
+def add_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="keep preloaded zygotes and a Postgres running, so that a session's "
+                                     "start-up is paid once (the edit loop; Ctrl-C stops it)")
+    p.add_argument("--postgres", default="auto", choices=[k for k in KINDS if k != "dsn"],
+                   help="provider of the served Postgres (default auto)")
+    p.set_defaults(func=cmd_serve)
+
+
 def add_suite_commands(sub: argparse._SubParsersAction) -> None:
     """run, replay, explore, scenarios, report: defined in ``killpoint.cli.commands``."""
     from killpoint.cli import commands  # noqa: PLC0415
@@ -78,7 +93,8 @@ def add_suite_commands(sub: argparse._SubParsersAction) -> None:
 
 
 # The one place subcommands are registered.
-REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [add_doctor, add_suite_commands, add_merge, add_record]
+REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [add_doctor, add_serve, add_suite_commands, add_merge,
+                                                                   add_record]
 
 
 def parser() -> argparse.ArgumentParser:
