@@ -294,7 +294,11 @@ def serve(folder: Path) -> int:
     gc.freeze()
     path = folder / f"{os.environ.get('PYTHONHASHSEED', '0')}.sock"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
+    try:
+        listener.bind(str(path))
+    except FileNotFoundError:  # stopped while importing: the other zygote, out first, removed the folder (below)
+        listener.close()
+        return 0
     listener.listen(64)
     wake_r, wake_w = os.pipe()
     for fd in (wake_r, wake_w):

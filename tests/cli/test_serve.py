@@ -7,6 +7,7 @@ process tree taken while it runs (at its first progress line on stderr, a barrie
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import signal
@@ -115,3 +116,15 @@ def test_a_sigkilled_serve_leaves_nothing_running(sandbox: Sandbox, served: Serv
     _, alive = psutil.wait_procs(left, timeout=60)
     assert alive == [], alive
     assert sandbox.survivors() == [], sandbox.survivors()
+
+
+def test_a_provider_that_is_not_there_is_one_line_and_nothing_left(sandbox: Sandbox) -> None:
+    """The zygotes, started before the Postgres is chosen, are stopped mid-import without a word of their own."""
+    if os.environ.get("DOCKER_HOST") or Path("/var/run/docker.sock").exists():
+        pytest.skip("a Docker engine is here: --postgres docker would start")
+    done = sandbox.run("serve", "--postgres", "docker", timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("killpoint: error[no-docker]:"), done.stderr
+    assert sandbox.survivors() == [], sandbox.survivors()
+    assert sandbox.leftover_dirs() == [], sandbox.leftover_dirs()
