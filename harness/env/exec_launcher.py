@@ -122,7 +122,12 @@ class ExecLauncher(Launcher):
 
     def release(self, run_id: str) -> None:
         with self._lock:
+            gone = [i for _, i in self._procs if i.run_id == run_id and i.exited]
             self._procs = [(p, i) for p, i in self._procs if not (i.run_id == run_id and i.exited)]
+            if self._guard is not None and self._guard.stdin is not None and gone:
+                with contextlib.suppress(OSError, ValueError):  # the guard forgets them too (`guard`)
+                    self._guard.stdin.write("".join(f"- {i.tag}\n" for i in gone).encode())
+                    self._guard.stdin.flush()
         self._seeds.forget(run_id)
 
     def close(self) -> None:
@@ -151,17 +156,22 @@ class ExecLauncher(Launcher):
 
 def guard() -> int:
     """The guard of an `ExecLauncher` (run as `python -m killpoint.env.exec_launcher`): reads one line per
-    incarnation on stdin (`PID CTIME|- TAG SINCE`) and, at end of input, SIGKILLs everything they left
+    incarnation on stdin (`PID CTIME|- TAG SINCE`), and `- TAG` for one the launcher released (ended, and what
+    it left killed when its run's evidence was read: forgotten, so a long session's guard holds its live
+    incarnations, not every one it was told of); at end of input, SIGKILLs everything those it holds left
     (`kill_all`). Terminal signals do not reach it (it has its own process group and ignores SIGINT)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    incs: list[Incarnation] = []
+    incs: dict[str, Incarnation] = {}
     for line in sys.stdin:
         with contextlib.suppress(ValueError):
+            if line.startswith("- "):
+                incs.pop(line[2:].strip(), None)
+                continue
             pid, ctime, tag, since = line.split()
-            incs.append(Incarnation(inc="", run_id="", role="", pid=int(pid), pgid=int(pid), tag=tag,
+            incs[tag] = Incarnation(inc="", run_id="", role="", pid=int(pid), pgid=int(pid), tag=tag,
                                     since=float(since), leader_ctime=None if ctime == "-" else float(ctime),
-                                    exited=ctime == "-"))  # unidentified: never trust its pid alone
-    kill_all(incs)
+                                    exited=ctime == "-")  # unidentified: never trust its pid alone
+    kill_all(list(incs.values()))
     return 0
 
 

@@ -4,14 +4,19 @@ one it ever started; a live one is never released, and `close` still kills what 
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import sys
+import time
+import uuid
 
+import psutil
 import pytest
 
 from killpoint.env.exec_launcher import ExecLauncher
 from killpoint.env.fork_launcher import ForkLauncher
-from killpoint.env.launcher import Launcher
+from killpoint.env.launcher import TAG_VAR, Launcher
 
 PAUSE = [sys.executable, "-c", "import signal; signal.pause()"]
 
@@ -45,3 +50,25 @@ def test_release_drops_ended_incarnations_of_the_run_only(kind: str) -> None:
         finally:
             launcher.close()
         assert live.ended.is_set()  # close killed what was alive
+
+
+def test_the_exec_guard_forgets_what_the_launcher_released() -> None:
+    """The guard (`python -m killpoint.env.exec_launcher`) kills, at its input's end, what the incarnations it
+    was told of left, but not those told released (`- TAG`): a long session's guard holds only what may
+    still need killing."""
+    since = time.time()
+    kept, released = ({TAG_VAR: uuid.uuid4().hex} for _ in range(2))
+    procs = [subprocess.Popen(PAUSE, env={**os.environ, **tags}, process_group=0) for tags in (kept, released)]
+    try:
+        guard = subprocess.Popen([sys.executable, "-m", "killpoint.env.exec_launcher"], stdin=subprocess.PIPE,
+                                 process_group=0)
+        lines = [f"{p.pid} {psutil.Process(p.pid).create_time()!r} {tags[TAG_VAR]} {since!r}\n"
+                 for p, tags in zip(procs, (kept, released), strict=True)]
+        guard.communicate(("".join(lines) + f"- {released[TAG_VAR]}\n").encode(), timeout=60)
+        assert guard.returncode == 0
+        assert procs[0].wait(timeout=30) == -9  # told of, not released: killed
+        assert procs[1].poll() is None  # released: left alone (the session had killed what it left)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
