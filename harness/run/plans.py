@@ -70,12 +70,18 @@ Line = Callable[[int, "int | None", Schedule, "Trial"], str]
 """The progress line of the i-th trial of a plan (1-based), from its seed, schedule and judged trial."""
 
 
+def one_unit(scenario: Planned | Weighed) -> bool:
+    """True for a scenario that one shard runs whole: a negative control (its finding must be seen where it
+    runs) or one whose plan is one unit (`whole`)."""
+    return scenario.expected_finding or scenario.whole
+
+
 def in_shard(scenario: Planned, ctx: Context, plan: Sequence[T],
              label: Callable[[T], tuple[Schedule | str, int | None]], local: bool = False) -> list[T]:
     """Flow step 1: the items of `plan` this shard runs."""
     if ctx.shard is None:
         return list(plan)
-    if scenario.expected_finding or scenario.whole:
+    if one_unit(scenario):
         kept = list(plan) if ctx.shard.holder(scenario.name) == ctx.shard.index else []
     elif local:
         kept = [item for item in plan if ctx.shard.owns(scenario.name, *label(item))]
@@ -96,8 +102,8 @@ def weigh_shards(scenarios: Sequence[Weighed], ctx: Context) -> Shard | None:
     # a local plan is split by name, not dealt (and only this machine knows if it is empty); a skipped
     # scenario costs no shard anything
     running = [sc for sc in scenarios if not sc.local_plan and sc.skip_why(ctx) is None]
-    units = {sc.name: sc.cost for sc in running if sc.expected_finding or sc.whole}
-    rest = sum(sc.cost for sc in running if not (sc.expected_finding or sc.whole))
+    units = {sc.name: sc.cost for sc in running if one_unit(sc)}
+    rest = sum(sc.cost for sc in running if not one_unit(sc))
     return ctx.shard.placing(units, rest)
 
 
