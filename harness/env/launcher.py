@@ -76,6 +76,8 @@ class Incarnation:
     ended_at: float | None = None
     cpu: float | None = None
     adopter: Callable[[], list[psutil.Process]] | None = field(default=None, repr=False, compare=False)
+    termed: bool = False
+    """True once a SIGTERM was delivered to it (`send`): it is draining, and a deploy sends no second one."""
 
     def alive(self) -> bool:
         return not self.exited
@@ -99,6 +101,7 @@ class Incarnation:
                 os.killpg(self.pgid, sig)
             else:
                 os.kill(self.pid, sig)
+            self.termed = self.termed or sig == signal.SIGTERM
             return True
         except (ProcessLookupError, PermissionError):
             return False

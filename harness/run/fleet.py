@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import signal
 import sys
 import threading
 import time
@@ -51,6 +52,21 @@ from killpoint.run.trial import Session, Trial, judge
 
 Sweep = Callable[[psycopg.Connection, float], list[str]]
 """A sweeper: (connection, stale seconds) -> the run ids it queued."""
+
+
+def drain(live: list[Incarnation], grace: float, history: History) -> None:
+    """SIGTERM every worker of `live` not already sent one (a following queue worker drains and exits 0; one a
+    `term` fault hit is draining already, and may have put its handler back as it exits: a second SIGTERM, which
+    no deploy sends, would end it by the signal), then wait for each within `grace`, and SIGKILL what is left."""
+    before = {inc.inc: cpu_wait(inc.pid) for inc in live}  # as the nemesis's term: a starved drain is unknown
+    for inc in live:
+        if not inc.termed:
+            inc.send(signal.SIGTERM)
+    for inc in live:
+        if not inc.ended.wait(timeout=grace) and not inc.exited:
+            history.append("escalate", run_id=inc.run_id, inc=inc.inc, grace=grace,
+                           waited=cpu_wait_since(inc.pid, before[inc.inc]))
+            kill_all([inc])
 
 
 @dataclass
@@ -156,16 +172,8 @@ class Fleet:
         self.driver.kill_all()
 
     def drain_all(self) -> None:
-        """SIGTERM every live worker (a following queue worker drains and exits 0), then wait for them."""
-        live = self.driver.registry.live()
-        before = {inc.inc: cpu_wait(inc.pid) for inc in live}  # as the nemesis's term: a starved drain is unknown
-        for inc in live:
-            inc.send(15)
-        for inc in live:
-            if not inc.ended.wait(timeout=self.options.grace) and not inc.exited:
-                self.history.append("escalate", run_id=inc.run_id, inc=inc.inc, grace=self.options.grace,
-                                    waited=cpu_wait_since(inc.pid, before[inc.inc]))
-                kill_all([inc])
+        """The fleet's end: `drain` every live worker within the grace period."""
+        drain(self.driver.registry.live(), self.options.grace, self.history)
 
     # ---- the database side, through the adapter --------------------------------------------------
     def expire_ended(self) -> int:
