@@ -34,7 +34,6 @@ import importlib
 import json
 import os
 import resource
-import shlex
 import signal
 import statistics
 import subprocess
@@ -151,22 +150,17 @@ def main(argv: list[str] | None = None) -> int:
 @contextlib.contextmanager
 def _served() -> Iterator[tuple[dict[str, str], str]]:
     """A `killpoint serve` for the block: the environment naming its zygotes, and its `--dsn`."""
+    from killpoint.cli.serve import parse_ready  # noqa: PLC0415
     from killpoint.env.zygote import ZYGOTE_VAR  # noqa: PLC0415
 
     proc = subprocess.Popen([sys.executable, "-m", "killpoint.cli.main", "serve", "--postgres", "local"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
     try:
         assert proc.stdout is not None
-        folder = dsn = None
-        for line in proc.stdout:  # until its ready lines (it prints them once its zygotes listen)
-            if f"export {ZYGOTE_VAR}=" in line:
-                folder = shlex.split(line.split("=", 1)[1])[0]
-            elif "--dsn " in line:
-                dsn = shlex.split(line.split("--dsn ", 1)[1])[0]
-            elif "Ctrl-C stops it" in line:
-                break
-        if folder is None or dsn is None:
+        ready = parse_ready(proc.stdout)  # it prints its ready lines once its zygotes listen
+        if ready is None:
             raise SystemExit(f"killpoint serve did not get ready (exit {proc.poll()})")
+        folder, dsn = ready
         yield {**os.environ, ZYGOTE_VAR: folder}, dsn
     finally:
         proc.send_signal(signal.SIGTERM)  # as Ctrl-C does (a SIGINT may be ignored where this bench runs in the background)

@@ -82,7 +82,7 @@ CREATE TABLE IF NOT EXISTS killpoint_fenced (
 );
 CREATE OR REPLACE FUNCTION killpoint_dbos_fence() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
-  writer text := coalesce(nullif(current_setting('killpoint.inc', true), ''), current_setting('application_name', true));
+  writer text := killpoint_writer();
   root text := NEW.workflow_uuid;
   up text := NEW.parent_workflow_id;
   hops int := 0;
@@ -150,7 +150,8 @@ class DbosAdapter(FrameworkRecords):
 
     def fence(self, conn: psycopg.Connection) -> None:
         """Keep concurrent runs' workflows apart on DBOS's shared queue (module doc, point 7); idempotent.
-        Needs `killpoint_barrier` (harness/env/sqlbarrier.py `install`) and DBOS's tables."""
+        Needs DBOS's tables, `killpoint_barrier` (harness/env/sqlbarrier.py `install`) and `killpoint_writer()`,
+        the writing incarnation as the audit trail names it (harness/env/audit.py `install`)."""
         conn.execute(FENCE_SQL)  # type: ignore[arg-type]
         conn.commit()
 

@@ -58,10 +58,10 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     worker's that the services saw with no step, such as a thawed zombie's). A black-box worker's repeat is in
     the visit of the first request under its key (`_to_first_request`: a relay's re-send of an earlier step's
     effect, which the services put in the cursor's step, repeats that earlier step). A fault at a visit's
-    `checkpoint.committed`, and a
-    `stop` (a zombie and its successor both go on), counts for the visit after it too (`_following`); so
-    does one at its `checkpoint.writing` when the crash-free run's next visit sent a request before that
-    commit (`_late_commits`: LangGraph's async durability writes a node's checkpoint while the next runs).
+    `checkpoint.committed`, and a `stop` (a zombie and its successor both go on), counts for the visit after
+    it too (`_following`); so does one at its `checkpoint.writing` when the crash-free run's next visit sent a
+    request before that commit (`_late_commits`: LangGraph's async durability writes a node's checkpoint while
+    the next runs).
     """
     points = visits_of(ev, Point)
     starts = Counter(v for e, v in points if isinstance(e, Point) and e.point == "step.start")
@@ -77,9 +77,7 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
         return failed("bounded_rework", "steps were re-done more often than the faults that hit them explain",
                       [f"{label(v, v[0] in several)}: started {n}x, {hits.get(v, 0)} fault(s) on it"
                        for v, n in sorted(over.items(), key=str)])
-    operations = attempt_operations(ev)
-    if operations is not None and not starts:
-        operations = _to_first_request(ev, operations)
+    operations = _to_first_request(ev, attempt_operations(ev))
     paired = operations is not None
     repeated = [(a, v) for a, v in zip(ev.attempts, operations or [None] * len(ev.attempts), strict=True)
                 if a.get("outcome") == "deduplicated"]
@@ -122,19 +120,19 @@ def _rereads(base: Evidence | None, paired: bool) -> Counter:
     agent re-sends them with no fault (to read an answer back), so a faulted run may too."""
     if base is None:
         return Counter()
-    operations = attempt_operations(base) if paired else None
+    operations = _to_first_request(base, attempt_operations(base)) if paired else None
     if paired and operations is None:
         return Counter()
-    if operations is not None and not any(isinstance(e, Point) and e.point == "step.start" for e in base.events):
-        operations = _to_first_request(base, operations)
     repeated = {op if paired else i for i, (a, op) in
                 enumerate(zip(base.attempts, operations or [None] * len(base.attempts), strict=True))
                 if a.get("outcome") == "deduplicated"}
     return Counter(op[0] if paired else None for op in repeated)
 
 
-def _to_first_request(ev: Evidence, operations: list[tuple[Visit, Operation]]) -> list[tuple[Visit, Operation]]:
-    """`operations` (as `attempt_operations`) with each deduplicated request of a black-box worker (no
+def _to_first_request(ev: Evidence, operations: list[tuple[Visit, Operation]] | None
+                      ) -> list[tuple[Visit, Operation]] | None:
+    """`operations` (as `attempt_operations`, None: unpaired, returned as it is; so are a white-box worker's,
+    whose `step.start` points place its requests) with each deduplicated request of a black-box worker (no
     `step.start` points) moved to the visit of the first request the service saw under the same key (applied,
     or applied and answered with an error or not at all, or refused: the effect that key stands for). Such a
     worker's request names its step, if at all, by a header or its key; a generic re-send (a relay replaying
@@ -143,6 +141,8 @@ def _to_first_request(ev: Evidence, operations: list[tuple[Visit, Operation]]) -
     step the run had reached, next to that step's own repeat (one operation of one incarnation), and charged
     to a fault that hit another step. The repeat belongs to the effect it repeats. A request no step claims
     (step None) stays where it is: bounded run-wide."""
+    if operations is None or any(isinstance(e, Point) and e.point == "step.start" for e in ev.events):
+        return operations
     first: dict[tuple[Any, Any], Visit] = {}  # (service, key) -> the visit of its first request
     out: list[tuple[Visit, Operation]] = []
     for a, (visit, op) in zip(ev.attempts, operations, strict=True):

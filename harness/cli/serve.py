@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import shlex
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from killpoint.errors import EnvironmentProblem
 
@@ -35,6 +35,10 @@ READY_TIMEOUT = 120.0
 """How long the zygotes may take to import what they preload (1-2 s idle; minutes on a machine under load)."""
 
 
+LAST_LINE = "killpoint serve: Ctrl-C stops it (its zygotes and its Postgres, and their folders)"
+"""The last of the ready lines: a program reading serve's output reads up to it (`parse_ready`)."""
+
+
 def ready_lines(folder: str, dsn: str) -> list[str]:
     """What `serve` prints once ready (flow step 2): the shell line to paste and the option to pass."""
     from killpoint.env.zygote import ZYGOTE_VAR  # noqa: PLC0415
@@ -42,7 +46,23 @@ def ready_lines(folder: str, dsn: str) -> list[str]:
     return ["killpoint serve: ready; in the shell that runs killpoint:",
             f"  export {ZYGOTE_VAR}={shlex.quote(folder)}",
             f"  killpoint replay|explore|run ... --dsn {shlex.quote(dsn)}",
-            "killpoint serve: Ctrl-C stops it (its zygotes and its Postgres, and their folders)"]
+            LAST_LINE]
+
+
+def parse_ready(lines: Iterable[str]) -> tuple[str, str] | None:
+    """The zygotes' folder and the `--dsn` from serve's output (what `ready_lines` printed), read up to its last
+    ready line; None if the output ended first (serve failed: its error is the line before)."""
+    from killpoint.env.zygote import ZYGOTE_VAR  # noqa: PLC0415
+
+    folder = dsn = None
+    for line in lines:
+        if line.startswith(f"  export {ZYGOTE_VAR}="):
+            folder = shlex.split(line.split("=", 1)[1])[0]
+        elif line.startswith("  killpoint ") and " --dsn " in line:
+            dsn = shlex.split(line.split(" --dsn ", 1)[1])[0]
+        elif line.rstrip("\n") == LAST_LINE:
+            return (folder, dsn) if folder and dsn else None
+    return None
 
 
 def run(postgres: str, say: Callable[[str], None]) -> int:

@@ -122,11 +122,13 @@ class ExecLauncher(Launcher):
 
     def release(self, run_id: str) -> None:
         with self._lock:
-            gone = [i for _, i in self._procs if i.run_id == run_id and i.exited]
-            self._procs = [(p, i) for p, i in self._procs if not (i.run_id == run_id and i.exited)]
+            kept, gone = [], []
+            for proc, inc in self._procs:
+                (gone if inc.run_id == run_id and inc.exited else kept).append((proc, inc))
+            self._procs = kept
             if self._guard is not None and self._guard.stdin is not None and gone:
                 with contextlib.suppress(OSError, ValueError):  # the guard forgets them too (`guard`)
-                    self._guard.stdin.write("".join(f"- {i.tag}\n" for i in gone).encode())
+                    self._guard.stdin.write("".join(f"- {inc.tag}\n" for _, inc in gone).encode())
                     self._guard.stdin.flush()
         self._seeds.forget(run_id)
 

@@ -139,9 +139,11 @@ def test_retiring_before_dboss_tables_exist_retires_nothing(pg_dsn):
 
 
 def active(conn: psycopg.Connection, *runs: str) -> None:
-    """The runs as the harness marks them while they are attached (harness/env/sqlbarrier.py)."""
-    from killpoint.env import sqlbarrier
+    """What the harness installs before the fence (harness/env/environment.py `_hold_table`: the audit trail's
+    writer, the barrier table), and the runs as it marks them while they are attached (sqlbarrier.py)."""
+    from killpoint.env import audit, sqlbarrier
 
+    audit.install(conn, hold=get("dbos").hold)
     sqlbarrier.install(conn, hold=get("dbos").hold)
     for run in runs:
         conn.execute("INSERT INTO killpoint_barrier (run_id, key) VALUES (%s, %s)", (run, sqlbarrier.key_of(run)))

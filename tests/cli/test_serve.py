@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -19,11 +18,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from killpoint.cli.serve import parse_ready
 from killpoint.env.zygote import ZYGOTE_VAR
 from tests.helpers.sandbox import Sandbox
-
-READY_LINES = 60
-"""Lines serve may print before its last ready line (the provider's choice, warnings)."""
 
 
 @dataclass
@@ -35,22 +32,19 @@ class Served:
 
 
 def start(sandbox: Sandbox) -> Served:
-    """`killpoint serve --postgres local` in the sandbox, read up to its ready lines."""
+    """`killpoint serve --postgres local` in the sandbox, read up to its ready lines (`serve.parse_ready`)."""
     proc = sandbox.start("serve", "--postgres", "local")
     assert proc.stdout is not None
     said: list[str] = []
-    for _ in range(READY_LINES):
-        line = proc.stdout.readline()
-        if not line:
-            break
-        said.append(line.rstrip("\n"))
-        if "Ctrl-C stops it" in line:
-            break
-    text = "\n".join(said)
-    folder = re.search(rf"^\s+export {ZYGOTE_VAR}=(\S+)$", text, re.MULTILINE)
-    dsn = re.search(r"--dsn (\S+)$", text, re.MULTILINE)
-    assert folder and dsn, (text, proc.poll(), proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
-    return Served(proc, Path(shlex.split(folder.group(1))[0]), shlex.split(dsn.group(1))[0], said)
+
+    def lines() -> Iterator[str]:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            said.append(line.rstrip("\n"))
+            yield line
+
+    ready = parse_ready(lines())
+    assert ready, (said, proc.poll(), proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
+    return Served(proc, Path(ready[0]), ready[1], said)
 
 
 @pytest.fixture
