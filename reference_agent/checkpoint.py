@@ -6,6 +6,7 @@ that the monotonic guard and the sweeper can read them without parsing the paylo
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,14 +42,32 @@ class Checkpoint:
     updated_at: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON payload stored in ``checkpoints.data``."""
-        return dataclasses.asdict(self)
+        """The JSON payload stored in ``checkpoints.data``: what ``dataclasses.asdict`` gives (containers
+        copied, a dataclass in the state turned into a dict), built without its generic walk and
+        ``deepcopy`` of every leaf (a JSON leaf is immutable)."""
+        return {name: _copied(getattr(self, name)) for name in FIELDS}
 
     def replace(self, **changes: Any) -> Checkpoint:
         return dataclasses.replace(self, **changes)
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Checkpoint))
+
+_LEAVES = (str, int, float, bool, type(None))
+
+
+def _copied(value: Any) -> Any:
+    if isinstance(value, _LEAVES):
+        return value
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    if isinstance(value, tuple):
+        return type(value)(*map(_copied, value)) if hasattr(value, "_fields") else tuple(map(_copied, value))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return copy.deepcopy(value)
 
 
 def now_iso() -> str:

@@ -9,7 +9,7 @@ Usage::
 environment: nothing is connected at import, signal handlers are installed inside ``main``, and ``main``
 returns the exit code instead of exiting. ``main(argv, conn=CONN)`` uses ``CONN`` (autocommit, opened ahead
 by the fork server's standby and named for this incarnation) instead of connecting, and closes it at the
-end as its own. The fork server also calls ``warm()`` (``context.warm``) once, before it forks any worker.
+end as its own. The fork server also calls ``warm()`` once, before it forks any worker.
 
 Environment (contracts.md section 2): ``DATABASE_URL``; ``MAILER_URL``, ``LEDGER_URL``, ``WEBHOOK_URL``;
 ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``; ``KILLPOINT_STEPS`` (step module, default
@@ -48,9 +48,9 @@ from typing import Any
 
 import psycopg
 
-from . import clock, killpoints
+from . import clock, context, killpoints
 from .checkpoint import FAILED, FINISHED
-from .context import Resources, warm  # noqa: F401 - warm: for the fork server (see above)
+from .context import Resources
 from .lease import LeaseBusy, LeaseLost
 from .queue import claim
 from .runtime import Drain, RunOptions, run_durable
@@ -306,13 +306,38 @@ STACK_SIGNAL = signal.SIGUSR1
 """The signal on which the worker dumps every thread's stack to stderr (``faulthandler``)."""
 
 
+NOISY = ("httpx", "httpx2", "anthropic")
+"""Libraries whose INFO lines (one per request) would drown the run's own log."""
+
+
+def quiet_libraries() -> None:
+    """Log only warnings of :data:`NOISY`. A logger already at WARNING is left alone: `setLevel` clears the
+    cache of every logger there is (hundreds, with the SDK imported), once per call."""
+    for name in NOISY:
+        logger = logging.getLogger(name)
+        if logger.level != logging.WARNING:
+            logger.setLevel(logging.WARNING)
+
+
+def warm() -> None:
+    """Do once, in a process that forks workers, what each worker would otherwise do on its own:
+    ``context.warm`` (the SDK's first call, HTTP clients built ahead), the loggers' levels, argparse's
+    patterns (compiled on a first parse, kept in ``re``'s cache) and psycopg's array dumper (its pattern is
+    compiled on the first list dumped: the table check's). Connects nothing, reads no environment."""
+    context.warm()
+    quiet_libraries()
+    _parse(["warm"])
+    from psycopg.adapt import PyFormat, Transformer  # noqa: PLC0415
+
+    Transformer().get_dumper(list(TABLES), PyFormat.AUTO).dump(list(TABLES))
+
+
 def main(argv: list[str] | None = None, conn: psycopg.Connection | None = None) -> int:
     """Entry point; returns the exit code (see :data:`EXIT_CODES`). `conn`: a connection opened ahead for
     this incarnation (see the module docstring), used instead of a new one and closed at the end."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s worker[%(process)d] %(levelname)s %(message)s")
-    for noisy in ("httpx", "httpx2", "anthropic"):  # one INFO line per request drowns the run's own log
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    quiet_libraries()
     try:
         args = _parse(sys.argv[1:] if argv is None else list(argv))
         config = WorkerConfig.from_env(os.environ)

@@ -174,3 +174,26 @@ def test_a_spawn_longer_than_the_pipe_holds_is_forked_afresh(dsn: str, tmp_path:
         held.release.set()
         launcher.close()
         held.server.close()
+
+
+def test_a_child_takes_exactly_the_incarnations_environment() -> None:
+    """`_environ_to` (what a forked child and a standby do instead of `clear()` + `update()`): afterwards the
+    environment is `env`, variables it lacks unset, changed ones changed, for Python and for C (`getenv` in a
+    child process). Run in a subprocess, so the test process keeps its own."""
+    code = """
+import os, subprocess, sys
+from killpoint.env.forkserver import _environ_to
+os.environ.update(KP_GONE="1", KP_SAME="same", KP_CHANGED="old")
+env = {k: v for k, v in os.environ.items() if k != "KP_GONE"}
+env.update(KP_CHANGED="new", KP_ADDED="added")
+_environ_to(env)
+assert dict(os.environ) == env, set(os.environ.items()) ^ set(env.items())
+seen = subprocess.run(["env"], capture_output=True, text=True, check=True).stdout.splitlines()
+assert {"KP_SAME=same", "KP_CHANGED=new", "KP_ADDED=added"} <= set(seen) and "KP_GONE=1" not in seen, seen
+print("ok")
+"""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "ok", out.stderr

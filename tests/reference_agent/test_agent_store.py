@@ -122,3 +122,29 @@ def test_worker_that_lost_its_lease_stops_before_the_next_step(agent: AgentEnv) 
     assert agent.row("r-lost")["data"]["cursor"] == "validate"
     assert len(agent.model_requests("r-lost")) == 1
     assert agent.points.notes("lease.lost")
+
+
+def test_a_checkpoints_payload_is_what_asdict_gives_and_shares_no_container() -> None:
+    """`Checkpoint.to_json` builds the stored payload without `dataclasses.asdict`'s generic walk: the same
+    value for JSON state, a named tuple and a dataclass in it, and no list or dict shared with the checkpoint
+    (a caller may change the payload)."""
+    import dataclasses  # noqa: PLC0415
+    from collections import namedtuple  # noqa: PLC0415
+
+    Pair = namedtuple("Pair", "a b")  # noqa: PYI024
+
+    @dataclasses.dataclass
+    class Line:
+        sku: str
+        n: list[int]
+
+    state = {"invoice": {"id": 7, "lines": [{"sku": "a", "n": 2}]}, "pair": Pair(1, [2]), "line": Line("b", [3]),
+             "t": (1, {"x": None}), "ok": True, "f": 0.5}
+    c = Checkpoint(run_id="r", seq=3, version=1, cursor="email", status="running", state=state,
+                   window=[{"role": "user", "content": "hi"}], cost_usd=0.25, updated_at="t")
+    payload = c.to_json()
+    assert payload == dataclasses.asdict(c)
+    assert type(payload["state"]["pair"]) is Pair and payload["state"]["line"] == {"sku": "b", "n": [3]}
+    assert payload["state"]["invoice"] is not state["invoice"]
+    assert payload["state"]["invoice"]["lines"][0] is not state["invoice"]["lines"][0]
+    assert payload["window"][0] is not c.window[0] and payload["state"]["t"][1] is not state["t"][1]

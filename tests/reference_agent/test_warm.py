@@ -46,3 +46,36 @@ def test_warm_leaves_no_spares_where_the_server_itself_is_proxied(monkeypatch: p
     monkeypatch.setenv("http_proxy", "http://proxy:3128")
     warm()
     assert context._spare == []
+
+
+def test_worker_warm_leaves_a_child_nothing_of_its_own_to_compile_or_level() -> None:
+    """`worker.warm` (what the fork server runs before it forks): afterwards the table check's list is dumped
+    with psycopg's pattern already compiled, argparse's patterns are in `re`'s cache (a worker's parse
+    compiles nothing), and the SDK's loggers are at WARNING, which `quiet_libraries` then leaves alone. In a
+    fresh interpreter, so nothing of this process's is already warm."""
+    code = """
+import logging, re
+from killpoint.reference_agent import worker
+from psycopg.types import array
+assert array._get_needs_quotes_regexp.cache_info().currsize == 0
+worker.warm()
+assert array._get_needs_quotes_regexp.cache_info().currsize == 1
+compiled = []
+original = re._compiler.compile  # what re calls on a miss of its cache
+re._compiler.compile = lambda *a: compiled.append(a) or original(*a)
+worker._parse(["run-7"])
+re._compiler.compile = original
+assert compiled == [], compiled
+assert all(logging.getLogger(n).level == logging.WARNING for n in worker.NOISY)
+calls = []
+for n in worker.NOISY:
+    logging.getLogger(n).setLevel = lambda level, n=n: calls.append(n)
+worker.quiet_libraries()
+assert calls == [], calls
+print("ok")
+"""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr
