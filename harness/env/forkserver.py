@@ -46,7 +46,7 @@ import psutil
 
 from killpoint.env import egress, pymain
 from killpoint.env.postgres import conninfo
-from killpoint.env.procutil import become_subreaper, decode_status, die_with_parent, wait_gone
+from killpoint.env.procutil import become_subreaper, decode_status, die_with_parent, huge_heap, wait_gone
 
 
 def _child(argv: list[str], env: dict[str, str], log: str | None, fds: list[int]) -> None:
@@ -393,6 +393,7 @@ def serve(modules: list[str], standby: bool = True, black_box: dict | None = Non
             importlib.import_module(name)
         importlib.import_module("killpoint.reference_agent.worker").parser()
         _warm()
+    huge_heap()  # what is preloaded now is what every fork copies the page tables of
     rfd, wfd = os.pipe()
     os.set_blocking(rfd, False)
     os.set_blocking(wfd, False)

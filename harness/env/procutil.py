@@ -30,6 +30,43 @@ def _prctl(option: int, arg: int) -> bool:
         return False
 
 
+_MADV_HUGEPAGE = 14
+_MADV_COLLAPSE = 25
+_HUGE = 1 << 21
+"""Linux's transparent huge page size on x86-64 and arm64 (with 4 KB base pages)."""
+
+
+def huge_heap(maps: str = "/proc/self/maps") -> int:
+    """Back this process's private anonymous memory with 2 MB pages where the kernel lets it
+    (`MADV_COLLAPSE`, Linux 6.1 or later, transparent huge pages not `never`); the bytes now backed so,
+    0 where it cannot (nothing changes then).
+
+    For a process that forks many children from a large preloaded heap (the fork server, ~80 MB of the SDK's
+    objects): a fork copies one page-table entry per 2 MB instead of 512, and a child's exit frees them as
+    fast. A child's write still copies 4 KB, not 2 MB: the kernel splits a shared huge page on a write
+    fault. Measured on the 2-core machine: a fork and an immediate exit 6.7 -> 3.0 ms of CPU
+    (docs/performance.md)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        with open(maps) as f:
+            lines = f.read().splitlines()
+    except (OSError, AttributeError):
+        return 0
+    done = 0
+    for line in lines:
+        fields = line.split()
+        if fields[1] != "rw-p" or (len(fields) > 5 and fields[5] != "[heap]"):
+            continue  # only private, writable, anonymous memory (the heap and mmap'd arenas), no stack
+        lo, hi = (int(x, 16) for x in fields[0].split("-"))
+        lo, hi = (lo + _HUGE - 1) & ~(_HUGE - 1), hi & ~(_HUGE - 1)
+        if hi <= lo:
+            continue
+        if libc.madvise(lo, hi - lo, _MADV_HUGEPAGE) == 0 and libc.madvise(lo, hi - lo, _MADV_COLLAPSE) == 0:
+            done += hi - lo
+    return done
+
+
 def die_with_parent(sig: int = signal.SIGKILL, parent: int | None = None) -> None:
     """Ask Linux to send `sig` to this process when the thread that forked it dies (no-op elsewhere).
 
