@@ -22,7 +22,7 @@ from typing import Any
 
 KNOB_KEYS = ("grace", "exit_codes", "time_budget")
 VOLATILE_KEY = "volatile"
-REPLAY_KEYS = ("explicit", "worker_cmd", "adapter", "effects")
+REPLAY_KEYS = ("explicit", "worker_cmd", "adapter", "effects", "allow_egress")
 EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -50,6 +50,8 @@ class Replay:
     """The adapter that black-box worker was read through (`--adapter`)."""
     effects: Mapping[str, str] | None = None
     """The effect proxies, name -> URL (`--effect`)."""
+    allow_egress: tuple[str, ...] = ()
+    """The hosts its worker was let reach (`--allow-egress`)."""
 
 
 def split(options: Mapping[str, Any]) -> tuple[Knobs, frozenset[str], Replay, Mapping[str, Any]]:
@@ -58,7 +60,8 @@ def split(options: Mapping[str, Any]) -> tuple[Knobs, frozenset[str], Replay, Ma
                   time_budget=options.get("time_budget"))
     volatile = frozenset(options.get(VOLATILE_KEY) or ())
     replay = Replay(explicit=bool(options.get("explicit")), worker_cmd=options.get("worker_cmd"),
-                    adapter=options.get("adapter"), effects=options.get("effects"))
+                    adapter=options.get("adapter"), effects=options.get("effects"),
+                    allow_egress=tuple(options.get("allow_egress") or ()))
     known = {*KNOB_KEYS, VOLATILE_KEY, *REPLAY_KEYS}
     extra = {k: v for k, v in options.items() if k not in known}
     return knobs, volatile, replay, MappingProxyType(extra) if extra else EMPTY

@@ -182,6 +182,8 @@ def finish(inv: Invocation, s: Session, results: list[ScenarioResult], meta: dic
                                           "worker_cmd": s.env.worker_cmd, "grace": s.options.grace,
                                           "run_timeout": s.options.time_budget,
                                           "adapter": s.env.adapter.name,
+                                          "exit_codes": s.options.exit_codes,
+                                          "allow_egress": list(getattr(s.env, "allow_egress", ())),
                                           "previous_steps": inv.session.previous_steps})
     if inv.junit:
         from killpoint.report.junit import junit_xml  # the JUnit library: imported when asked for
@@ -240,7 +242,8 @@ def crash_free_replay(s: Session, scenario: str) -> str:
     env = s.env
     return replay_command(scenario, None, None, s.agent.module, s.options.grace, None, env.worker_cmd,
                           dict(env.effects) if getattr(env, "effects", None) else None,
-                          env.adapter.name if env.worker_cmd else None, s.options.time_budget, command="run")
+                          env.adapter.name if env.worker_cmd else None, s.options.time_budget, command="run",
+                          exit_codes=s.options.exit_codes, allow_egress=getattr(env, "allow_egress", ()))
 
 
 def failure_store(inv: Invocation) -> FailureStore | None:

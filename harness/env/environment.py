@@ -69,6 +69,8 @@ class Environment:
         self._model_script = model_script
         """How the model fakes answer (a step module's `MODEL_SCRIPT`, docs/tools.md); None: the script
         `KILLPOINT_MODEL_SCRIPT` names, else the default policy."""
+        self.allow_egress = tuple(allow_egress)
+        """`--allow-egress`: the hosts a worker may reach that the user named (a replay line repeats them)."""
         self.egress_allowed = egress_hosts(dsn, allow_egress)
         """What a Python worker may reach besides loopback (`egress.ALLOW_VAR`'s value; `*`: anything)."""
         self._stack = contextlib.ExitStack()

@@ -39,7 +39,10 @@ def replay_for(scenario: str, trial: dict, meta: dict) -> str:
     seed = trial.get("seed")
     return replay_command(scenario, schedule if schedule or seed is None else None, seed if isinstance(seed, int) else None,
                           meta.get("steps") or "killpoint.reference_agent.invoice_agent", meta.get("grace"),
-                          meta.get("previous_steps"), meta.get("worker_cmd"), run_timeout=meta.get("run_timeout"))
+                          meta.get("previous_steps"), meta.get("worker_cmd"),
+                          adapter=meta.get("adapter") if meta.get("worker_cmd") else None,
+                          run_timeout=meta.get("run_timeout"), exit_codes=meta.get("exit_codes"),
+                          allow_egress=meta.get("allow_egress") or ())
 
 
 def duplicates(effects: list[dict]) -> dict[int, str]:

@@ -110,7 +110,8 @@ def replay_line(scenario: str, t: Trial, steps: str) -> str:
     ev = t.evidence
     return replay_command(scenario, None if by_seed else t.schedule, t.seed, steps, ev.knobs.grace,
                           ev.extra.get("previous_steps"), ev.replay.worker_cmd, ev.replay.effects,
-                          ev.replay.adapter, ev.knobs.time_budget)
+                          ev.replay.adapter, ev.knobs.time_budget, exit_codes=ev.knobs.exit_codes,
+                          allow_egress=ev.replay.allow_egress)
 
 
 def write_run_dir(run_dir: Path, results: list[ScenarioResult], meta: dict) -> None:

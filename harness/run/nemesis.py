@@ -9,7 +9,9 @@ at the barrier and returns a `Reaction`:
 3. no live incarnation to act on: recorded as missed, the request goes on;
 4. `kill`: SIGKILL (and SIGCONT for a frozen one); a held worker point is left unanswered, a held request
    is dropped before its effect or answered into the void after it;
-5. `term`: SIGTERM, then SIGKILL after the grace period if the worker is still alive; it goes on (drains);
+5. `term`: SIGTERM, then SIGKILL after the grace period if the worker is still alive; it goes on (drains).
+   A worker already sent one (a second `term` of the schedule meets it while it drains) gets nothing more:
+   a deploy sends one SIGTERM per process, and a worker may take a second as "stop now" (a cold shutdown);
 6. `clock±N` (a `kill` whose resume is that far away in the worker's time): the run's clock moves by N for
    its later incarnations (`Target.shift_clock`), then SIGKILL as `kill`; where the clock cannot be moved (a
    black-box worker without libfaketime) the fault is recorded as missed and the worker is killed anyway;
@@ -156,6 +158,8 @@ class Nemesis:
         return self._kill(inc, fault, service_point)
 
     def _term(self, inc: Incarnation, fault: Fault, service_point: bool) -> Reaction:
+        if inc.termed:
+            return GO  # it is draining, its grace already running (see the module docstring, 5)
         before = cpu_wait(inc.pid)  # how long a busy machine keeps it from running during the grace
         inc.send(signal.SIGTERM)
         grace = self.target.options.grace

@@ -587,13 +587,16 @@ class Session:
 
     def replay_flags(self, schedule: Schedule, explicit: bool) -> dict:
         """What a trial's evidence must record for its replay line to run it again alike (`extra`): that its
-        schedule was explicit, and the worker command, adapter and effect proxies of this session."""
+        schedule was explicit, and the worker command, adapter, effect proxies and allowed hosts of this
+        session."""
         flags: dict = {"explicit": True} if explicit and len(schedule) else {}
         if self.env.worker_cmd:
             flags["worker_cmd"] = self.env.worker_cmd  # the replay line must run the same worker
             flags["adapter"] = self.env.adapter.name  # ... read through the same adapter (--adapter)
         if getattr(self.env, "effects", None):
             flags["effects"] = dict(self.env.effects)  # ... through the same proxies (--effect)
+        if getattr(self.env, "allow_egress", ()):
+            flags["allow_egress"] = list(self.env.allow_egress)  # ... let reach the same hosts (--allow-egress)
         return flags
 
     def judge(self, run_id: str, schedule: Schedule, seed: int | None, ev: Evidence, base: Evidence | None,

@@ -25,6 +25,7 @@ from killpoint.report.causes import Finding, from_record, group, signature
 from killpoint.report.html import draw
 from killpoint.report.text import write_run_dir
 from killpoint.run.config import SessionConfig
+from killpoint.run.options import RunOptions
 from killpoint.run.scenario import ScenarioResult
 from killpoint.run.trial import Trial
 
@@ -58,7 +59,7 @@ def results() -> list[ScenarioResult]:
 
 
 def session(tmp_path: Path) -> SimpleNamespace:
-    return SimpleNamespace(agent=SimpleNamespace(module="my.steps", digest="abc"), options=SimpleNamespace(grace=5.0, time_budget=60.0),
+    return SimpleNamespace(agent=SimpleNamespace(module="my.steps", digest="abc"), options=RunOptions(),
                            env=SimpleNamespace(run_dir=tmp_path, worker_cmd=None, adapter=SimpleNamespace(name="checkpoints")))
 
 
