@@ -15,7 +15,8 @@ every process, and reckons the primitives put the floor of a schedule "well unde
 2. Each primitive `n` times in a row in this process (commits 10 n), the mean CPU of every process it involves (this one's user +
    system, the children it reaped, a Postgres backend's own, or the postmaster's reaped children):
    - `fork + exit`: a fork of this interpreter preloaded as a fork server is (the anthropic SDK, psycopg,
-     httpx2, the reference agent; `gc.freeze`), the child exiting at once;
+     httpx2, the reference agent; `gc.freeze`; its heap on huge pages, `procutil.huge_heap`), the child
+     exiting at once;
    - `session`: a Postgres session opened and closed (client, and the backend the postmaster reaps);
    - `commit`: one checkpoint-sized upsert committed (client and backend);
    - `model call`: one `messages.create` through the SDK to the fake model (client and the fake's handler
@@ -130,9 +131,12 @@ def primitives(n: int, dsn: str) -> dict[str, float]:
     from killpoint.fake_services import Services  # noqa: PLC0415
     from killpoint.reference_agent import killpoints  # noqa: PLC0415
 
+    from killpoint.env.procutil import huge_heap  # noqa: PLC0415
+
     cost: dict[str, float] = {}
     gc.collect()
     gc.freeze()
+    huge_heap()  # as the fork server does once it has preloaded
     cost["fork + exit"] = timed(n, fork_exit)
 
     with psycopg.connect(dsn, autocommit=True) as conn:
