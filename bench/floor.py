@@ -128,10 +128,9 @@ def primitives(n: int, dsn: str) -> dict[str, float]:
 
     import killpoint.reference_agent.worker  # noqa: F401, PLC0415
     from killpoint.env.barrier import BarrierServer  # noqa: PLC0415
+    from killpoint.env.procutil import huge_heap  # noqa: PLC0415
     from killpoint.fake_services import Services  # noqa: PLC0415
     from killpoint.reference_agent import killpoints  # noqa: PLC0415
-
-    from killpoint.env.procutil import huge_heap  # noqa: PLC0415
 
     cost: dict[str, float] = {}
     gc.collect()

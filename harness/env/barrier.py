@@ -9,15 +9,24 @@ connection, which a conforming worker takes as "harness gone" and exits.
 A worker's last reports (a `run.done` note, say) may still be in its socket when its exit is reported
 by another thread: `settle(pid)` waits until the connection of process `pid` has been read to its end,
 so the harness records a process's end after everything the process said.
+
+A note is not answered, so the worker goes on at once: a note its SIGTERM handler sends (``drain.signal``)
+and the HTTP request it makes next reach the harness on two sockets, read by two threads. `caught_up()`
+waits until every report the workers had written when it is called has been handled, so that a fake
+service calls it before it records a request and the journal keeps each worker's own order (a note it
+wrote, then the request it sent).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import select
 import socket
 import struct
+import termios
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -29,12 +38,21 @@ NoteHandler = Callable[[dict], None]
 
 
 class _Peer:
-    """The state of one worker connection: whether its reader is inside a point handler, and whether it
-    has read the connection to its end."""
+    """The state of one worker connection: whether its reader is inside a point handler, how many lines it
+    has read and not yet handled, and whether it has read the connection to its end."""
 
     def __init__(self) -> None:
         self.busy = False
+        self.unhandled = 0
         self.closed = False
+
+
+def _unread(conn: socket.socket) -> int:
+    """The bytes waiting in `conn`'s receive queue (SIOCINQ); 0 once it is closed."""
+    try:
+        return int.from_bytes(fcntl.ioctl(conn.fileno(), termios.FIONREAD, b"\0\0\0\0"), "little")
+    except (OSError, ValueError):
+        return 0
 
 
 def _peer_pid(conn: socket.socket) -> int | None:
@@ -59,7 +77,7 @@ class BarrierServer:
         self.path = path
         self._on_point = on_point
         self._on_note = on_note
-        self._conns: set[socket.socket] = set()
+        self._live: dict[socket.socket, _Peer] = {}
         self._lock = threading.Lock()
         self._peers: dict[int, _Peer] = {}
         self._changed = threading.Condition(self._lock)
@@ -87,41 +105,60 @@ class BarrierServer:
                 if self._closed:
                     conn.close()
                     return
-                self._conns.add(conn)
+                self._live[conn] = peer
                 if pid is not None:
                     self._peers[pid] = peer
             threading.Thread(target=self._serve, args=(conn, pid, peer), name="killpoint-barrier-conn",
                              daemon=True).start()
 
     def _serve(self, conn: socket.socket, pid: int | None, peer: _Peer) -> None:
+        # Read under the lock, once poll says there is something (so the read does not block): `caught_up`
+        # then sees every byte either still in the socket or counted in `peer.unhandled`, never in between.
+        poller, rest = select.poll(), b""
         try:
-            with conn.makefile("rb") as reader:
-                for raw in reader:
-                    try:
-                        msg = json.loads(raw)
-                    except ValueError:
-                        continue
-                    if msg.get("kind") == "note":
-                        self._on_note(msg)
-                        continue
-                    self._set(peer, busy=True)
-                    try:
-                        go = self._on_point(msg)
-                    finally:
-                        self._set(peer, busy=False)
-                    if go:
-                        conn.sendall(b'{"go": true}\n')
-        except OSError:
-            pass  # the worker died while we answered; its end is recorded by the launcher
+            poller.register(conn, select.POLLIN)
+            while True:
+                poller.poll()
+                with self._lock:
+                    data = conn.recv(1 << 16)
+                    lines = (rest + data).split(b"\n")
+                    rest = lines.pop() if data else b""  # at the end, a last line without its newline counts
+                    peer.unhandled = len(lines)
+                for raw in lines:
+                    self._handle(conn, peer, raw)
+                    with self._lock:
+                        peer.unhandled -= 1
+                        self._changed.notify_all()
+                if not data:
+                    break
+        except (OSError, ValueError):
+            pass  # the worker died while we answered (or the server closed); the launcher records its end
         finally:
             with self._lock:
-                self._conns.discard(conn)
+                self._live.pop(conn, None)
                 peer.closed = True
+                peer.unhandled = 0
                 if pid is not None and self._peers.get(pid) is peer:
                     del self._peers[pid]
                 self._changed.notify_all()
             with contextlib.suppress(OSError):
                 conn.close()
+
+    def _handle(self, conn: socket.socket, peer: _Peer, raw: bytes) -> None:
+        try:
+            msg = json.loads(raw)
+        except ValueError:
+            return
+        if msg.get("kind") == "note":
+            self._on_note(msg)
+            return
+        self._set(peer, busy=True)
+        try:
+            go = self._on_point(msg)
+        finally:
+            self._set(peer, busy=False)
+        if go:
+            conn.sendall(b'{"go": true}\n')
 
     def _set(self, peer: _Peer, busy: bool) -> None:
         with self._lock:
@@ -135,10 +172,19 @@ class BarrierServer:
         with self._changed:
             self._changed.wait_for(lambda: (p := self._peers.get(pid)) is None or p.closed or p.busy, timeout)
 
+    def caught_up(self, timeout: float = 2.0) -> bool:
+        """Wait until every report the connected workers had written when called has been handled, and say
+        whether it was within `timeout`. A reader inside a point handler counts as caught up (its worker
+        waits for the answer and writes nothing more; the handler may be waiting for the caller)."""
+        def read() -> bool:
+            return all(p.closed or p.busy or (p.unhandled == 0 and not _unread(c)) for c, p in self._live.items())
+        with self._changed:
+            return self._changed.wait_for(read, timeout)
+
     def close(self) -> None:
         with self._lock:
             self._closed = True
-            conns = list(self._conns)
+            conns = list(self._live)
         with contextlib.suppress(OSError):
             self._sock.shutdown(socket.SHUT_RDWR)
         self._sock.close()

@@ -316,6 +316,10 @@ class Environment:
             listener.on_note(msg)
 
     def _service_hook(self, point: str, info: dict) -> Decision:
+        # A worker's unanswered notes (drain.signal from its SIGTERM handler) before the request it sent next
+        barrier = getattr(self, "barrier", None)
+        if barrier is not None:
+            barrier.caught_up()
         listener = self._listener(info.get("run_id"))
         return Decision.GO if listener is None else listener.on_service_point(point, info)
 
