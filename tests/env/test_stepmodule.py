@@ -3,6 +3,9 @@ the fix (exit 2 from the CLI, no traceback, nothing left running); a good one lo
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import types
 
 import pytest
@@ -83,3 +86,28 @@ def test_cli_refuses_bad_step_module(sandbox: Sandbox, name: str) -> None:
     message, _, given_fix = lines[0].partition(". Fix: ")
     assert what in message and fix in given_fix, lines[0]
     assert sandbox.survivors() == [] and sandbox.leftover_dirs() == []
+
+
+PROBES = """
+import json, sys
+from killpoint.env import stepmodule
+probed = []
+real = stepmodule.probe
+stepmodule.probe = lambda module, limit: (probed.append(module), real(module, limit))
+for module in sys.argv[1:]:
+    stepmodule.load(module)
+print(json.dumps(probed))
+"""
+
+
+def test_only_a_users_step_module_is_imported_first_in_a_probe(sandbox: Sandbox) -> None:
+    """killpoint's own agent runs none of the user's code: a session on it starts without the probe's child
+    interpreter (~0.25 s of start-up); a user's module, and a killpoint look-alike name, are still probed."""
+    (sandbox.cwd / "killpointish.py").write_text("from killpoint.reference_agent.invoice_agent import *  # noqa\n"
+                                                 "from killpoint.reference_agent.invoice_agent import STEPS, START, "
+                                                 "STATE_VERSION, MIGRATIONS, OWN_EFFECTS_SQL, initial_state\n")
+    done = subprocess.run([sys.executable, "-c", PROBES, DEFAULT_STEPS, "killpointish",
+                           "tests.gallery.variants.no_email_key"], capture_output=True, text=True,
+                          cwd=sandbox.cwd, env=sandbox.env(), timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, describe(done)
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["killpointish", "tests.gallery.variants.no_email_key"]
