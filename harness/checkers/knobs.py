@@ -22,7 +22,7 @@ from typing import Any
 
 KNOB_KEYS = ("grace", "exit_codes", "time_budget")
 VOLATILE_KEY = "volatile"
-REPLAY_KEYS = ("explicit", "worker_cmd", "adapter", "effects", "allow_egress")
+REPLAY_KEYS = ("explicit", "worker_cmd", "adapter", "effects", "allow_egress", "skip_checkers")
 EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -52,6 +52,8 @@ class Replay:
     """The effect proxies, name -> URL (`--effect`)."""
     allow_egress: tuple[str, ...] = ()
     """The hosts its worker was let reach (`--allow-egress`)."""
+    skip_checkers: tuple[str, ...] = ()
+    """The checkers its session left out of every judgement (`--skip-checker`), sorted."""
 
 
 def split(options: Mapping[str, Any]) -> tuple[Knobs, frozenset[str], Replay, Mapping[str, Any]]:
@@ -61,7 +63,8 @@ def split(options: Mapping[str, Any]) -> tuple[Knobs, frozenset[str], Replay, Ma
     volatile = frozenset(options.get(VOLATILE_KEY) or ())
     replay = Replay(explicit=bool(options.get("explicit")), worker_cmd=options.get("worker_cmd"),
                     adapter=options.get("adapter"), effects=options.get("effects"),
-                    allow_egress=tuple(options.get("allow_egress") or ()))
+                    allow_egress=tuple(options.get("allow_egress") or ()),
+                    skip_checkers=tuple(options.get("skip_checkers") or ()))
     known = {*KNOB_KEYS, VOLATILE_KEY, *REPLAY_KEYS}
     extra = {k: v for k, v in options.items() if k not in known}
     return knobs, volatile, replay, MappingProxyType(extra) if extra else EMPTY

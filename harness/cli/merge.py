@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # the suite is imported when a merge runs, not when the parse
 WORST_FIRST = ("error", "interrupted", "fail", "unknown", "expected", "pass", "skipped")
 """Scenario outcomes, the one that decides a merged scenario first (flow step 5)."""
 SHARED_META = ("steps", "steps_digest", "worker_cmd", "grace", "run_timeout", "adapter", "exit_codes", "allow_egress",
-               "previous_steps", "command", "mode", "seed", "killpoint")
+               "skip_checkers", "previous_steps", "command", "mode", "seed", "killpoint")
 """meta.json fields the merged meta keeps when every input agrees on them (the replay lines read them)."""
 
 

@@ -42,7 +42,7 @@ def replay_for(scenario: str, trial: dict, meta: dict) -> str:
                           meta.get("previous_steps"), meta.get("worker_cmd"),
                           adapter=meta.get("adapter") if meta.get("worker_cmd") else None,
                           run_timeout=meta.get("run_timeout"), exit_codes=meta.get("exit_codes"),
-                          allow_egress=meta.get("allow_egress") or ())
+                          allow_egress=meta.get("allow_egress") or (), skip_checkers=meta.get("skip_checkers") or ())
 
 
 def duplicates(effects: list[dict]) -> dict[int, str]:

@@ -111,7 +111,7 @@ def replay_line(scenario: str, t: Trial, steps: str) -> str:
     return replay_command(scenario, None if by_seed else t.schedule, t.seed, steps, ev.knobs.grace,
                           ev.extra.get("previous_steps"), ev.replay.worker_cmd, ev.replay.effects,
                           ev.replay.adapter, ev.knobs.time_budget, exit_codes=ev.knobs.exit_codes,
-                          allow_egress=ev.replay.allow_egress)
+                          allow_egress=ev.replay.allow_egress, skip_checkers=ev.replay.skip_checkers)
 
 
 def write_run_dir(run_dir: Path, results: list[ScenarioResult], meta: dict) -> None:

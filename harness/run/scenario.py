@@ -279,10 +279,12 @@ def replay_command(scenario: str, schedule: Schedule | None = None, seed: int | 
                    steps: str = DEFAULT_STEPS, grace: float | None = None, previous_steps: str | None = None,
                    worker_cmd: str | None = None, effects: dict[str, str] | None = None,
                    adapter: str | None = None, run_timeout: float | None = None, command: str = "replay",
-                   exit_codes: str | None = None, allow_egress: Sequence[str] = ()) -> str:
+                   exit_codes: str | None = None, allow_egress: Sequence[str] = (),
+                   skip_checkers: Sequence[str] = ()) -> str:
     """The one line that reproduces a trial (with `--grace` or `--run-timeout` when the trial ran with another
     grace or time budget than the default, `--exit-codes` when it was held to another convention than its
-    worker's default, `--allow-egress` for each host its worker was let reach, and `--previous-steps` when it
+    worker's default, `--allow-egress` for each host its worker was let reach, `--skip-checker` for each
+    checker its session left out, and `--previous-steps` when it
     resumed a run of the agent's previous code); `command="run"` with no schedule and no seed: a run of the
     scenario, whose crash-free run comes first."""
     parts = [f"killpoint {command}", f"--scenario {scenario}"]
@@ -306,6 +308,8 @@ def replay_command(scenario: str, schedule: Schedule | None = None, seed: int | 
         parts.append(f"--exit-codes {exit_codes}")
     for host in allow_egress:
         parts.append(f"--allow-egress {shlex.quote(host)}")
+    for name in sorted(skip_checkers):
+        parts.append(f"--skip-checker {name}")
     for name, url in (effects or {}).items():
         parts.append(f"--effect {shlex.quote(f'{name}={url}')}")
     return " ".join(parts)

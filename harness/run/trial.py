@@ -588,7 +588,7 @@ class Session:
     def replay_flags(self, schedule: Schedule, explicit: bool) -> dict:
         """What a trial's evidence must record for its replay line to run it again alike (`extra`): that its
         schedule was explicit, and the worker command, adapter, effect proxies and allowed hosts of this
-        session."""
+        session, and the checkers it leaves out."""
         flags: dict = {"explicit": True} if explicit and len(schedule) else {}
         if self.env.worker_cmd:
             flags["worker_cmd"] = self.env.worker_cmd  # the replay line must run the same worker
@@ -597,6 +597,8 @@ class Session:
             flags["effects"] = dict(self.env.effects)  # ... through the same proxies (--effect)
         if getattr(self.env, "allow_egress", ()):
             flags["allow_egress"] = list(self.env.allow_egress)  # ... let reach the same hosts (--allow-egress)
+        if self.skip_checkers:
+            flags["skip_checkers"] = sorted(self.skip_checkers)  # ... judged by the same checkers (--skip-checker)
         return flags
 
     def judge(self, run_id: str, schedule: Schedule, seed: int | None, ev: Evidence, base: Evidence | None,
