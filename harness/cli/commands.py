@@ -184,7 +184,7 @@ def finish(inv: Invocation, s: Session, results: list[ScenarioResult], meta: dic
                                           "adapter": s.env.adapter.name,
                                           "exit_codes": s.options.exit_codes,
                                           "allow_egress": list(getattr(s.env, "allow_egress", ())),
-                                          "skip_checkers": sorted(getattr(s, "skip_checkers", ())),
+                                          "skip_checkers": sorted(s.skip_checkers),
                                           "previous_steps": inv.session.previous_steps})
     if inv.junit:
         from killpoint.report.junit import junit_xml  # the JUnit library: imported when asked for
@@ -245,7 +245,7 @@ def crash_free_replay(s: Session, scenario: str) -> str:
                           dict(env.effects) if getattr(env, "effects", None) else None,
                           env.adapter.name if env.worker_cmd else None, s.options.time_budget, command="run",
                           exit_codes=s.options.exit_codes, allow_egress=getattr(env, "allow_egress", ()),
-                          skip_checkers=sorted(getattr(s, "skip_checkers", ())))
+                          skip_checkers=sorted(s.skip_checkers))
 
 
 def failure_store(inv: Invocation) -> FailureStore | None:

@@ -137,7 +137,6 @@ class BarrierServer:
             with self._lock:
                 self._live.pop(conn, None)
                 peer.closed = True
-                peer.unhandled = 0
                 if pid is not None and self._peers.get(pid) is peer:
                     del self._peers[pid]
                 self._changed.notify_all()

@@ -66,33 +66,23 @@ def line(kind: str, **fields: object) -> bytes:
     return (json.dumps({"v": 1, "kind": kind, **fields}) + "\n").encode()
 
 
-def test_caught_up_waits_for_the_notes_a_worker_wrote_before(sock_dir: Path, client: list[socket.socket]) -> None:
+@pytest.mark.parametrize("together", [True, False], ids=["read-unhandled", "unread-in-socket"])
+def test_caught_up_waits_for_the_notes_a_worker_wrote_before(sock_dir: Path, client: list[socket.socket],
+                                                             together: bool) -> None:
+    """The reader is held in the first note's handler; the second is either read with it and not handled
+    (`together`: one write) or still in the socket, no reader having taken it: either way not caught up."""
     rec = Recorder(sock_dir / "kp.sock", hold="drain.signal")
     try:
         s = connect(rec, client)
-        s.sendall(line("note", note="drain.signal") + line("note", note="drain.yield"))
+        second = line("note", note="drain.yield")
+        s.sendall(line("note", note="drain.signal") + (second if together else b""))
         assert rec.in_note.wait(timeout=10)
-        # the reader is inside the first note's handler and the second is not handled: not caught up
+        if not together:
+            s.sendall(second)
         assert rec.server.caught_up(timeout=0.2) is False
         rec.release.set()
         assert rec.server.caught_up(timeout=10) is True
         assert rec.notes == ["worker.start", "drain.signal", "drain.yield"]
-    finally:
-        rec.release.set()
-        rec.server.close()
-
-
-def test_unread_bytes_are_not_caught_up(sock_dir: Path, client: list[socket.socket]) -> None:
-    """Bytes in the socket that no reader has taken yet count as unhandled (the reader is held elsewhere)."""
-    rec = Recorder(sock_dir / "kp.sock", hold="first")
-    try:
-        s = connect(rec, client)
-        s.sendall(line("note", note="first"))
-        assert rec.in_note.wait(timeout=10)
-        s.sendall(line("note", note="second"))  # in the socket: the reader is held in the first's handler
-        assert rec.server.caught_up(timeout=0.2) is False
-        rec.release.set()
-        assert rec.server.caught_up(timeout=10) and rec.notes[-2:] == ["first", "second"]
     finally:
         rec.release.set()
         rec.server.close()

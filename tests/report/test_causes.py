@@ -59,7 +59,7 @@ def results() -> list[ScenarioResult]:
 
 
 def session(tmp_path: Path) -> SimpleNamespace:
-    return SimpleNamespace(agent=SimpleNamespace(module="my.steps", digest="abc"), options=RunOptions(),
+    return SimpleNamespace(agent=SimpleNamespace(module="my.steps", digest="abc"), options=RunOptions(), skip_checkers=frozenset(),
                            env=SimpleNamespace(run_dir=tmp_path, worker_cmd=None, adapter=SimpleNamespace(name="checkpoints")))
 
 

@@ -63,7 +63,7 @@ def test_an_empty_schedule_says_no_fault_was_injected_not_that_the_run_was_crash
 @pytest.mark.parametrize("command", ["run", "explore"])
 def test_every_cli_failure_block_and_junit_case_carries_the_base_seed(command: str, tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture) -> None:
-    session = SimpleNamespace(agent=SimpleNamespace(module="my.steps", digest="abc"), options=RunOptions(),
+    session = SimpleNamespace(agent=SimpleNamespace(module="my.steps", digest="abc"), options=RunOptions(), skip_checkers=frozenset(),
                               env=SimpleNamespace(run_dir=tmp_path, worker_cmd=None, adapter=SimpleNamespace(name="checkpoints")))
     inv = Invocation(SessionConfig("my.steps", tmp_path), junit=str(tmp_path / "junit.xml"), quiet=True)
     code = finish(inv, session, results(), {"command": command, "seed": 42})  # type: ignore[arg-type]
@@ -79,7 +79,7 @@ def test_every_cli_failure_block_and_junit_case_carries_the_base_seed(command: s
 
 
 def test_a_replay_block_carries_the_trials_seed_and_no_base_seed(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    session = SimpleNamespace(agent=SimpleNamespace(module="my.steps", digest="abc"), options=RunOptions(),
+    session = SimpleNamespace(agent=SimpleNamespace(module="my.steps", digest="abc"), options=RunOptions(), skip_checkers=frozenset(),
                               env=SimpleNamespace(run_dir=tmp_path, worker_cmd=None, adapter=SimpleNamespace(name="checkpoints")))
     inv = Invocation(SessionConfig("my.steps", tmp_path), quiet=True)
     result = ScenarioResult("crash-points", "fail", [trial("crash-points-1", "email:effect.applied:kill", 9)], 1.0)
