@@ -111,6 +111,17 @@ class FrameworkRecords:
                          "on the seeds' checkpoints adapter (the default)")
 
 
+def fetch_one(conn: psycopg.Connection, sql: str, params: dict | tuple) -> Any:
+    """The first row of `sql` over a framework's own tables, or None when one of them does not exist yet: a
+    worker that died before its framework created them (a script that fails at import, a wrong path in
+    `--worker-cmd`) recorded nothing, and its run reads as one with no records, never as a harness error.
+    `conn` is autocommit (the session's pooled connections are), so the failed read leaves nothing aborted."""
+    try:
+        return conn.execute(sql, params).fetchone()  # type: ignore[arg-type]
+    except psycopg.errors.UndefinedTable:
+        return None
+
+
 def table_exists(conn: psycopg.Connection, table: str) -> bool:
     """True when `table` (maybe schema-qualified) exists on the connection's search path."""
     row: Any = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()

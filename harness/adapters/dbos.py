@@ -42,7 +42,7 @@ from typing import Any
 
 import psycopg
 
-from killpoint.adapters.base import FrameworkRecords, Hold, table_exists
+from killpoint.adapters.base import FrameworkRecords, Hold, fetch_one, table_exists
 
 SCHEMA = "dbos"
 
@@ -131,8 +131,8 @@ class DbosAdapter(FrameworkRecords):
                 "steps @DBOS.step functions called from the @DBOS.workflow?")
 
     def _row(self, conn: psycopg.Connection, run_id: str) -> tuple[str | None, str | None, str | None] | None:
-        row: Any = conn.execute(f"SELECT status, output, executor_id FROM {SCHEMA}.workflow_status "
-                                "WHERE workflow_uuid = %s", (run_id,)).fetchone()
+        row: Any = fetch_one(conn, f"SELECT status, output, executor_id FROM {SCHEMA}.workflow_status "
+                             "WHERE workflow_uuid = %s", (run_id,))
         return (row[0], row[1], row[2]) if row else None
 
     def status(self, conn: psycopg.Connection, run_id: str) -> str | None:
@@ -145,7 +145,7 @@ class DbosAdapter(FrameworkRecords):
         return self.progress(conn, run_id)[0]
 
     def progress(self, conn: psycopg.Connection, run_id: str) -> tuple[str | None, int | None]:
-        row: Any = conn.execute(CURSOR_SQL, {"run": run_id}).fetchone()
+        row: Any = fetch_one(conn, CURSOR_SQL, {"run": run_id})
         return (row[0], int(row[1])) if row else (None, None)
 
     def fence(self, conn: psycopg.Connection) -> None:

@@ -36,7 +36,7 @@ from typing import Any
 
 import psycopg
 
-from killpoint.adapters.base import FrameworkRecords, Hold, table_exists
+from killpoint.adapters.base import FrameworkRecords, Hold, fetch_one, table_exists
 
 BRANCH = "branch:to:"
 
@@ -104,7 +104,7 @@ class LangGraphAdapter(FrameworkRecords):
         return [CLOCK_NOTE.format(n=len(rows), pairs=pairs)]
 
     def _latest(self, conn: psycopg.Connection, run_id: str) -> tuple[dict, str | None, int] | None:
-        row: Any = conn.execute(LATEST_SQL, {"run": run_id}).fetchone()
+        row: Any = fetch_one(conn, LATEST_SQL, {"run": run_id})
         return (row[0] or {}, row[1], -1 if row[2] is None else int(row[2])) if row else None
 
     @staticmethod

@@ -4,7 +4,9 @@
    missing value, a bad choice) become a ``UsageError`` instead of the usage block and exit 2 argparse
    prints. Sub-parsers inherit the class.
 2. The option types (``grace``, ``budget``, ``count``, ``seed``, ``worker_cmd``) check ranges and shapes
-   as the line is parsed: a value outside its range is refused there, never half-used later.
+   as the line is parsed: a value outside its range is refused there, never half-used later. A
+   ``--worker-cmd`` whose program is not found, or whose Python script is not a file, is refused there too
+   (every incarnation would fail to start, and the run would read as an agent that fails with no faults).
 3. ``check_paths(out, junit, store)`` proves ``--out`` can be created and written, and ``--junit`` written, before a
    run begins (not after an hour of trials); and, for ``run`` and ``explore`` without ``--no-store``, the
    failure store under the current directory (``.killpoint/failures``), which they write at the end. A name
@@ -21,7 +23,9 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import shlex
+import shutil
 import tempfile
 from pathlib import Path
 from typing import NoReturn
@@ -94,7 +98,55 @@ def worker_cmd(text: str) -> str:
     if not words:
         raise argparse.ArgumentTypeError("it is empty: give the command that starts one worker, "
                                          "e.g. 'node worker.js {run_id}'")
+    missing = _not_startable(words)
+    if missing:
+        raise UsageError("worker-cmd-not-found", f"--worker-cmd {text!r} cannot start a worker: {missing[0]}",
+                         missing[1])
     return text
+
+
+PYTHON_VALUE_OPTIONS = frozenset({"-W", "-X", "--check-hash-based-pycs"})
+"""The interpreter's options that take the next word as their value (`python -X dev script.py`)."""
+
+
+def _not_startable(words: list[str]) -> tuple[str, str] | None:
+    """Why the command could not start a worker, found without running it (flow step 2): its program is
+    not on PATH (nor an executable file at the path given), or it is a Python interpreter whose script is
+    not a file (relative to the working directory, which every incarnation shares). Anything else, even a
+    script that fails, is the agent's to answer for (a crash-free run that fails)."""
+    program = words[0]
+    if "{run_id}" not in program and shutil.which(program) is None:
+        if os.sep in program:
+            return f"{program!r} is not an executable file", "give the path of an executable (chmod +x it)"
+        return f"{program!r} is not on PATH", "install it, or give its full path"
+    if not re.fullmatch(r"python[0-9.]*", os.path.basename(program)):
+        return None
+    rest = iter(words[1:])
+    script = None
+    for word in rest:
+        if word == "--":
+            script = next(rest, None)  # the end of the options: the script comes next
+            break
+        if word in PYTHON_VALUE_OPTIONS:
+            next(rest, None)
+        elif word == "-" or word.startswith("--"):
+            return None  # the code comes from stdin, or an option this check does not know: no script to find
+        elif word.startswith("-"):
+            for i, flag in enumerate(word[1:], 1):
+                if flag in "cm":
+                    return None  # -c CODE, -m MODULE (also in a cluster: -uc, -um): no script
+                if flag in "WX":
+                    if i == len(word) - 1:
+                        next(rest, None)  # the value is the next word (-X dev, -uX dev)
+                    break  # or the rest of this one (-Xdev)
+        else:
+            script = word
+            break
+    if script is None or "{run_id}" in script or os.path.isfile(script) or \
+            os.path.isfile(os.path.join(script, "__main__.py")):  # python runs a folder by its __main__.py
+        return None
+    return (f"the script {script!r} is not a file, nor a folder with a __main__.py (looked for from {os.getcwd()})",
+            "give the script's path, or run killpoint from the folder it is relative to")
 
 
 def schedule_text(text: str) -> str:

@@ -79,6 +79,30 @@ def crash_tail(log: str | None) -> list[str]:
     return lines if len(lines) <= TAIL_LINES else [lines[0], "...", *lines[-(TAIL_LINES - 2):]]
 
 
+def exit_lines(incs: Iterable[Incarnation], shown: dict[str, dict], lines: int = 5) -> list[str]:
+    """What the workers that exited non-zero without a traceback (`shown`: those with one, `crashes`) last
+    wrote, each different ending once: a worker that never started its agent (`python: can't open file`,
+    a missing library) or is not written in Python says why only there."""
+    out: list[str] = []
+    seen: dict[tuple[str, ...], list[Incarnation]] = {}
+    for inc in incs:
+        if inc.exit_code in (None, 0) or inc.signal is not None or inc.inc in shown or not inc.log:
+            continue
+        try:
+            text = Path(inc.log).read_text(errors="replace")
+        except OSError:
+            continue
+        tail = tuple(line for line in text.splitlines() if line.strip())[-lines:]
+        seen.setdefault(tail, []).append(inc)
+    for tail, same in seen.items():
+        more = f" (and {len(same) - 1} more worker(s) the same way)" if len(same) > 1 else ""
+        first = same[0]
+        out.append(f"worker {first.inc} exited {first.exit_code}{more}; log {first.log}"
+                   + (":" if tail else " (empty)"))
+        out.extend(f"    {line}" for line in tail)
+    return out
+
+
 def crashes(incs: Iterable[Incarnation]) -> dict[str, dict]:
     """The incarnations that exited non-zero with a traceback in their log: where it is, and its end."""
     out = {}

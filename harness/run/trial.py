@@ -108,8 +108,9 @@ class CrashFreeFailure(KillpointError):
         self.starved = starved
 
 
-def crash_free_failure(agent: str, ev: Evidence) -> CrashFreeFailure | None:
-    """Why a crash-free run is no reference (it did not finish as done), or None if it is one."""
+def crash_free_failure(agent: str, ev: Evidence, exits: list[str] | None = None) -> CrashFreeFailure | None:
+    """Why a crash-free run is no reference (it did not finish as done), or None if it is one; `exits`: what
+    its workers that exited non-zero without a traceback last wrote (`evidence.exit_lines`)."""
     if ev.limit:
         reason = ev.limit
     elif ev.final is None:
@@ -122,12 +123,14 @@ def crash_free_failure(agent: str, ev: Evidence) -> CrashFreeFailure | None:
     else:
         return None
     judged = completes(ev, None)
-    return CrashFreeFailure(agent, reason, [*hung_lines(hung(ev)), *crash_lines(ev.crashes)],
+    return CrashFreeFailure(agent, reason, [*hung_lines(hung(ev)), *crash_lines(ev.crashes), *(exits or [])],
                             starved=judged.reason if judged.outcome == "unknown" else "")
 
 
-def _raise_unless_finished(agent: str, ev: Evidence) -> None:
-    failure = crash_free_failure(agent, ev)
+def _raise_unless_finished(agent: str, ev: Evidence, incarnations: list[Incarnation]) -> None:
+    from killpoint.run.evidence import exit_lines
+
+    failure = crash_free_failure(agent, ev, exit_lines(incarnations, ev.crashes))
     if failure is not None:
         raise failure
 
@@ -504,7 +507,7 @@ class Session:
         quiet = replace(options, step_delay=0.0)
         ctl, _ = self.drive(self.next_run_id("baseline"), Schedule(), quiet, agent=agent)
         first = ctl.evidence(agent.own_effects_sql)
-        _raise_unless_finished(self.agent_name(agent), first)
+        _raise_unless_finished(self.agent_name(agent), first, ctl.incarnations)
         ctl, _ = self.drive(self.next_run_id("baseline"), Schedule(), quiet, agent=agent)
         gathered = evidence_mod.gather(self.env, ctl.run_id, ctl.incarnations, agent.own_effects_sql,
                                        limit=ctl.limit)
@@ -515,7 +518,7 @@ class Session:
             if volatile:
                 recorded = {**recorded, "volatile": volatile}
         second = gathered.record(self.history, recorded)
-        _raise_unless_finished(self.agent_name(agent), second)
+        _raise_unless_finished(self.agent_name(agent), second, ctl.incarnations)
         return second
 
     def crash_free_findings(self, options: RunOptions | None = None, agent: AgentSpec | None = None) -> list[Verdict]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +56,11 @@ ROWS: dict[str, Row] = {
                                        ("does not parse", "close its quotes")),
     "worker-cmd-empty": Row((*REPLAY, "--worker-cmd", ""), "bad-option", ("it is empty",)),
     "worker-cmd-blank": Row((*REPLAY, "--worker-cmd", "   "), "bad-option", ("it is empty",)),
+    "worker-cmd-no-program": Row(("run", "--worker-cmd", "kp-no-such-worker {run_id}"), "worker-cmd-not-found",
+                                 ("'kp-no-such-worker' is not on PATH",)),
+    "worker-cmd-no-script": Row(("run", "--worker-cmd", f"{sys.executable} -u agent/worker.py {{run_id}}",
+                                 "--adapter", "dbos"), "worker-cmd-not-found",
+                                ("the script 'agent/worker.py' is not a file",)),
     # paths that cannot be written
     "out-under-a-file": Row((*REPLAY, "--out", "/etc/hostname/runs"), "path-not-writable", ("not a directory",)),
     "out-in-proc": Row((*REPLAY, "--out", "/proc/killpoint-runs"), "path-not-writable", ("cannot write in /proc",)),

@@ -185,3 +185,27 @@ def test_a_black_box_worker_that_fails_without_faults_is_named_by_its_command(sa
     assert done.stdout.rstrip().splitlines()[-1].strip() == (
         "killpoint run --scenario crash-points --worker-cmd 'python exits.py {run_id}'"), done.stdout
     assert sandbox.survivors() == []
+
+
+@pytest.mark.parametrize(("adapter", "script", "says"), [
+    ("dbos", "import sys\nprint('DBOS config: system_database_url missing', file=sys.stderr)\nsys.exit(1)\n",
+     ["exited 1 (and 2 more worker(s) the same way)", "DBOS config: system_database_url missing"]),
+    ("langgraph", "raise ImportError('no module named langgraph_checkpoint_pg')\n",
+     ["died of an exception, exit 1", "ImportError: no module named langgraph_checkpoint_pg"]),
+    (None, "import sys\nsys.exit(4)\n", ["exited 4 (and 2 more worker(s) the same way)", "(empty)"]),
+], ids=["dbos-exits-with-a-message", "langgraph-raises-at-import", "own-table-exits-silently"])
+def test_a_worker_that_dies_before_its_frameworks_tables_exist_fails_with_no_faults_and_says_why(
+        sandbox: Sandbox, dsn_args: list[str], adapter: str | None, script: str, says: list[str]) -> None:
+    """A worker that dies before its framework created its tables leaves nothing to read: the run is the
+    agent's failure with no faults (exit 1), whose block shows what each worker last wrote (a message, a
+    traceback, or an empty log), never a harness traceback (before: `UndefinedTable` from the adapter's status
+    read). Three ways of dying, on both framework adapters and on the seeds' table."""
+    (sandbox.cwd / "dies.py").write_text(script)
+    done = sandbox.run("run", "--worker-cmd", "python dies.py {run_id}", "--scenario", "crash-points",
+                       *(["--adapter", adapter] if adapter else []), *dsn_args, "--out", str(sandbox.out))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "FAIL: the agent --worker-cmd 'python dies.py {run_id}' fails with no faults" in done.stdout, done.stdout
+    for words in says:
+        assert words in done.stdout, done.stdout
+    assert sandbox.survivors() == [] and sandbox.leftover_dirs() == []
