@@ -32,6 +32,10 @@ drivers of many runs, about several at once):
 12. `fence(conn)` / `unfence(conn)`: install (with the barrier, once the runtime's tables exist) and remove
     what keeps concurrent runs apart where the runtime shares something between them (DBOS: its recovery
     queue, one per system database); a no-op elsewhere.
+13. `recorded(conn, besides, limit)`: up to `limit` run ids the runtime's records hold other than `besides`
+    (sorted; none before its tables exist): a crash-free run of a black-box worker that recorded nothing
+    under its run id names them, since a worker that records under an id of its own (a thread id written
+    in the code, a workflow started without its id) is the likely cause.
 
 and names, in `hold`, the table whose commits are the run's checkpoint points: the SQL barrier
 (harness/env/sqlbarrier.py) puts its deferred trigger there and holds the commits `hold.when` selects

@@ -62,6 +62,8 @@ class Adapter(Protocol):
 
     def notes(self, conn: psycopg.Connection, run_id: str) -> list[str]: ...
 
+    def recorded(self, conn: psycopg.Connection, besides: list[str], limit: int = 5) -> list[str]: ...
+
     def no_checkpoint_hint(self, commits: int) -> str:
         """Why a crash-free run that made `commits` checkpoint commits made none inside a step (so a
         scenario whose faults land at checkpoint points has nothing to test), and how to change that."""
@@ -122,6 +124,15 @@ def fetch_one(conn: psycopg.Connection, sql: str, params: dict | tuple) -> Any:
         return None
 
 
+def fetch_all(conn: psycopg.Connection, sql: str, params: dict | tuple) -> list[Any]:
+    """Every row of `sql` over a framework's own tables, or [] when one of them does not exist yet (see
+    `fetch_one`)."""
+    try:
+        return conn.execute(sql, params).fetchall()  # type: ignore[arg-type]
+    except psycopg.errors.UndefinedTable:
+        return []
+
+
 def table_exists(conn: psycopg.Connection, table: str) -> bool:
     """True when `table` (maybe schema-qualified) exists on the connection's search path."""
     row: Any = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
@@ -175,6 +186,10 @@ class CheckpointsAdapter:
     def notes(self, conn: psycopg.Connection, run_id: str) -> list[str]:
         """The seeds' records explain nothing beyond what the checkers read."""
         return []
+
+    def recorded(self, conn: psycopg.Connection, besides: list[str], limit: int = 5) -> list[str]:
+        return [r[0] for r in fetch_all(conn, "SELECT run_id FROM checkpoints WHERE NOT (run_id = ANY(%s)) "
+                                              "ORDER BY run_id LIMIT %s", (besides, limit))]
 
     def fence(self, conn: psycopg.Connection) -> None:
         """Nothing to fence: a run's row and lease are its own."""

@@ -42,7 +42,7 @@ from typing import Any
 
 import psycopg
 
-from killpoint.adapters.base import FrameworkRecords, Hold, fetch_one, table_exists
+from killpoint.adapters.base import FrameworkRecords, Hold, fetch_all, fetch_one, table_exists
 
 SCHEMA = "dbos"
 
@@ -134,6 +134,13 @@ class DbosAdapter(FrameworkRecords):
         row: Any = fetch_one(conn, f"SELECT status, output, executor_id FROM {SCHEMA}.workflow_status "
                              "WHERE workflow_uuid = %s", (run_id,))
         return (row[0], row[1], row[2]) if row else None
+
+    def recorded(self, conn: psycopg.Connection, besides: list[str], limit: int = 5) -> list[str]:
+        """The top-level workflows DBOS holds besides `besides` (one started without `SetWorkflowID(run id)`
+        gets an id of DBOS's own)."""
+        return [r[0] for r in fetch_all(conn, f"SELECT workflow_uuid FROM {SCHEMA}.workflow_status WHERE "
+                                              "parent_workflow_id IS NULL AND NOT (workflow_uuid = ANY(%s)) "
+                                              "ORDER BY workflow_uuid LIMIT %s", (besides, limit))]
 
     def status(self, conn: psycopg.Connection, run_id: str) -> str | None:
         row = self._row(conn, run_id)

@@ -36,7 +36,7 @@ from typing import Any
 
 import psycopg
 
-from killpoint.adapters.base import FrameworkRecords, Hold, fetch_one, table_exists
+from killpoint.adapters.base import FrameworkRecords, Hold, fetch_all, fetch_one, table_exists
 
 BRANCH = "branch:to:"
 
@@ -102,6 +102,12 @@ class LangGraphAdapter(FrameworkRecords):
             return []
         pairs = ", ".join(f"step {c} below step {p}" for c, p in sorted(set(rows)))
         return [CLOCK_NOTE.format(n=len(rows), pairs=pairs)]
+
+    def recorded(self, conn: psycopg.Connection, besides: list[str], limit: int = 5) -> list[str]:
+        """The threads the checkpointer holds besides `besides` (a graph invoked with a thread id of its own,
+        `{"thread_id": "1"}`, instead of the run id)."""
+        return [r[0] for r in fetch_all(conn, "SELECT DISTINCT thread_id FROM checkpoints WHERE NOT "
+                                              "(thread_id = ANY(%s)) ORDER BY thread_id LIMIT %s", (besides, limit))]
 
     def _latest(self, conn: psycopg.Connection, run_id: str) -> tuple[dict, str | None, int] | None:
         row: Any = fetch_one(conn, LATEST_SQL, {"run": run_id})

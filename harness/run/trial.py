@@ -108,11 +108,18 @@ class CrashFreeFailure(KillpointError):
         self.starved = starved
 
 
-def crash_free_failure(agent: str, ev: Evidence, exits: list[str] | None = None) -> CrashFreeFailure | None:
+def crash_free_failure(agent: str, ev: Evidence, exits: list[str] | None = None,
+                       elsewhere: list[str] | None = None) -> CrashFreeFailure | None:
     """Why a crash-free run is no reference (it did not finish as done), or None if it is one; `exits`: what
-    its workers that exited non-zero without a traceback last wrote (`evidence.exit_lines`)."""
+    its workers that exited non-zero without a traceback last wrote (`evidence.exit_lines`); `elsewhere`: run
+    ids the runtime's records hold that killpoint never gave (`Adapter.recorded`), when it recorded nothing
+    under its own."""
     if ev.limit:
         reason = ev.limit
+    elif ev.final is None and elsewhere:
+        reason = (f"it recorded nothing under its run id {ev.run_id!r}, and its records hold run ids killpoint did "
+                  f"not give it ({', '.join(map(repr, elsewhere))}): record each run under the id the worker is "
+                  "given ({run_id} in --worker-cmd, or $KILLPOINT_RUN_ID), not one of its own")
     elif ev.final is None:
         reason = "it never wrote a checkpoint"
     elif ev.final.get("status") != "done":
@@ -127,12 +134,6 @@ def crash_free_failure(agent: str, ev: Evidence, exits: list[str] | None = None)
                             starved=judged.reason if judged.outcome == "unknown" else "")
 
 
-def _raise_unless_finished(agent: str, ev: Evidence, incarnations: list[Incarnation]) -> None:
-    from killpoint.run.evidence import exit_lines
-
-    failure = crash_free_failure(agent, ev, exit_lines(incarnations, ev.crashes))
-    if failure is not None:
-        raise failure
 
 
 def crash_lines(crashes: dict[str, dict]) -> list[str]:
@@ -507,7 +508,7 @@ class Session:
         quiet = replace(options, step_delay=0.0)
         ctl, _ = self.drive(self.next_run_id("baseline"), Schedule(), quiet, agent=agent)
         first = ctl.evidence(agent.own_effects_sql)
-        _raise_unless_finished(self.agent_name(agent), first, ctl.incarnations)
+        self._raise_unless_finished(agent, first, ctl.incarnations)
         ctl, _ = self.drive(self.next_run_id("baseline"), Schedule(), quiet, agent=agent)
         gathered = evidence_mod.gather(self.env, ctl.run_id, ctl.incarnations, agent.own_effects_sql,
                                        limit=ctl.limit)
@@ -518,8 +519,25 @@ class Session:
             if volatile:
                 recorded = {**recorded, "volatile": volatile}
         second = gathered.record(self.history, recorded)
-        _raise_unless_finished(self.agent_name(agent), second, ctl.incarnations)
+        self._raise_unless_finished(agent, second, ctl.incarnations)
         return second
+
+    def _raise_unless_finished(self, agent: AgentSpec, ev: Evidence, incarnations: list[Incarnation]) -> None:
+        """`CrashFreeFailure` if the crash-free run `ev` is no reference, with what its workers last wrote and,
+        for a black-box worker that recorded nothing under its run id, the ids its records hold instead."""
+        from killpoint.run.evidence import exit_lines
+
+        failure = crash_free_failure(self.agent_name(agent), ev, exit_lines(incarnations, ev.crashes))
+        if failure is None:
+            return
+        if ev.final is None and not ev.limit and self.env.black_box:
+            given = sorted({e.run_id for e in self.history.events("run.begin") if e.run_id})
+            with self.env.pooled() as conn:
+                elsewhere = self.env.adapter.recorded(conn, given)
+            if elsewhere:
+                failure = crash_free_failure(self.agent_name(agent), ev, exit_lines(incarnations, ev.crashes),
+                                             elsewhere) or failure
+        raise failure
 
     def crash_free_findings(self, options: RunOptions | None = None, agent: AgentSpec | None = None) -> list[Verdict]:
         """The failing verdicts of the crash-free run judged by itself (`SELF_JUDGED`): what is wrong with no

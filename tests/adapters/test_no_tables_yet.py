@@ -23,6 +23,7 @@ def test_every_read_of_a_run_before_the_frameworks_tables_exist_says_nothing_is_
         assert adapter.final(conn, "run-1") == (None, None)
         assert adapter.notes(conn, "run-1") == []
         assert adapter.retire(conn, "run-1") == 0
+        assert adapter.recorded(conn, ["run-1"]) == []
         assert conn.execute("SELECT 1").fetchone() == (1,)  # the connection is still usable
 
 
