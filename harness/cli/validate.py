@@ -98,27 +98,53 @@ def worker_cmd(text: str) -> str:
     if not words:
         raise argparse.ArgumentTypeError("it is empty: give the command that starts one worker, "
                                          "e.g. 'node worker.js {run_id}'")
-    missing = _not_startable(words)
+    missing = _not_startable(words, _unquoted(text))
     if missing:
-        raise UsageError("worker-cmd-not-found", f"--worker-cmd {text!r} cannot start a worker: {missing[0]}",
-                         missing[1])
+        code, problem, fix = missing
+        raise UsageError(code, f"--worker-cmd {text!r} cannot start a worker: {problem}", fix)
     return text
 
+
+SHELL_OPERATORS = frozenset({"&&", "||", "|", "&", ";", ">", ">>", "<", "2>", "2>&1", "&>"})
+"""Words a shell would read as syntax, which without one reach the worker as arguments (`python w.py {run_id}
+> log` gives the worker `>` and `log`)."""
 
 PYTHON_VALUE_OPTIONS = frozenset({"-W", "-X", "--check-hash-based-pycs"})
 """The interpreter's options that take the next word as their value (`python -X dev script.py`)."""
 
 
-def _not_startable(words: list[str]) -> tuple[str, str] | None:
-    """Why the command could not start a worker, found without running it (flow step 2): its program is
-    not on PATH (nor an executable file at the path given), or it is a Python interpreter whose script is
-    not a file (relative to the working directory, which every incarnation shares). Anything else, even a
-    script that fails, is the agent's to answer for (a crash-free run that fails)."""
+def _unquoted(text: str) -> list[str]:
+    """The words of `text` as written, quotes kept (`'|'` stays quoted, a bare `|` is bare); [] if they
+    cannot be read that way."""
+    lexer = shlex.shlex(text, posix=False)
+    lexer.whitespace_split = True
+    try:
+        return list(lexer)
+    except ValueError:
+        return []
+
+
+def _not_startable(words: list[str], written: list[str]) -> tuple[str, str, str] | None:
+    """Why the command could not start a worker as meant, found without running it (flow step 2): shell
+    syntax (a bare operator among `written`, a leading `NAME=value`) in a command no shell reads, a program not on PATH (nor an
+    executable file at the path given), or a Python interpreter whose script is not a file (relative to the
+    working directory, which every incarnation shares). Anything else, even a script that fails, is the
+    agent's to answer for (a crash-free run that fails)."""
+    no_shell = "but killpoint runs the command itself, with no shell"
+    shell = [w for w in written if w in SHELL_OPERATORS]  # bare: a quoted '|' is an argument the user meant
+    if shell:
+        return ("worker-cmd-shell-syntax", f"it holds the shell syntax {shell[0]!r}, {no_shell} (the word would "
+                "reach the worker as an argument)", "wrap it in a shell: --worker-cmd \"sh -c 'cd app && exec "
+                "python worker.py \\\"$0\\\"' {run_id}\"")
     program = words[0]
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", program):
+        return ("worker-cmd-shell-syntax", f"it starts with the variable {program!r}, {no_shell}",
+                f"set it with env: --worker-cmd 'env {program} ...'")
     if "{run_id}" not in program and shutil.which(program) is None:
         if os.sep in program:
-            return f"{program!r} is not an executable file", "give the path of an executable (chmod +x it)"
-        return f"{program!r} is not on PATH", "install it, or give its full path"
+            return ("worker-cmd-not-found", f"{program!r} is not an executable file",
+                    "give the path of an executable (chmod +x it)")
+        return "worker-cmd-not-found", f"{program!r} is not on PATH", "install it, or give its full path"
     if not re.fullmatch(r"python[0-9.]*", os.path.basename(program)):
         return None
     rest = iter(words[1:])
@@ -145,7 +171,7 @@ def _not_startable(words: list[str]) -> tuple[str, str] | None:
     if script is None or "{run_id}" in script or os.path.isfile(script) or \
             os.path.isfile(os.path.join(script, "__main__.py")):  # python runs a folder by its __main__.py
         return None
-    return (f"the script {script!r} is not a file, nor a folder with a __main__.py (looked for from {os.getcwd()})",
+    return ("worker-cmd-not-found", f"the script {script!r} is not a file, nor a folder with a __main__.py (looked for from {os.getcwd()})",
             "give the script's path, or run killpoint from the folder it is relative to")
 
 

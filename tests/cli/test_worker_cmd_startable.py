@@ -1,8 +1,10 @@
 """A `--worker-cmd` that cannot start a worker is refused as the line is parsed (harness/cli/validate.py, flow
-step 2): its program is not found, or it is a Python interpreter whose script is not a file. Every
+step 2): its program is not found, it is a Python interpreter whose script is not a file, or it holds shell
+syntax (`>`, `&&`, a leading `NAME=value`) that no shell will read. Every
 incarnation would otherwise fail to start and the run would read as an agent that fails with no faults.
 Commands that only look like those (code from -c, a module from -m, options before the script, `{run_id}` in
-the script's name, a program given by its path) are accepted."""
+the script's name, a program given by its path, shell syntax inside `sh -c '...'` or inside a quoted
+argument) are accepted."""
 
 from __future__ import annotations
 
@@ -54,6 +56,24 @@ def test_a_command_that_cannot_start_is_refused_naming_what_is_missing(here: Pat
     assert "\n" not in caught.value.line()
 
 
+@pytest.mark.parametrize(("command", "words", "fix"), [
+    (f"{PY} worker.py {{run_id}} > worker.log", "the shell syntax '>'", "sh -c"),
+    (f"cd here && {PY} worker.py {{run_id}}", "the shell syntax '&&'", "sh -c"),
+    (f"{PY} worker.py {{run_id}} 2>&1 | tee log", "the shell syntax '2>&1'", "sh -c"),
+    (f"OPENAI_API_KEY=x {PY} worker.py {{run_id}}", "starts with the variable 'OPENAI_API_KEY=x'",
+     "env OPENAI_API_KEY=x"),
+], ids=["redirect", "and-list", "pipe", "leading-variable"])
+def test_shell_syntax_in_a_command_no_shell_reads_is_refused_with_the_wrapping_that_works(
+        here: Path, command: str, words: str, fix: str) -> None:
+    """killpoint runs the command without a shell: `>`, `&&`, `|` would reach the worker as arguments, and a
+    leading `NAME=value` would be taken for the program."""
+    with pytest.raises(UsageError) as caught:
+        validate.worker_cmd(command)
+    assert caught.value.code == "worker-cmd-shell-syntax"
+    assert words in caught.value.message and fix in caught.value.fix, caught.value.line()
+    assert "\n" not in caught.value.line()
+
+
 @pytest.mark.parametrize("command", [
     f"{PY} worker.py {{run_id}}",
     f"{PY} -u -X dev worker.py {{run_id}}",
@@ -68,9 +88,14 @@ def test_a_command_that_cannot_start_is_refused_naming_what_is_missing(here: Pat
     f"{PY} app {{run_id}}",
     "./worker.sh {run_id}",
     "sh -c 'python missing.py \"$0\"' {run_id}",
+    "sh -c 'cd app && exec python worker.py \"$0\" > log' {run_id}",
+    f"{PY} worker.py --sql 'SELECT 1;' --sep '|' {{run_id}}",
+    f"{PY} worker.py --url http://127.0.0.1/?a=1&b=2 {{run_id}}",
+    f"env OPENAI_API_KEY=x {PY} worker.py {{run_id}}",
     "node missing.js {run_id}" if os.path.exists("/usr/bin/node") else "env python missing.py {run_id}",
 ], ids=["script", "options-then-script", "joined-value", "dashdash", "module", "module-in-a-cluster", "code",
         "code-in-a-cluster", "stdin", "run-id-in-the-name", "folder-with-a-main", "executable-by-path", "through-a-shell",
+        "shell-syntax-inside-sh-c", "operators-inside-quoted-arguments", "ampersand-inside-a-word", "variable-through-env",
         "another-interpreter"])
 def test_a_command_that_only_looks_like_one_is_accepted(here: Path, command: str) -> None:
     """What the check cannot see without running the command (a shell's script, a module found by import,

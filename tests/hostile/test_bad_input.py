@@ -61,6 +61,8 @@ ROWS: dict[str, Row] = {
     "worker-cmd-no-script": Row(("run", "--worker-cmd", f"{sys.executable} -u agent/worker.py {{run_id}}",
                                  "--adapter", "dbos"), "worker-cmd-not-found",
                                 ("the script 'agent/worker.py' is not a file",)),
+    "worker-cmd-redirect": Row(("run", "--worker-cmd", f"{sys.executable} -c pass {{run_id}} > worker.log"),
+                               "worker-cmd-shell-syntax", ("the shell syntax '>'",)),
     # paths that cannot be written
     "out-under-a-file": Row((*REPLAY, "--out", "/etc/hostname/runs"), "path-not-writable", ("not a directory",)),
     "out-in-proc": Row((*REPLAY, "--out", "/proc/killpoint-runs"), "path-not-writable", ("cannot write in /proc",)),
