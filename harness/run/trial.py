@@ -109,19 +109,14 @@ class CrashFreeFailure(KillpointError):
 
 
 def crash_free_failure(agent: str, ev: Evidence, exits: list[str] | None = None,
-                       elsewhere: list[str] | None = None) -> CrashFreeFailure | None:
+                       nothing: str | None = None) -> CrashFreeFailure | None:
     """Why a crash-free run is no reference (it did not finish as done), or None if it is one; `exits`: what
-    its workers that exited non-zero without a traceback last wrote (`evidence.exit_lines`); `elsewhere`: run
-    ids the runtime's records hold that killpoint never gave (`Adapter.recorded`), when it recorded nothing
-    under its own."""
+    its workers that exited non-zero without a traceback last wrote (`evidence.exit_lines`); `nothing`: why
+    it recorded nothing, where its records say (`Session.why_nothing`)."""
     if ev.limit:
         reason = ev.limit
-    elif ev.final is None and elsewhere:
-        reason = (f"it recorded nothing under its run id {ev.run_id!r}, and its records hold run ids killpoint did "
-                  f"not give it ({', '.join(map(repr, elsewhere))}): record each run under the id the worker is "
-                  "given ({run_id} in --worker-cmd, or $KILLPOINT_RUN_ID), not one of its own")
     elif ev.final is None:
-        reason = "it never wrote a checkpoint"
+        reason = nothing or "it never wrote a checkpoint"
     elif ev.final.get("status") != "done":
         state = ev.final.get("state")  # an agent's initial_state may return no dict (a list, a string)
         error = (state.get("error") if isinstance(state, dict) else None) or ev.final.get("error")
@@ -524,20 +519,39 @@ class Session:
 
     def _raise_unless_finished(self, agent: AgentSpec, ev: Evidence, incarnations: list[Incarnation]) -> None:
         """`CrashFreeFailure` if the crash-free run `ev` is no reference, with what its workers last wrote and,
-        for a black-box worker that recorded nothing under its run id, the ids its records hold instead."""
+        for a black-box worker that recorded nothing under its run id, where its records went (`why_nothing`)."""
         from killpoint.run.evidence import exit_lines
 
-        failure = crash_free_failure(self.agent_name(agent), ev, exit_lines(incarnations, ev.crashes))
+        exits = exit_lines(incarnations, ev.crashes)
+        failure = crash_free_failure(self.agent_name(agent), ev, exits)
         if failure is None:
             return
         if ev.final is None and not ev.limit and self.env.black_box:
-            given = sorted({e.run_id for e in self.history.events("run.begin") if e.run_id})
-            with self.env.pooled() as conn:
-                elsewhere = self.env.adapter.recorded(conn, given)
-            if elsewhere:
-                failure = crash_free_failure(self.agent_name(agent), ev, exit_lines(incarnations, ev.crashes),
-                                             elsewhere) or failure
+            failure = crash_free_failure(self.agent_name(agent), ev, exits, self.why_nothing(ev.run_id)) or failure
         raise failure
+
+    def why_nothing(self, run_id: str) -> str | None:
+        """Why a black-box worker's run left no record under `run_id`, when the runtime's records show it: they
+        hold run ids this session never gave (`Adapter.recorded`: the worker records under an id of its own),
+        or the framework's table does not exist in the run's database (the worker keeps its records
+        elsewhere: an in-memory checkpointer, a SQLite file). None when neither."""
+        from killpoint.adapters.base import table_exists
+
+        adapter = self.env.adapter
+        given = sorted({e.run_id for e in self.history.events("run.begin") if e.run_id})
+        with self.env.pooled() as conn:
+            elsewhere = adapter.recorded(conn, given)
+            absent = not adapter.hold.owned and not table_exists(conn, adapter.hold.table)
+        if elsewhere:
+            return (f"it recorded nothing under its run id {run_id!r}, and its records hold run ids killpoint did "
+                    f"not give it ({', '.join(map(repr, elsewhere))}): record each run under the id the worker is "
+                    "given ({run_id} in --worker-cmd, or $KILLPOINT_RUN_ID), not one of its own")
+        if absent:
+            return (f"it recorded nothing: the {adapter.name} table {adapter.hold.table} was never created in the "
+                    f"run's database: keep the {adapter.name} records in the database DATABASE_URL names (an "
+                    "in-memory checkpointer or a SQLite file keeps nothing a restarted process, or killpoint, can "
+                    "read)")
+        return None
 
     def crash_free_findings(self, options: RunOptions | None = None, agent: AgentSpec | None = None) -> list[Verdict]:
         """The failing verdicts of the crash-free run judged by itself (`SELF_JUDGED`): what is wrong with no
