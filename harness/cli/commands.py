@@ -299,7 +299,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     progress = Progress(results)
     display = trial_progress(inv)
     with session(inv, progress, meta) as s:
-        code = crash_free_first(inv, s, meta, next((sc.name for sc in scenarios if not sc.steps), "crash-points"))
+        code = crash_free_first(inv, s, meta, next((sc.name for sc in scenarios if not sc.steps and not (
+            sc.black_box_reason and s.env.black_box)), "crash-points"))  # a scenario that runs for this worker
         if code is not None:
             return code
         inv = replace(inv, shard=weigh_shards(scenarios, _context(inv, s, display)))  # shares by estimated cost

@@ -209,3 +209,18 @@ def test_a_worker_that_dies_before_its_frameworks_tables_exist_fails_with_no_fau
     for words in says:
         assert words in done.stdout, done.stdout
     assert sandbox.survivors() == [] and sandbox.leftover_dirs() == []
+
+
+def test_the_whole_suites_crash_free_failure_of_a_black_box_worker_is_reproduced_by_a_scenario_that_runs_it(
+        sandbox: Sandbox, dsn_args: list[str]) -> None:
+    """The reproducing line names a scenario that applies to a black-box worker (before: concurrent-runs, the
+    first scenario of the registry, which a --worker-cmd skips), and running it gives the same failure."""
+    (sandbox.cwd / "exits.py").write_text("import sys\nsys.exit(3)\n")
+    done = sandbox.run("run", "--worker-cmd", "python exits.py {run_id}", *dsn_args, "--out", str(sandbox.out))
+    assert done.returncode == 1, done.stdout + done.stderr
+    line = done.stdout.rstrip().splitlines()[-1].strip()
+    assert line == "killpoint run --scenario crash-points --worker-cmd 'python exits.py {run_id}'", done.stdout
+    again = sandbox.run(*shlex.split(line)[1:], *dsn_args, "--out", str(sandbox.out))
+    assert again.returncode == 1 and "fails with no faults" in again.stdout, again.stdout + again.stderr
+    assert "SKIP" not in again.stdout, again.stdout
+    assert sandbox.survivors() == []
