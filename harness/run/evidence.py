@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -79,6 +80,10 @@ def crash_tail(log: str | None) -> list[str]:
     return lines if len(lines) <= TAIL_LINES else [lines[0], "...", *lines[-(TAIL_LINES - 2):]]
 
 
+TAIL_BYTES = 16384
+"""How much of the end of a worker's log `exit_lines` reads."""
+
+
 def exit_lines(incs: Iterable[Incarnation], shown: dict[str, dict], lines: int = 5) -> list[str]:
     """What the workers that exited non-zero without a traceback (`shown`: those with one, `crashes`) last
     wrote, each different ending once: a worker that never started its agent (`python: can't open file`,
@@ -89,10 +94,12 @@ def exit_lines(incs: Iterable[Incarnation], shown: dict[str, dict], lines: int =
         if inc.exit_code in (None, 0) or inc.signal is not None or inc.inc in shown or not inc.log:
             continue
         try:
-            text = Path(inc.log).read_text(errors="replace")
+            with open(inc.log, "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - TAIL_BYTES))  # a chatty worker's log may be large
+                text = f.read().decode(errors="replace")
         except OSError:
             continue
-        tail = tuple(line for line in text.splitlines() if line.strip())[-lines:]
+        tail = tuple(line[:300] for line in text.splitlines() if line.strip())[-lines:]
         seen.setdefault(tail, []).append(inc)
     for tail, same in seen.items():
         more = f" (and {len(same) - 1} more worker(s) the same way)" if len(same) > 1 else ""
