@@ -28,7 +28,9 @@ A user's crash tests:
 4. Run directories go under `--killpoint-out`, else under `.killpoint/runs/` of pytest's rootdir (named
    `TIME-pytest-PID[-WORKER]`), where they outlive pytest's temporary directories (it keeps three).
 
-Choose the agent with `--killpoint-steps pkg.module` (or the `killpoint_steps` fixture), the database
+Choose the agent with `--killpoint-steps pkg.module` (or the `killpoint_steps` fixture), or a black-box
+worker with `--killpoint-worker-cmd 'python graph.py {run_id}'` and `--killpoint-adapter langgraph` (the
+CLI's `--worker-cmd` and `--adapter`: a LangGraph graph, a DBOS workflow, a worker in any language), the database
 with `--killpoint-postgres` / `--killpoint-dsn`, HTTP services recorded through a proxy with
 `--killpoint-effect NAME=URL[,id=PATH]` (the CLI's `--effect`), and where run directories go with
 `--killpoint-out` (default: `.killpoint/runs/` under pytest's rootdir).
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
 
 FIXTURES = ("killpoint_session", "killpoint_schedule", "killpoint_scenario")
 RUN_DIRS = pytest.StashKey[list]()
+WORKER = pytest.StashKey[tuple]()
+"""`--killpoint-worker-cmd` and `--killpoint-adapter`, checked once at configuration (`_worker`)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -69,6 +73,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="record the effects sent to an HTTP service through a proxy (repeatable), as the CLI's "
                          "--effect: the worker gets the run's URL in KILLPOINT_EFFECT_<NAME>_URL; id=PATH says "
                          "where the service's answers carry the object's id (e.g. id=ticket.id)")
+    group.addoption("--killpoint-worker-cmd", action="store", default=None, metavar="CMD",
+                    help="a black-box worker's command instead of a step module, as the CLI's --worker-cmd "
+                         "(e.g. 'python graph.py {run_id}'): a LangGraph graph, a DBOS workflow, any language")
+    group.addoption("--killpoint-adapter", action="store", default=None, metavar="NAME",
+                    help="where the black-box worker's runtime keeps its records, as the CLI's --adapter: "
+                         "checkpoints (the default), langgraph, dbos")
     group.addoption("--killpoint-out", action="store", default=None,
                     help="where the session's run directory goes (default: .killpoint/runs under the rootdir)")
 
@@ -77,6 +87,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "killpoint(steps=None): a crash test of an agent; `steps` names the step "
                             "module whose single faults `killpoint_schedule` runs")
     config.stash[RUN_DIRS] = []
+    if config.getoption("--killpoint-worker-cmd") is not None or config.getoption("--killpoint-adapter") is not None:
+        config.stash[WORKER] = _worker(config)  # a bad one is a usage error now, before collection
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -96,7 +108,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("killpoint")
     steps = (marker.kwargs.get("steps") if marker else None) or _steps(config)
     dsn = config.getoption("--killpoint-dsn")
-    points = crash_free_points(steps, postgres=config.getoption("--killpoint-postgres"), dsn=dsn)
+    worker_cmd, adapter = config.stash.get(WORKER, (None, None)) if not (marker and marker.kwargs.get("steps")) \
+        else (None, None)
+    points = crash_free_points(steps, postgres=config.getoption("--killpoint-postgres"), dsn=dsn,
+                               worker_cmd=worker_cmd, adapter=adapter)
     schedules = single_faults(points)
     metafunc.parametrize("killpoint_schedule", schedules, ids=[str(s) for s in schedules])
 
@@ -124,6 +139,38 @@ def _steps(config: pytest.Config) -> str:
     return config.getoption("--killpoint-steps") or DEFAULT_STEPS
 
 
+def _worker(config: pytest.Config) -> tuple[str | None, str | None]:
+    """`--killpoint-worker-cmd` and `--killpoint-adapter`, checked as the CLI checks `--worker-cmd` and
+    `--adapter` (a command that cannot start, an adapter with no worker, an unknown adapter): a bad one is a
+    usage error of pytest's, before any session starts."""
+    import argparse
+
+    from killpoint.cli.config import adapter_option
+    from killpoint.cli.validate import worker_cmd as checked
+    from killpoint.errors import UsageError
+
+    command, adapter = config.getoption("--killpoint-worker-cmd"), config.getoption("--killpoint-adapter")
+    try:
+        if command is not None:
+            try:
+                checked(command)
+            except argparse.ArgumentTypeError as exc:  # an empty command, unbalanced quotes
+                raise UsageError("bad-option", f"--killpoint-worker-cmd: {exc}", "give the command that starts "
+                                 "one worker, e.g. 'python graph.py {run_id}'") from None
+        adapter_option(adapter, command)
+        if adapter is not None:
+            from killpoint.adapters import get
+
+            try:
+                get(adapter)
+            except UsageError as exc:
+                raise UsageError(exc.code, f"--adapter: {exc.message}", exc.fix) from None
+    except UsageError as exc:
+        raise pytest.UsageError(exc.line().replace("--worker-cmd", "--killpoint-worker-cmd")
+                                .replace("--adapter", "--killpoint-adapter")) from None
+    return command, adapter
+
+
 def session_config(config: pytest.Config, steps: str, tmp_path_factory: pytest.TempPathFactory) -> SessionConfig:
     """The session's configuration from the plugin's options. Its run directory (flow step 4): under
     `--killpoint-out`, else under `.killpoint/runs` of the rootdir, named after the time, pid and xdist
@@ -133,6 +180,7 @@ def session_config(config: pytest.Config, steps: str, tmp_path_factory: pytest.T
     from killpoint.cli.args import default_jobs, effects_option
     from killpoint.errors import UsageError
     from killpoint.run.config import SessionConfig
+    from killpoint.run.options import RunOptions, default_exit_codes
 
     try:
         effects = effects_option(config.getoption("--killpoint-effect"), "--killpoint-effect")
@@ -143,7 +191,9 @@ def session_config(config: pytest.Config, steps: str, tmp_path_factory: pytest.T
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     run_dir = Path(out) / f"{time.strftime('%Y%m%d-%H%M%S')}-pytest-{os.getpid()}{'-' + worker if worker else ''}"
     dsn = config.getoption("--killpoint-dsn")
-    return SessionConfig(steps=steps, run_dir=run_dir, dsn=dsn,
+    worker_cmd, adapter = config.stash.get(WORKER, (None, None))
+    return SessionConfig(steps=steps, run_dir=run_dir, dsn=dsn, worker_cmd=worker_cmd, adapter=adapter,
+                         options=RunOptions(exit_codes=default_exit_codes(worker_cmd)),
                          postgres="dsn" if dsn else config.getoption("--killpoint-postgres"),
                          spawn=config.getoption("--killpoint-spawn"),
                          jobs=max(1, config.getoption("--killpoint-jobs") or default_jobs()),

@@ -25,7 +25,7 @@ from killpoint.env.pycommand import NONE, preload_option
 from killpoint.errors import UsageError
 from killpoint.faults.shard import Shard
 from killpoint.run.config import SessionConfig
-from killpoint.run.options import RunOptions
+from killpoint.run.options import RunOptions, default_exit_codes
 
 SEARCHES = ("run", "explore")
 """The commands that search many schedules: they remember failing ones in the failure store."""
@@ -61,7 +61,7 @@ def invocation(args: argparse.Namespace, command: str, label: str | None = None)
     skip_checkers = skip_checker_option(args.skip_checker)
     actions = actions_option(args.actions)
     run_dir = Path(args.out) / f"{time.strftime('%Y%m%d-%H%M%S')}-{label or command}-{os.getpid()}"
-    exit_codes = args.exit_codes or ("none" if args.worker_cmd else "killpoint")
+    exit_codes = args.exit_codes or default_exit_codes(args.worker_cmd)
     session = SessionConfig(
         steps=args.steps, run_dir=run_dir, postgres=args.postgres, dsn=args.dsn, allow_any_dsn=args.allow_any_dsn,
         spawn=args.spawn, worker_cmd=args.worker_cmd, worker_preload=worker_preload, adapter=args.adapter,

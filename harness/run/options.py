@@ -41,3 +41,9 @@ class RunOptions:
     def incarnation_bound(self, faults: int) -> int:
         """Each fault may end one incarnation and start a successor; leave room for both and a margin."""
         return self.max_incarnations or (3 + 3 * faults)
+
+
+def default_exit_codes(worker_cmd: str | None) -> str:
+    """The exit-code convention a session holds its workers to unless told otherwise (`--exit-codes`): the
+    reference runtime's ("killpoint"), or none for a black-box worker, whose exit codes are its own."""
+    return "none" if worker_cmd else "killpoint"

@@ -4,9 +4,11 @@ What test suites generate schedules from (a parametrize over single faults, a Hy
 without the user copying points by hand from earlier output:
 
 1. Load the step module; its `digest` (SHA-256 of its source) keys the cache, so an edited agent is
-   measured again and an unchanged one never is.
+   measured again and an unchanged one never is. A black-box worker (`worker_cmd`) is keyed by its command,
+   its adapter and the source of its Python script (`worker_key`); one whose source cannot be found is
+   measured every time.
 2. Look in the cache folder (`$KILLPOINT_CACHE_DIR/points`, else `.killpoint/cache/points`) for
-   `<module>-<digest>.json`; a readable file is the answer.
+   `<module>-<digest>.json` (`worker-<digest>.json`); a readable file is the answer.
 3. Otherwise start an environment (the Postgres of `postgres`/`dsn`, the fake services, a fork server),
    run the crash-free baseline (`Session.baseline`, which fails with `CrashFreeFailure` when the agent does
    not finish), read its points (`trial.step_points`), tear everything down, and write the cache file
@@ -37,18 +39,28 @@ def cache_dir() -> Path:
 
 
 def crash_free_points(steps: str, *, postgres: str = "auto", dsn: str | None = None,
-                      cache: Path | None = None) -> dict[str, list[str]]:
-    """For each step of the agent `steps`, the kill points its crash-free run reaches, in order (see above)."""
-    from killpoint.env.stepmodule import load
-
-    agent = load(steps)
+                      cache: Path | None = None, worker_cmd: str | None = None,
+                      adapter: str | None = None) -> dict[str, list[str]]:
+    """For each step of the agent `steps` (or of the black-box worker `worker_cmd`, its records read by
+    `adapter`), the kill points its crash-free run reaches, in order (see above)."""
     folder = cache if cache is not None else cache_dir()
-    path = folder / f"{agent.module}-{agent.digest}.json"
+    if worker_cmd:
+        name = worker_key(worker_cmd, adapter)
+        module = steps
+    else:
+        from killpoint.env.stepmodule import load
+
+        agent = load(steps)
+        name, module = f"{agent.module}-{agent.digest}", agent.module
+    path = folder / f"{name}.json" if name else None
     try:
-        return {str(k): [str(p) for p in v] for k, v in json.loads(path.read_text()).items()}
+        if path is not None:
+            return {str(k): [str(p) for p in v] for k, v in json.loads(path.read_text()).items()}
     except (OSError, ValueError, AttributeError):
         pass
-    points = _measure(agent.module, postgres, dsn)
+    points = _measure(module, postgres, dsn, worker_cmd, adapter)
+    if path is None:
+        return points
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".points-", suffix=".json")
     with os.fdopen(fd, "w") as f:
@@ -62,22 +74,48 @@ def single_faults(points: StepPoints, actions: tuple[str, ...] = ("kill", "term"
     return exhaustive(points, actions)
 
 
-def schedules_for(steps: str, *, postgres: str = "auto", dsn: str | None = None,
-                  **kwargs: Any) -> SearchStrategy[Schedule]:  # noqa: ANN401
+def schedules_for(steps: str, *, postgres: str = "auto", dsn: str | None = None, worker_cmd: str | None = None,
+                  adapter: str | None = None, **kwargs: Any) -> SearchStrategy[Schedule]:  # noqa: ANN401
     """Hypothesis schedules (`faults.strategies.schedules`, `kwargs` its options) over the points the agent
-    `steps` reaches in its crash-free run, measured the first time a schedule is drawn (not at import or
-    collection) and cached by the agent's digest."""
+    `steps` (or the black-box worker `worker_cmd`) reaches in its crash-free run, measured the first time a
+    schedule is drawn (not at import or collection) and cached by the agent's digest."""
     from killpoint.faults.strategies import deferred_schedules
 
-    return deferred_schedules(lambda: crash_free_points(steps, postgres=postgres, dsn=dsn), **kwargs)
+    return deferred_schedules(lambda: crash_free_points(steps, postgres=postgres, dsn=dsn, worker_cmd=worker_cmd,
+                                                        adapter=adapter), **kwargs)
 
 
-def _measure(steps: str, postgres: str, dsn: str | None) -> dict[str, list[str]]:
+def worker_key(worker_cmd: str, adapter: str | None) -> str | None:
+    """The cache name of a black-box worker's points: a digest of its command, its adapter and the source of
+    the Python script or module it runs (an edited worker is measured again); None when that source cannot
+    be found (a worker in another language, a shell around it): measured every time, never cached stale."""
+    import hashlib
+    import shlex
+
+    from killpoint.env import pycommand
+
+    cmd = pycommand.parse(shlex.split(worker_cmd))
+    source = cmd.source() if isinstance(cmd, pycommand.PythonCommand) else None
+    try:
+        code = Path(source).read_bytes() if source else None
+    except OSError:
+        code = None
+    if code is None:
+        return None
+    digest = hashlib.sha256(f"{worker_cmd}\0{adapter or ''}\0".encode() + code).hexdigest()[:16]
+    return f"worker-{digest}"
+
+
+def _measure(steps: str, postgres: str, dsn: str | None, worker_cmd: str | None = None,
+             adapter: str | None = None) -> dict[str, list[str]]:
     """Run the crash-free baseline in a throwaway session and return its step points."""
     from killpoint.run.config import SessionConfig
     from killpoint.run.opening import open_session
+    from killpoint.run.options import RunOptions, default_exit_codes
     from killpoint.run.trial import step_points
 
     with tempfile.TemporaryDirectory(prefix="killpoint-points-") as tmp, \
-            open_session(SessionConfig(steps, Path(tmp), postgres="dsn" if dsn else postgres, dsn=dsn)) as session:
+            open_session(SessionConfig(steps, Path(tmp), postgres="dsn" if dsn else postgres, dsn=dsn,
+                                       worker_cmd=worker_cmd, adapter=adapter,
+                                       options=RunOptions(exit_codes=default_exit_codes(worker_cmd)))) as session:
         return step_points(session.baseline())
