@@ -6,9 +6,10 @@ node names are the steps. Read without importing LangGraph, from the rows it wri
 1. The run's latest checkpoint is its row with the greatest `checkpoint_id` (uuid6, ordered by time) in
    the root namespace (`checkpoint_ns = ''`).
 2. The nodes still to run are the `branch:to:NODE` keys of that checkpoint's `channel_values` (LangGraph
-   keeps a trigger channel per scheduled node and drops it once the node has run). The first of them,
-   by name, is the cursor: the node in progress, which a request sent now belongs to and which the
-   checkpoint being committed now records.
+   keeps a trigger channel per scheduled node and drops it once the node has run), and the nodes of a fan-in
+   (`add_edge(["a", "b"], "c")`) whose join channel is complete and not yet consumed (`joined`: it is kept
+   as a blob, not among the values). The first of them, by name, is the cursor: the node in progress, which
+   a request sent now belongs to and which the checkpoint being committed now records.
 3. Status: no row, None; a `loop` checkpoint with no node left, "done"; otherwise "running".
 4. Checkpoint points: the commit of each new `loop` checkpoint (an INSERT), held by the SQL barrier; its
    seq (in the audit trail, and the marker that moves at each commit) is LangGraph's superstep number,
@@ -39,14 +40,51 @@ import psycopg
 from killpoint.adapters.base import FrameworkRecords, Hold, fetch_all, fetch_one, table_exists
 
 BRANCH = "branch:to:"
+JOIN = "join:"
 
-LATEST_SQL = """
+
+def _msgpack_str(name: str) -> str:
+    """SQL: the text expression `name` as msgpack encodes a string (fixstr under 32 bytes, else str8)."""
+    raw = f"convert_to({name}, 'UTF8')"
+    return (f"(CASE WHEN octet_length({raw}) < 32 THEN set_byte(decode('00', 'hex'), 0, 160 + octet_length({raw})) "
+            f"ELSE set_byte(decode('d900', 'hex'), 1, least(octet_length({raw}), 255)) END || {raw})")
+
+
+def joined(checkpoint: str, thread: str, ns: str) -> str:
+    """SQL: the nodes that a complete join of `checkpoint` (a jsonb expression; its thread and namespace) has
+    triggered and that have not run yet (flow step 2), as a text array (NULL for none).
+
+    A node with several incoming edges (`add_edge(["a", "b"], "c")`) is triggered by the channel
+    `join:a+b:c`, a set of the sources seen so far, which LangGraph keeps as a blob (`checkpoint_blobs`,
+    at the version `channel_versions` names), never among the inline `channel_values`: the join is complete
+    when every source is in it, and it is emptied when `c` runs. The set is read without LangGraph by the
+    encoded names in the blob: a msgpack string each (JsonPlusSerializer's "msgpack"), or a quoted one in
+    a "json" blob; a blob of another kind is never counted complete."""
+    return f"""(SELECT array_agg(regexp_replace(j.key, '^.*:', '') ORDER BY j.key)
+  FROM jsonb_each_text({checkpoint}->'channel_versions') AS j(key, ver)
+  JOIN checkpoint_blobs b ON b.thread_id = {thread} AND b.checkpoint_ns = {ns} AND b.channel = j.key
+                         AND b.version = j.ver
+  WHERE left(j.key, {len(JOIN)}) = '{JOIN}' AND b.blob IS NOT NULL AND b.type IN ('msgpack', 'json')
+    AND NOT EXISTS (SELECT 1 FROM unnest(string_to_array(split_part(j.key, ':', 2), '+')) AS n(name)
+                    WHERE position((CASE WHEN b.type = 'json' THEN convert_to('"' || n.name || '"', 'UTF8')
+                                         ELSE {_msgpack_str('n.name')} END) IN b.blob) = 0))"""
+
+
+LATEST_SQL = f"""
 SELECT checkpoint->'channel_values', metadata->>'source',
        (SELECT max((c.metadata->>'step')::bigint) FROM checkpoints c
-        WHERE c.thread_id = %(run)s AND c.checkpoint_ns = '' AND c.metadata->>'source' = 'loop')
+        WHERE c.thread_id = %(run)s AND c.checkpoint_ns = '' AND c.metadata->>'source' = 'loop'),
+       {joined("checkpoint", "thread_id", "checkpoint_ns")}
 FROM checkpoints WHERE thread_id = %(run)s AND checkpoint_ns = ''
 ORDER BY checkpoint_id DESC LIMIT 1
 """
+
+PENDING = f"""(SELECT array_agg(n ORDER BY n) FROM (
+  SELECT substr(k, {len(BRANCH) + 1}) FROM jsonb_object_keys(r->'checkpoint'->'channel_values') AS k
+  WHERE left(k, {len(BRANCH)}) = '{BRANCH}'
+  UNION SELECT unnest({joined("r->'checkpoint'", "r->>'thread_id'", "coalesce(r->>'checkpoint_ns', '')")})) AS p(n))"""
+"""SQL over `r`, a written checkpoints row as jsonb: the nodes still to run after it (flow step 2), sorted,
+for the audit trail's cursor and status."""
 
 BEHIND_SQL = """
 SELECT (c.metadata->>'step')::bigint, (p.metadata->>'step')::bigint
@@ -77,10 +115,8 @@ class LangGraphAdapter(FrameworkRecords):
                 when="TG_OP = 'INSERT' AND r->'metadata'->>'source' = 'loop' "
                      "AND coalesce(r->>'checkpoint_ns', '') = ''",
                 seq="(r->'metadata'->>'step')::bigint",
-                cursor=f"coalesce((SELECT substr(min(k), {len(BRANCH) + 1}) FROM "
-                       f"jsonb_object_keys(r->'checkpoint'->'channel_values') AS k WHERE k LIKE '{BRANCH}%'), 'done')",
-                status=f"CASE WHEN EXISTS (SELECT 1 FROM jsonb_object_keys(r->'checkpoint'->'channel_values') AS k "
-                       f"WHERE k LIKE '{BRANCH}%') THEN 'running' ELSE 'done' END")
+                cursor=f"coalesce(({PENDING})[1], 'done')",
+                status=f"CASE WHEN {PENDING} IS NULL THEN 'done' ELSE 'running' END")
 
     def no_checkpoint_hint(self, commits: int) -> str:
         """Flow step 6."""
@@ -109,20 +145,21 @@ class LangGraphAdapter(FrameworkRecords):
         return [r[0] for r in fetch_all(conn, "SELECT DISTINCT thread_id FROM checkpoints WHERE NOT "
                                               "(thread_id = ANY(%s)) ORDER BY thread_id LIMIT %s", (besides, limit))]
 
-    def _latest(self, conn: psycopg.Connection, run_id: str) -> tuple[dict, str | None, int] | None:
+    def _latest(self, conn: psycopg.Connection, run_id: str) -> tuple[dict, str | None, int, list[str]] | None:
         row: Any = fetch_one(conn, LATEST_SQL, {"run": run_id})
-        return (row[0] or {}, row[1], -1 if row[2] is None else int(row[2])) if row else None
+        return (row[0] or {}, row[1], -1 if row[2] is None else int(row[2]), list(row[3] or [])) if row else None
 
     @staticmethod
-    def _next(values: dict) -> list[str]:
-        return sorted(k[len(BRANCH):] for k in values if k.startswith(BRANCH))
+    def _next(values: dict, joins: list[str]) -> list[str]:
+        """The nodes still to run (flow step 2): those a `branch:to:` channel or a complete join triggers."""
+        return sorted({k[len(BRANCH):] for k in values if k.startswith(BRANCH)} | set(joins))
 
     def status(self, conn: psycopg.Connection, run_id: str) -> str | None:
         latest = self._latest(conn, run_id)
         if latest is None:
             return None
-        values, source, _ = latest
-        return "done" if source == "loop" and not self._next(values) else "running"
+        values, source, _, joins = latest
+        return "done" if source == "loop" and not self._next(values, joins) else "running"
 
     def cursor(self, conn: psycopg.Connection, run_id: str) -> str | None:
         return self.progress(conn, run_id)[0]
@@ -131,15 +168,15 @@ class LangGraphAdapter(FrameworkRecords):
         latest = self._latest(conn, run_id)
         if latest is None:
             return None, None
-        pending = self._next(latest[0])
+        pending = self._next(latest[0], latest[3])
         return (pending[0] if pending else None), latest[2]
 
     def final(self, conn: psycopg.Connection, run_id: str) -> tuple[dict | None, str | None]:
         latest = self._latest(conn, run_id)
         if latest is None:
             return None, None
-        values, source, count = latest
-        pending = self._next(values)
+        values, source, count, joins = latest
+        pending = self._next(values, joins)
         done = source == "loop" and not pending
         record = {"run_id": run_id, "seq": count, "cursor": "done" if done else (pending[0] if pending else None),
                   "status": "done" if done else "running",

@@ -1,0 +1,79 @@
+"""A LangGraph fan-in (`add_edge(["email", "copy2"], "record")`) triggers its node through a join channel that
+LangGraph keeps as a blob, not among the checkpoint's values: a checkpoint taken after both sources ran and
+before `record` did is not done (before: the adapter read it as done, so a worker killed there was never
+resumed and the run ended without `record`). Read from a real graph's rows: the adapter's status and cursor,
+and the audit trail's per-commit cursor and status, at each point of the graph, including a join one of
+whose sources never ran (done: nothing will ever trigger it)."""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+import psycopg
+import pytest
+
+pytest.importorskip("langgraph.checkpoint.postgres", reason="pip install 'killpoint[langgraph]'")
+
+from langgraph.checkpoint.postgres import PostgresSaver  # noqa: E402
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+
+from killpoint.adapters import get  # noqa: E402
+from killpoint.env import audit  # noqa: E402
+
+
+class State(TypedDict, total=False):
+    plan: int
+    email: int
+    copy: int
+    record: int
+    skip: bool
+
+
+def fan_in(saver: PostgresSaver, stop_before: list[str]):
+    """plan -> (email, copy -> copy2) -> record: uneven branches into one join; `copy` may skip `copy2`."""
+    g = StateGraph(State)
+    g.add_node("plan", lambda s: {"plan": 1})
+    g.add_node("email", lambda s: {"email": 1})
+    g.add_node("copy", lambda s: {"copy": 1})
+    g.add_node("copy2", lambda s: {"copy": 2})
+    g.add_node("record", lambda s: {"record": 1})
+    g.add_edge(START, "plan")
+    g.add_edge("plan", "email")
+    g.add_edge("plan", "copy")
+    g.add_conditional_edges("copy", lambda s: END if s.get("skip") else "copy2", ["copy2", END])
+    g.add_edge(["email", "copy2"], "record")
+    g.add_edge("record", END)
+    return g.compile(checkpointer=saver, interrupt_before=stop_before)
+
+
+def step(dsn: str, thread: str, stop_before: list[str], first: dict | None) -> None:
+    with PostgresSaver.from_conn_string(dsn) as saver:
+        saver.setup()
+        fan_in(saver, stop_before).invoke(first, {"configurable": {"thread_id": thread}}, durability="sync")
+
+
+def test_a_complete_join_not_yet_run_is_pending_and_an_emptied_one_is_not(pg_dsn: str) -> None:
+    adapter = get("langgraph")
+    with PostgresSaver.from_conn_string(pg_dsn) as saver:
+        saver.setup()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        audit.install(conn, hold=adapter.hold)
+
+    def read() -> tuple[str | None, str | None]:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            return adapter.status(conn, "t"), adapter.cursor(conn, "t")
+
+    step(pg_dsn, "t", ["copy2"], {})            # plan, then email and copy ran: the join has email only
+    assert read() == ("running", "copy2")
+    step(pg_dsn, "t", ["record"], None)         # copy2 ran: the join is complete, record not run
+    assert read() == ("running", "record")      # before: ("done", None)
+    step(pg_dsn, "t", [], None)                 # record ran: the join is emptied
+    assert read() == ("done", None)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        trail = conn.execute("SELECT seq, cursor, status FROM killpoint_audit WHERE run_id = 't' ORDER BY seq")
+        assert [(c, s) for _, c, s in trail.fetchall()] == [
+            ("plan", "running"), ("copy", "running"), ("copy2", "running"), ("record", "running"), ("done", "done")]
+
+    step(pg_dsn, "u", [], {"skip": True})       # copy ends the branch: the join never completes
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        assert (adapter.status(conn, "u"), adapter.cursor(conn, "u")) == ("done", None)
