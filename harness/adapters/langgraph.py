@@ -8,7 +8,7 @@ node names are the steps. Read without importing LangGraph, from the rows it wri
 2. The nodes still to run are the `branch:to:NODE` keys of that checkpoint's `channel_values` (LangGraph
    keeps a trigger channel per scheduled node and drops it once the node has run), and the nodes of a fan-in
    (`add_edge(["a", "b"], "c")`) whose join channel is complete and not yet consumed (`joined`: it is kept
-   as a blob, not among the values). The first of them, by name, is the cursor: the node in progress, which
+   as a blob, not among the values), and the nodes of pending `Send` packets (a fan-out: `sent`). The first of them, by name, is the cursor: the node in progress, which
    a request sent now belongs to and which the checkpoint being committed now records.
 3. Status: no row, None; a `loop` checkpoint with no node left, "done"; otherwise "running".
 4. Checkpoint points: the commit of each new `loop` checkpoint (an INSERT), held by the SQL barrier; its
@@ -70,11 +70,36 @@ def joined(checkpoint: str, thread: str, ns: str) -> str:
                                          ELSE {_msgpack_str('n.name')} END) IN b.blob) = 0))"""
 
 
+TASKS = "__pregel_tasks"
+SEND = "a453656e6492"
+"""A `Send` packet as msgpack encodes it, up to its node: the string "Send" (0xa4 + 4 bytes), then a
+2-array (0x92) whose first item is the node's name."""
+
+
+def sent(checkpoint: str, thread: str, ns: str) -> str:
+    """SQL: the nodes that pending `Send` packets of `checkpoint` will run (a fan-out, `Send("email", {...})`
+    from a conditional edge), as a text array (NULL for none; '' for a packet whose node cannot be read).
+
+    LangGraph keeps the packets in the channel `__pregel_tasks`, a blob like a join's (`joined`), emptied once
+    they ran: pending while that blob, at the version `channel_versions` names, is a non-empty list (msgpack
+    0x90 and json `[]` are empty). The node named is the first packet's (a msgpack string after "Send")."""
+    return f"""(SELECT ARRAY[coalesce(CASE WHEN b.type = 'msgpack' AND position(decode('{SEND}', 'hex') IN b.blob) > 0
+      AND get_byte(b.blob, position(decode('{SEND}', 'hex') IN b.blob) + 5) BETWEEN 161 AND 191
+    THEN convert_from(substring(b.blob FROM position(decode('{SEND}', 'hex') IN b.blob) + 7
+                                FOR get_byte(b.blob, position(decode('{SEND}', 'hex') IN b.blob) + 5) - 160), 'UTF8')
+    END, '')]
+  FROM checkpoint_blobs b
+  WHERE b.thread_id = {thread} AND b.checkpoint_ns = {ns} AND b.channel = '{TASKS}'
+    AND b.version = {checkpoint}->'channel_versions'->>'{TASKS}' AND b.blob IS NOT NULL
+    AND ((b.type = 'msgpack' AND get_byte(b.blob, 0) <> 144) OR (b.type = 'json' AND btrim(convert_from(b.blob,
+         'UTF8')) <> '[]')))"""
+
+
 LATEST_SQL = f"""
 SELECT checkpoint->'channel_values', metadata->>'source',
        (SELECT max((c.metadata->>'step')::bigint) FROM checkpoints c
         WHERE c.thread_id = %(run)s AND c.checkpoint_ns = '' AND c.metadata->>'source' = 'loop'),
-       {joined("checkpoint", "thread_id", "checkpoint_ns")}
+       {joined("checkpoint", "thread_id", "checkpoint_ns")} || {sent("checkpoint", "thread_id", "checkpoint_ns")}
 FROM checkpoints WHERE thread_id = %(run)s AND checkpoint_ns = ''
 ORDER BY checkpoint_id DESC LIMIT 1
 """
@@ -82,7 +107,8 @@ ORDER BY checkpoint_id DESC LIMIT 1
 PENDING = f"""(SELECT array_agg(n ORDER BY n) FROM (
   SELECT substr(k, {len(BRANCH) + 1}) FROM jsonb_object_keys(r->'checkpoint'->'channel_values') AS k
   WHERE left(k, {len(BRANCH)}) = '{BRANCH}'
-  UNION SELECT unnest({joined("r->'checkpoint'", "r->>'thread_id'", "coalesce(r->>'checkpoint_ns', '')")})) AS p(n))"""
+  UNION SELECT unnest({joined("r->'checkpoint'", "r->>'thread_id'", "coalesce(r->>'checkpoint_ns', '')")})
+  UNION SELECT unnest({sent("r->'checkpoint'", "r->>'thread_id'", "coalesce(r->>'checkpoint_ns', '')")})) AS p(n))"""
 """SQL over `r`, a written checkpoints row as jsonb: the nodes still to run after it (flow step 2), sorted,
 for the audit trail's cursor and status."""
 
@@ -115,7 +141,7 @@ class LangGraphAdapter(FrameworkRecords):
                 when="TG_OP = 'INSERT' AND r->'metadata'->>'source' = 'loop' "
                      "AND coalesce(r->>'checkpoint_ns', '') = ''",
                 seq="(r->'metadata'->>'step')::bigint",
-                cursor=f"coalesce(({PENDING})[1], 'done')",
+                cursor=f"coalesce(nullif(({PENDING})[1], ''), CASE WHEN {PENDING} IS NULL THEN 'done' END)",
                 status=f"CASE WHEN {PENDING} IS NULL THEN 'done' ELSE 'running' END")
 
     def no_checkpoint_hint(self, commits: int) -> str:
@@ -151,7 +177,8 @@ class LangGraphAdapter(FrameworkRecords):
 
     @staticmethod
     def _next(values: dict, joins: list[str]) -> list[str]:
-        """The nodes still to run (flow step 2): those a `branch:to:` channel or a complete join triggers."""
+        """The nodes still to run (flow step 2): those a `branch:to:` channel, a complete join or a pending
+        `Send` triggers ('' for a `Send` whose node cannot be read: still to run, named by no cursor)."""
         return sorted({k[len(BRANCH):] for k in values if k.startswith(BRANCH)} | set(joins))
 
     def status(self, conn: psycopg.Connection, run_id: str) -> str | None:
@@ -168,7 +195,7 @@ class LangGraphAdapter(FrameworkRecords):
         latest = self._latest(conn, run_id)
         if latest is None:
             return None, None
-        pending = self._next(latest[0], latest[3])
+        pending = [n for n in self._next(latest[0], latest[3]) if n]
         return (pending[0] if pending else None), latest[2]
 
     def final(self, conn: psycopg.Connection, run_id: str) -> tuple[dict | None, str | None]:
@@ -178,6 +205,7 @@ class LangGraphAdapter(FrameworkRecords):
         values, source, count, joins = latest
         pending = self._next(values, joins)
         done = source == "loop" and not pending
+        pending = [n for n in pending if n]
         record = {"run_id": run_id, "seq": count, "cursor": "done" if done else (pending[0] if pending else None),
                   "status": "done" if done else "running",
                   "state": {k: v for k, v in values.items() if not k.startswith(BRANCH)}}

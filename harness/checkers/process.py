@@ -15,6 +15,7 @@ from killpoint.checkers.visits import (
     Operation,
     Visit,
     attempt_operations,
+    event_visits,
     label,
     looped,
     order,
@@ -61,7 +62,8 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     `checkpoint.committed`, and a `stop` (a zombie and its successor both go on), counts for the visit after
     it too (`_following`); so does one at its `checkpoint.writing` when the crash-free run's next visit sent a
     request before that commit (`_late_commits`: LangGraph's async durability writes a node's checkpoint while
-    the next runs).
+    the next runs). A fault that ends or freezes its worker counts, too, for each other visit it caught in
+    flight in that worker (`_in_flight`: parallel branches, tool calls run at once).
     """
     points = visits_of(ev, Point)
     starts = Counter(v for e, v in points if isinstance(e, Point) and e.point == "step.start")
@@ -92,6 +94,8 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
         allowed.update(following[v] for f, v in faults if isinstance(f, FaultFired) and v in following
                        and (f.point == "checkpoint.committed" or f.action == "stop"
                             or (f.point == "checkpoint.writing" and v in late)))
+    if paired:  # a fault that ends or freezes a worker also cuts short the visits running beside its own
+        allowed.update(_in_flight(ev, _side_by_side(base)))
     rereads = _rereads(base, paired)  # each start of a visit re-reads what the crash-free one did
     allowed.update({v: n * max(1, starts.get(v, 0) if paired else 1 + sum(hits.values()))
                     for v, n in rereads.items()})
@@ -113,6 +117,59 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
     if not starts:
         return passed("bounded_rework", "black-box worker: repeated effects within one per fault (step starts unseen)")
     return passed("bounded_rework", f"{sum(starts.values())} step starts for {len(starts)} step visits")
+
+
+def _segments(ev: Evidence) -> list[set[Visit]]:
+    """The visits with points in each stretch of one incarnation between two `checkpoint.committed` points."""
+    visits = event_visits(ev)
+    open_: dict[str | None, set[Visit]] = {}
+    out: list[set[Visit]] = []
+    for i, e in enumerate(ev.events):
+        if not isinstance(e, Point) or i not in visits:
+            continue
+        current = open_.setdefault(e.inc, set())
+        current.add(visits[i])
+        if e.point == "checkpoint.committed":
+            out.append(open_.pop(e.inc))
+    return out + list(open_.values())
+
+
+def _side_by_side(base: Evidence | None) -> set[frozenset]:
+    """The pairs of visits the crash-free run ran side by side: with points in one stretch between two
+    commits (parallel branches of a superstep, tool calls sent at once). None without a crash-free run."""
+    if base is None:
+        return set()
+    return {frozenset((a, b)) for seg in _segments(base) for a in seg for b in seg if a != b}
+
+
+def _in_flight(ev: Evidence, side_by_side: set[frozenset]) -> Counter:
+    """The visits besides its own that each fault ending or freezing its worker (a process fault, or a service
+    fault that ended it: `_ended_worker`) caught in flight, once per fault: those the crash-free run ran side
+    by side with the fault's (`_side_by_side`) that have a point of that incarnation since its last
+    `checkpoint.committed` before the fault, or a request it sent after the fault and before its next commit
+    (one arriving while the fault's point was held). Parallel branches of one graph superstep, tool calls run
+    at once, steps gathered by asyncio: a kill in one repeats what the others had sent too, one operation
+    each. Visits the crash-free run ran one after the other gain nothing (an early request of the next step
+    is `_late_commits`' to excuse)."""
+    out: Counter = Counter()
+    visits = event_visits(ev)
+    events = ev.events
+    for i, f in enumerate(events):
+        if not (isinstance(f, FaultFired) and f.inc and (is_process(str(f.action)) or _ended_worker(ev, f))):
+            continue
+        own, caught = visits.get(i), set()
+        for span, requests_only in ((range(i - 1, -1, -1), False), (range(i + 1, len(events)), True)):
+            for j in span:
+                e = events[j]
+                if not isinstance(e, Point) or e.inc != f.inc:
+                    continue
+                if e.point == "checkpoint.committed":
+                    break
+                if j in visits and visits[j] != own and (not requests_only or e.point in REQUEST_POINTS) \
+                        and frozenset((own, visits[j])) in side_by_side:
+                    caught.add(visits[j])
+        out.update(caught)
+    return out
 
 
 def _rereads(base: Evidence | None, paired: bool) -> Counter:

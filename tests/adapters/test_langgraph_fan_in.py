@@ -3,11 +3,13 @@ LangGraph keeps as a blob, not among the checkpoint's values: a checkpoint taken
 before `record` did is not done (before: the adapter read it as done, so a worker killed there was never
 resumed and the run ended without `record`). Read from a real graph's rows: the adapter's status and cursor,
 and the audit trail's per-commit cursor and status, at each point of the graph, including a join one of
-whose sources never ran (done: nothing will ever trigger it)."""
+whose sources never ran (done: nothing will ever trigger it). The same for a fan-out: `Send` packets wait
+in `__pregel_tasks`, another blob."""
 
 from __future__ import annotations
 
-from typing import TypedDict
+import operator
+from typing import Annotated, TypedDict
 
 import psycopg
 import pytest
@@ -16,6 +18,7 @@ pytest.importorskip("langgraph.checkpoint.postgres", reason="pip install 'killpo
 
 from langgraph.checkpoint.postgres import PostgresSaver  # noqa: E402
 from langgraph.graph import END, START, StateGraph  # noqa: E402
+from langgraph.types import Send  # noqa: E402
 
 from killpoint.adapters import get  # noqa: E402
 from killpoint.env import audit  # noqa: E402
@@ -77,3 +80,39 @@ def test_a_complete_join_not_yet_run_is_pending_and_an_emptied_one_is_not(pg_dsn
     step(pg_dsn, "u", [], {"skip": True})       # copy ends the branch: the join never completes
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         assert (adapter.status(conn, "u"), adapter.cursor(conn, "u")) == ("done", None)
+
+
+class Items(TypedDict, total=False):
+    items: list
+    out: Annotated[list, operator.add]
+    done: bool
+
+
+def fan_out(saver: PostgresSaver, stop_before: list[str]):
+    """plan -> Send("work", ...) per item -> record: the packets wait in `__pregel_tasks`, a blob."""
+    g = StateGraph(Items)
+    g.add_node("plan", lambda s: {"items": [1, 2]})
+    g.add_node("work", lambda a: {"out": [a["x"]]})
+    g.add_node("record", lambda s: {"done": True})
+    g.add_edge(START, "plan")
+    g.add_conditional_edges("plan", lambda s: [Send("work", {"x": i}) for i in s["items"]], ["work"])
+    g.add_edge("work", "record")
+    g.add_edge("record", END)
+    return g.compile(checkpointer=saver, interrupt_before=stop_before)
+
+
+def test_pending_send_packets_are_pending_and_name_their_node(pg_dsn: str) -> None:
+    adapter = get("langgraph")
+    with PostgresSaver.from_conn_string(pg_dsn) as saver:
+        saver.setup()
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            audit.install(conn, hold=adapter.hold)
+        config = {"configurable": {"thread_id": "s"}}
+        fan_out(saver, ["work"]).invoke({}, config, durability="sync")  # plan ran: two packets wait
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            assert (adapter.status(conn, "s"), adapter.cursor(conn, "s")) == ("running", "work")  # before: done
+        fan_out(saver, []).invoke(None, config, durability="sync")
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        assert (adapter.status(conn, "s"), adapter.cursor(conn, "s")) == ("done", None)
+        trail = conn.execute("SELECT cursor, status FROM killpoint_audit WHERE run_id = 's' ORDER BY seq").fetchall()
+    assert trail == [("plan", "running"), ("work", "running"), ("record", "running"), ("done", "done")], trail

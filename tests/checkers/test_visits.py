@@ -111,3 +111,30 @@ def test_a_thawed_zombies_request_no_step_claims_is_bounded_by_the_runs_faults()
     assert once.outcome == "pass", once
     twice = bounded_rework(run("kill", "r#2", "r#3"), None)
     assert twice.outcome == "fail" and "the run: 2 repeated after 1 fault" in twice.reason, twice
+
+
+def test_a_kill_in_one_parallel_branch_may_repeat_what_the_branch_beside_it_sent() -> None:
+    """A graph's superstep runs `email` and `copy` side by side; a kill at email's request, after copy's went
+    out, repeats copy's too on resume (deduplicated): one repeat for the branch beside the fault's. The same
+    repeat is not excused when the crash-free run committed `copy` before `email` began (one after the other)."""
+    from killpoint.checkers.process import bounded_rework
+
+    def run(inc: str, parallel: bool) -> list:
+        copy, email = (_point(inc, "copy", "effect.received", source="resend"),
+                       _point(inc, "email", "effect.received", source="resend"))
+        if parallel:
+            return [copy, email, _point(inc, "copy", "checkpoint.committed", 1)]
+        return [copy, _point(inc, "copy", "checkpoint.committed", 1), email, _point(inc, "email", "checkpoint.committed", 2)]
+
+    for parallel in (True, False):
+        base = Evidence("b", events=run("b#1", parallel), attempts=[{"service": "resend", "outcome": "applied"}] * 2)
+        killed = [_point("r#1", "copy", "effect.received", source="resend"),
+                  _point("r#1", "email", "effect.received", source="resend"),
+                  FaultFired(run_id="r", inc="r#1", step="email", point="effect.received", action="kill"),
+                  *run("r#2", True)]
+        ev = Evidence("r", events=killed, attempts=[{"service": "resend", "outcome": "applied"},
+                                                    {"service": "resend", "outcome": "applied"},
+                                                    {"service": "resend", "outcome": "deduplicated"},
+                                                    {"service": "resend", "outcome": "deduplicated"}])
+        verdict = bounded_rework(ev, base)
+        assert verdict.outcome == ("pass" if parallel else "fail"), (parallel, verdict)

@@ -4,6 +4,8 @@ lookalike, a few targeted trials each (a framework worker is a fresh interpreter
 - a LangGraph graph invoked with `durability="exit"` checkpoints only after every node ran: no scenario has
   a fault point in a node, and each says so, and why, and is never PASS (nor a traceback); the same graph
   with `durability="sync"` is testable and passes;
+- a LangGraph graph whose emails go out in parallel branches of one superstep (a fan-in, or `Send`
+  packets) passes keyed at the schedules that failed it before, and fails exactly_once bare;
 - a DBOS workflow calling Stripe with the SDK's random keys creates a second PaymentIntent when recovered
   after Stripe applied the first: exactly_once names that PaymentIntent (the refund of it is a knock-on, not
   "extra"); with keys from the workflow id it passes. The history's `run.begin` names the worker command
@@ -64,6 +66,29 @@ def test_the_same_graph_checkpointing_each_node_is_tested_and_passes(sandbox, la
                "--adapter", "langgraph", "--worker-cmd", worker("lg_durability.py", "--durability", "sync"))
     assert proc.returncode == 0 and re.search(r"^PASS\s+crash-points\s+1 schedules", proc.stdout, re.MULTILINE), \
         describe(proc)
+
+
+@pytest.mark.parametrize(("shape", "schedule"), [
+    ("fan-in", "copy:checkpoint.writing:term"),   # before: read as done before `record` (same_final_state)
+    ("fan-in", "email:effect.received:kill"),     # before: copy's keyed repeat charged to no fault (bounded_rework)
+    ("send", "plan:checkpoint.writing:term"),     # before: read as done with the packets unsent (exactly_once)
+])
+def test_a_keyed_graph_sending_in_parallel_passes(sandbox, langgraph, shape, schedule):
+    """Branches of one superstep (a fan-in joined by `add_edge([...], "record")`, or `Send` packets): the
+    run is not done while a complete join or a packet waits (both are blobs, not checkpoint values), and a
+    kill in one branch repeats what the others had sent too, one keyed repeat each."""
+    proc = cli(sandbox, "replay", "--scenario", "crash-points", "--schedule", schedule, "--adapter", "langgraph",
+               "--worker-cmd", worker("lg_parallel.py", "--shape", shape, "--keyed"))
+    assert proc.returncode == 0 and re.search(r"^PASS\s+crash-points\s+1 schedules", proc.stdout, re.MULTILINE), \
+        describe(proc)
+
+
+@pytest.mark.parametrize("shape", ["fan-in", "send"])
+def test_the_same_graph_sending_bare_fails_exactly_once(sandbox, langgraph, shape):
+    """The look-alike without keys: a kill while the branches are in flight sends an email twice."""
+    bare = cli(sandbox, "explore", "--scenario", "crash-points", "--exhaustive", "--actions", "kill",
+               "--adapter", "langgraph", "--worker-cmd", worker("lg_parallel.py", "--shape", shape))
+    assert bare.returncode == 1 and "exactly_once" in failing_checkers(bare.stdout), describe(bare)
 
 
 @pytest.mark.parametrize("keys", ["random", "workflow"])
