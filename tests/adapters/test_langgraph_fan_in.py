@@ -55,31 +55,41 @@ def step(dsn: str, thread: str, stop_before: list[str], first: dict | None) -> N
         fan_in(saver, stop_before).invoke(first, {"configurable": {"thread_id": thread}}, durability="sync")
 
 
-def test_a_complete_join_not_yet_run_is_pending_and_an_emptied_one_is_not(pg_dsn: str) -> None:
-    adapter = get("langgraph")
-    with PostgresSaver.from_conn_string(pg_dsn) as saver:
+def audited(dsn: str) -> None:
+    """LangGraph's tables, and the audit trigger killpoint puts on its checkpoints (per-commit cursor, status)."""
+    with PostgresSaver.from_conn_string(dsn) as saver:
         saver.setup()
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        audit.install(conn, hold=adapter.hold)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        audit.install(conn, hold=get("langgraph").hold)
 
-    def read() -> tuple[str | None, str | None]:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            return adapter.status(conn, "t"), adapter.cursor(conn, "t")
+
+def read(dsn: str, thread: str) -> tuple[str | None, str | None]:
+    """The adapter's status and cursor of `thread`."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return get("langgraph").status(conn, thread), get("langgraph").cursor(conn, thread)
+
+
+def trail(dsn: str, thread: str) -> list[tuple[str, str]]:
+    """The audit trail's (cursor, status) of each committed checkpoint of `thread`, in order."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return conn.execute("SELECT cursor, status FROM killpoint_audit WHERE run_id = %s ORDER BY seq",
+                            (thread,)).fetchall()
+
+
+def test_a_complete_join_not_yet_run_is_pending_and_an_emptied_one_is_not(pg_dsn: str) -> None:
+    audited(pg_dsn)
 
     step(pg_dsn, "t", ["copy2"], {})            # plan, then email and copy ran: the join has email only
-    assert read() == ("running", "copy2")
+    assert read(pg_dsn, "t") == ("running", "copy2")
     step(pg_dsn, "t", ["record"], None)         # copy2 ran: the join is complete, record not run
-    assert read() == ("running", "record")      # before: ("done", None)
+    assert read(pg_dsn, "t") == ("running", "record")  # before: ("done", None)
     step(pg_dsn, "t", [], None)                 # record ran: the join is emptied
-    assert read() == ("done", None)
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        trail = conn.execute("SELECT seq, cursor, status FROM killpoint_audit WHERE run_id = 't' ORDER BY seq")
-        assert [(c, s) for _, c, s in trail.fetchall()] == [
-            ("plan", "running"), ("copy", "running"), ("copy2", "running"), ("record", "running"), ("done", "done")]
+    assert read(pg_dsn, "t") == ("done", None)
+    assert trail(pg_dsn, "t") == [
+        ("plan", "running"), ("copy", "running"), ("copy2", "running"), ("record", "running"), ("done", "done")]
 
     step(pg_dsn, "u", [], {"skip": True})       # copy ends the branch: the join never completes
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        assert (adapter.status(conn, "u"), adapter.cursor(conn, "u")) == ("done", None)
+    assert read(pg_dsn, "u") == ("done", None)
 
 
 class Items(TypedDict, total=False):
@@ -102,17 +112,11 @@ def fan_out(saver: PostgresSaver, stop_before: list[str]):
 
 
 def test_pending_send_packets_are_pending_and_name_their_node(pg_dsn: str) -> None:
-    adapter = get("langgraph")
+    audited(pg_dsn)
+    config = {"configurable": {"thread_id": "s"}}
     with PostgresSaver.from_conn_string(pg_dsn) as saver:
-        saver.setup()
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            audit.install(conn, hold=adapter.hold)
-        config = {"configurable": {"thread_id": "s"}}
         fan_out(saver, ["work"]).invoke({}, config, durability="sync")  # plan ran: two packets wait
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            assert (adapter.status(conn, "s"), adapter.cursor(conn, "s")) == ("running", "work")  # before: done
+        assert read(pg_dsn, "s") == ("running", "work")  # before: ("done", None)
         fan_out(saver, []).invoke(None, config, durability="sync")
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        assert (adapter.status(conn, "s"), adapter.cursor(conn, "s")) == ("done", None)
-        trail = conn.execute("SELECT cursor, status FROM killpoint_audit WHERE run_id = 's' ORDER BY seq").fetchall()
-    assert trail == [("plan", "running"), ("work", "running"), ("record", "running"), ("done", "done")], trail
+    assert read(pg_dsn, "s") == ("done", None)
+    assert trail(pg_dsn, "s") == [("plan", "running"), ("work", "running"), ("record", "running"), ("done", "done")]
