@@ -15,7 +15,8 @@ def config(effects: list[str]) -> pytest.Config:
     options = {"--killpoint-effect": effects, "--killpoint-out": "/tmp/killpoint-plugin-effect-test",
                "--killpoint-dsn": None, "--killpoint-postgres": "auto", "--killpoint-spawn": "fork",
                "--killpoint-jobs": 1}
-    return SimpleNamespace(getoption=options.__getitem__, rootpath=Path("."))  # type: ignore[return-value]
+    return SimpleNamespace(getoption=options.__getitem__, rootpath=Path("."),  # type: ignore[return-value]
+                           stash={})  # as pytest_configure leaves it with no --killpoint-worker-cmd
 
 
 def test_effects_reach_the_session_with_their_id_path() -> None:
