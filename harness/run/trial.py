@@ -129,8 +129,6 @@ def crash_free_failure(agent: str, ev: Evidence, exits: list[str] | None = None,
                             starved=judged.reason if judged.outcome == "unknown" else "")
 
 
-
-
 def crash_lines(crashes: dict[str, dict]) -> list[str]:
     """The tracebacks of workers that died of an exception, each different one once (with its log)."""
     out: list[str] = []
