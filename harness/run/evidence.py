@@ -81,15 +81,16 @@ def crash_tail(log: str | None) -> list[str]:
 
 
 TAIL_BYTES = 16384
-"""How much of the end of a worker's log `exit_lines` reads."""
+"""How much of the end of a worker's log `exits` reads."""
 
 
-def exit_lines(incs: Iterable[Incarnation], shown: dict[str, dict], lines: int = 5) -> list[str]:
-    """What the workers that exited non-zero without a traceback (`shown`: those with one, `crashes`) last
-    wrote, each different ending once: a worker that never started its agent (`python: can't open file`,
-    a missing library) or is not written in Python says why only there."""
-    out: list[str] = []
-    seen: dict[tuple[str, ...], list[Incarnation]] = {}
+def exits(incs: Iterable[Incarnation], shown: dict[str, dict], lines: int = 5) -> dict[str, dict]:
+    """The workers that exited non-zero without a traceback (`shown`: those with one, `crashes`), with what
+    they last wrote: incarnation id -> {"log", "exit_code", "tail"} as `crashes` has it, `tail` the last
+    `lines` non-empty lines of the log's end (each cut at 300 characters; [] for an empty log). A worker that
+    never started its agent (`python: can't open file`, a missing library) or is not written in Python says
+    why only there."""
+    out: dict[str, dict] = {}
     for inc in incs:
         if inc.exit_code in (None, 0) or inc.signal is not None or inc.inc in shown or not inc.log:
             continue
@@ -99,14 +100,8 @@ def exit_lines(incs: Iterable[Incarnation], shown: dict[str, dict], lines: int =
                 text = f.read().decode(errors="replace")
         except OSError:
             continue
-        tail = tuple(line[:300] for line in text.splitlines() if line.strip())[-lines:]
-        seen.setdefault(tail, []).append(inc)
-    for tail, same in seen.items():
-        more = f" (and {len(same) - 1} more worker(s) the same way)" if len(same) > 1 else ""
-        first = same[0]
-        out.append(f"worker {first.inc} exited {first.exit_code}{more}; log {first.log}"
-                   + (":" if tail else " (empty)"))
-        out.extend(f"    {line}" for line in tail)
+        tail = [line[:300] for line in text.splitlines() if line.strip()][-lines:]
+        out[inc.inc] = {"log": inc.log, "exit_code": inc.exit_code, "tail": tail}
     return out
 
 

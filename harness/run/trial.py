@@ -111,7 +111,7 @@ class CrashFreeFailure(KillpointError):
 def crash_free_failure(agent: str, ev: Evidence, exits: list[str] | None = None,
                        nothing: str | None = None) -> CrashFreeFailure | None:
     """Why a crash-free run is no reference (it did not finish as done), or None if it is one; `exits`: what
-    its workers that exited non-zero without a traceback last wrote (`evidence.exit_lines`); `nothing`: why
+    its workers that exited non-zero without a traceback last wrote (`exit_lines`); `nothing`: why
     it recorded nothing, where its records say (`Session.why_nothing`)."""
     if ev.limit:
         reason = ev.limit
@@ -131,15 +131,27 @@ def crash_free_failure(agent: str, ev: Evidence, exits: list[str] | None = None,
 
 def crash_lines(crashes: dict[str, dict]) -> list[str]:
     """The tracebacks of workers that died of an exception, each different one once (with its log)."""
+    return _ending_lines(crashes, lambda w: f"died of an exception, exit {w.get('exit_code')}")
+
+
+def exit_lines(exited: dict[str, dict]) -> list[str]:
+    """What workers that exited non-zero without a traceback last wrote (`evidence.exits`), each different
+    ending once (with its log, or that it is empty)."""
+    return _ending_lines(exited, lambda w: f"exited {w.get('exit_code')}")
+
+
+def _ending_lines(ended: dict[str, dict], how: Callable[[dict], str]) -> list[str]:
+    """Each different log ending of `ended` (incarnation id -> {"log", "exit_code", "tail"}) once: a line
+    naming its first worker, how it ended (`how`), how many more ended the same way and its log, then the
+    ending's lines."""
     out: list[str] = []
     seen: dict[tuple, list[str]] = {}
-    for inc, crash in crashes.items():
-        seen.setdefault(tuple(crash.get("tail", [])), []).append(inc)
+    for inc, worker in ended.items():
+        seen.setdefault(tuple(worker.get("tail", [])), []).append(inc)
     for tail, incs in seen.items():
-        first = crashes[incs[0]]
+        first = ended[incs[0]]
         more = f" (and {len(incs) - 1} more worker(s) the same way)" if len(incs) > 1 else ""
-        out.append(f"worker {incs[0]} died of an exception, exit {first.get('exit_code')}{more}; "
-                   f"log {first.get('log')}:")
+        out.append(f"worker {incs[0]} {how(first)}{more}; log {first.get('log')}" + (":" if tail else " (empty)"))
         out.extend(f"    {line}" for line in tail)
     return out
 
@@ -518,15 +530,12 @@ class Session:
     def _raise_unless_finished(self, agent: AgentSpec, ev: Evidence, incarnations: list[Incarnation]) -> None:
         """`CrashFreeFailure` if the crash-free run `ev` is no reference, with what its workers last wrote and,
         for a black-box worker that recorded nothing under its run id, where its records went (`why_nothing`)."""
-        from killpoint.run.evidence import exit_lines
+        from killpoint.run.evidence import exits
 
-        exits = exit_lines(incarnations, ev.crashes)
-        failure = crash_free_failure(self.agent_name(agent), ev, exits)
-        if failure is None:
-            return
-        if ev.final is None and not ev.limit and self.env.black_box:
-            failure = crash_free_failure(self.agent_name(agent), ev, exits, self.why_nothing(ev.run_id)) or failure
-        raise failure
+        nothing = self.why_nothing(ev.run_id) if ev.final is None and not ev.limit and self.env.black_box else None
+        failure = crash_free_failure(self.agent_name(agent), ev, exit_lines(exits(incarnations, ev.crashes)), nothing)
+        if failure is not None:
+            raise failure
 
     def why_nothing(self, run_id: str) -> str | None:
         """Why a black-box worker's run left no record under `run_id`, when the runtime's records show it: they

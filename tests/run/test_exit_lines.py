@@ -1,5 +1,5 @@
 """What a crash-free failure shows of the workers that exited non-zero without a traceback
-(harness/run/evidence.py `exit_lines`): the last lines of each different log ending, once, read from the end
+(harness/run/evidence.py `exits`, harness/run/trial.py `exit_lines`): the last lines of each different log ending, once, read from the end
 of the file however large it is; workers that were killed, exited 0, or left a traceback (shown apart) are
 not repeated."""
 
@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from killpoint.run.evidence import exit_lines
+from killpoint.run.evidence import exits
+from killpoint.run.trial import exit_lines
 
 
 def inc(tmp_path: Path, name: str, text: str | None, exit_code: int | None = 1, signal: int | None = None):
@@ -23,7 +24,7 @@ def test_each_different_ending_is_shown_once_with_the_workers_that_ended_so(tmp_
     incs = [inc(tmp_path, "r#1", big), inc(tmp_path, "r#2", big), inc(tmp_path, "r#3", "", exit_code=4),
             inc(tmp_path, "r#4", "killed\n", exit_code=None, signal=9), inc(tmp_path, "r#5", "fine\n", exit_code=0),
             inc(tmp_path, "r#6", "Traceback ...\n"), inc(tmp_path, "r#7", None)]
-    lines = exit_lines(incs, shown={"r#6": {}})
+    lines = exit_lines(exits(incs, shown={"r#6": {}}))
     assert lines[0] == f"worker r#1 exited 1 (and 1 more worker(s) the same way); log {tmp_path / 'r#1.log'}:"
     assert lines[1:6] == ["    progress line 199997", "    progress line 199998", "    progress line 199999",
                           "    " + "x" * 300, "    error: no DATABASE_URL"]  # the last 5, a long one cut at 300
