@@ -106,10 +106,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
     config = metafunc.config
     marker = metafunc.definition.get_closest_marker("killpoint")
-    steps = (marker.kwargs.get("steps") if marker else None) or _steps(config)
+    pinned = marker.kwargs.get("steps") if marker else None  # a step module named for this test: no worker
+    steps = pinned or _steps(config)
     dsn = config.getoption("--killpoint-dsn")
-    worker_cmd, adapter = config.stash.get(WORKER, (None, None)) if not (marker and marker.kwargs.get("steps")) \
-        else (None, None)
+    worker_cmd, adapter = (None, None) if pinned else config.stash.get(WORKER, (None, None))
     points = crash_free_points(steps, postgres=config.getoption("--killpoint-postgres"), dsn=dsn,
                                worker_cmd=worker_cmd, adapter=adapter)
     schedules = single_faults(points)

@@ -5,8 +5,9 @@ An adapter answers these questions about one run id, each from the runtime's own
 drivers of many runs, about several at once):
 
 1. `status(conn, run_id)`: "done", "failed", "running" (records say the run has more to do), or None (no
-   records at all, also when the runtime's tables do not exist yet: `base.fetch_one`). The controller ends a run when this is "done", or when the worker exited 0 and the
-   records do not say otherwise (None counts as "nothing says otherwise").
+   records at all, also when the runtime's tables do not exist yet: `base.fetch_one`). The controller ends
+   a run when this is "done", or when the worker exited 0 and the records do not say otherwise (None counts
+   as "nothing says otherwise").
 2. `cursor(conn, run_id)`: the step in progress (the one a request sent now belongs to, and the one a
    commit held now checkpoints), or None. Step attribution uses it after a request's own `Killpoint-Step`
    header and its key (harness/run/attribution.py).

@@ -8,8 +8,9 @@ node names are the steps. Read without importing LangGraph, from the rows it wri
 2. The nodes still to run are the `branch:to:NODE` keys of that checkpoint's `channel_values` (LangGraph
    keeps a trigger channel per scheduled node and drops it once the node has run), and the nodes of a fan-in
    (`add_edge(["a", "b"], "c")`) whose join channel is complete and not yet consumed (`joined`: it is kept
-   as a blob, not among the values), and the nodes of pending `Send` packets (a fan-out: `sent`). The first of them, by name, is the cursor: the node in progress, which
-   a request sent now belongs to and which the checkpoint being committed now records.
+   as a blob, not among the values), and the nodes of pending `Send` packets (a fan-out: `sent`). The
+   first of them, by name, is the cursor: the node in progress, which a request sent now belongs to and
+   which the checkpoint being committed now records.
 3. Status: no row, None; a `loop` checkpoint with no node left, "done"; otherwise "running".
 4. Checkpoint points: the commit of each new `loop` checkpoint (an INSERT), held by the SQL barrier; its
    seq (in the audit trail, and the marker that moves at each commit) is LangGraph's superstep number,
@@ -83,12 +84,11 @@ def sent(checkpoint: str, thread: str, ns: str) -> str:
     LangGraph keeps the packets in the channel `__pregel_tasks`, a blob like a join's (`joined`), emptied once
     they ran: pending while that blob, at the version `channel_versions` names, is a non-empty list (msgpack
     0x90 and json `[]` are empty). The node named is the first packet's (a msgpack string after "Send")."""
-    return f"""(SELECT ARRAY[coalesce(CASE WHEN b.type = 'msgpack' AND position(decode('{SEND}', 'hex') IN b.blob) > 0
-      AND get_byte(b.blob, position(decode('{SEND}', 'hex') IN b.blob) + 5) BETWEEN 161 AND 191
-    THEN convert_from(substring(b.blob FROM position(decode('{SEND}', 'hex') IN b.blob) + 7
-                                FOR get_byte(b.blob, position(decode('{SEND}', 'hex') IN b.blob) + 5) - 160), 'UTF8')
-    END, '')]
+    return f"""(SELECT ARRAY[coalesce(CASE WHEN s.at > 0 THEN CASE WHEN get_byte(b.blob, s.at + 5) BETWEEN 161 AND 191
+    THEN convert_from(substring(b.blob FROM s.at + 7 FOR get_byte(b.blob, s.at + 5) - 160), 'UTF8') END END, '')]
   FROM checkpoint_blobs b
+  CROSS JOIN LATERAL (SELECT CASE WHEN b.type = 'msgpack' THEN position(decode('{SEND}', 'hex') IN b.blob)
+                                  ELSE 0 END AS at) s
   WHERE b.thread_id = {thread} AND b.checkpoint_ns = {ns} AND b.channel = '{TASKS}'
     AND b.version = {checkpoint}->'channel_versions'->>'{TASKS}' AND b.blob IS NOT NULL
     AND ((b.type = 'msgpack' AND get_byte(b.blob, 0) <> 144) OR (b.type = 'json' AND btrim(convert_from(b.blob,

@@ -94,8 +94,8 @@ def bounded_rework(ev: Evidence, base: Evidence | None) -> Verdict:
         allowed.update(following[v] for f, v in faults if isinstance(f, FaultFired) and v in following
                        and (f.point == "checkpoint.committed" or f.action == "stop"
                             or (f.point == "checkpoint.writing" and v in late)))
-    if paired:  # a fault that ends or freezes a worker also cuts short the visits running beside its own
-        allowed.update(_in_flight(ev, _side_by_side(base)))
+    if paired and repeated:  # a fault that ends or freezes a worker also cuts short the visits beside its own
+        allowed.update(_in_flight(ev, _side_by_side(base)))  # (read only when something was repeated)
     rereads = _rereads(base, paired)  # each start of a visit re-reads what the crash-free one did
     allowed.update({v: n * max(1, starts.get(v, 0) if paired else 1 + sum(hits.values()))
                     for v, n in rereads.items()})

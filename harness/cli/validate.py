@@ -126,10 +126,10 @@ def _unquoted(text: str) -> list[str]:
 
 def _not_startable(words: list[str], written: list[str]) -> tuple[str, str, str] | None:
     """Why the command could not start a worker as meant, found without running it (flow step 2): shell
-    syntax (a bare operator among `written`, a leading `NAME=value`) in a command no shell reads, a program not on PATH (nor an
-    executable file at the path given), or a Python interpreter whose script is not a file (relative to the
-    working directory, which every incarnation shares). Anything else, even a script that fails, is the
-    agent's to answer for (a crash-free run that fails)."""
+    syntax (a bare operator among `written`, a leading `NAME=value`) in a command no shell reads, a program
+    not on PATH (nor an executable file at the path given), or a Python interpreter whose script is not a
+    file (relative to the working directory, which every incarnation shares). Anything else, even a script
+    that fails, is the agent's to answer for (a crash-free run that fails)."""
     no_shell = "but killpoint runs the command itself, with no shell"
     shell = [w for w in written if w in SHELL_OPERATORS]  # bare: a quoted '|' is an argument the user meant
     if shell:
