@@ -5,7 +5,8 @@
    prints. Sub-parsers inherit the class.
 2. The option types (``grace``, ``budget``, ``count``, ``seed``, ``worker_cmd``) check ranges and shapes
    as the line is parsed: a value outside its range is refused there, never half-used later. A
-   ``--worker-cmd`` whose program is not found, or whose Python script is not a file, is refused there too
+   ``--worker-cmd`` whose program is not found, or whose Python script is not a file (or ``-m`` module not
+   found), is refused there too
    (every incarnation would fail to start, and the run would read as an agent that fails with no faults).
 3. ``check_paths(out, junit, store)`` proves ``--out`` can be created and written, and ``--junit`` written, before a
    run begins (not after an hour of trials); and, for ``run`` and ``explore`` without ``--no-store``, the
@@ -26,6 +27,7 @@ import os
 import re
 import shlex
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import NoReturn
@@ -128,7 +130,8 @@ def _not_startable(words: list[str], written: list[str]) -> tuple[str, str, str]
     """Why the command could not start a worker as meant, found without running it (flow step 2): shell
     syntax (a bare operator among `written`, a leading `NAME=value`) in a command no shell reads, a program
     not on PATH (nor an executable file at the path given), or a Python interpreter whose script is not a
-    file (relative to the working directory, which every incarnation shares). Anything else, even a script
+    file (relative to the working directory, which every incarnation shares) or whose `-m` module is not
+    found (`_module_missing`). Anything else, even a script
     that fails, is the agent's to answer for (a crash-free run that fails)."""
     no_shell = "but killpoint runs the command itself, with no shell"
     shell = [w for w in written if w in SHELL_OPERATORS]  # bare: a quoted '|' is an argument the user meant
@@ -159,8 +162,14 @@ def _not_startable(words: list[str], written: list[str]) -> tuple[str, str, str]
             return None  # the code comes from stdin, or an option this check does not know: no script to find
         elif word.startswith("-"):
             for i, flag in enumerate(word[1:], 1):
-                if flag in "cm":
-                    return None  # -c CODE, -m MODULE (also in a cluster: -uc, -um): no script
+                if flag == "m":  # -m MODULE (also in a cluster, -um, or joined, -mpkg.worker): no script
+                    module = word[i + 1:] or next(rest, "")
+                    missing = _module_missing(module, program)
+                    return None if missing is None else ("worker-cmd-not-found", missing, "give the module's "
+                                                         "dotted name as `python -m` finds it from the working "
+                                                         "directory, or run killpoint from the folder it is in")
+                if flag == "c":
+                    return None  # -c CODE (also in a cluster: -uc): no script
                 if flag in "WX":
                     if i == len(word) - 1:
                         next(rest, None)  # the value is the next word (-X dev, -uX dev)
@@ -173,6 +182,51 @@ def _not_startable(words: list[str], written: list[str]) -> tuple[str, str, str]
         return None
     return ("worker-cmd-not-found", f"the script {script!r} is not a file, nor a folder with a __main__.py (looked for from {os.getcwd()})",
             "give the script's path, or run killpoint from the folder it is relative to")
+
+
+def _module_missing(module: str, program: str) -> str | None:
+    """Why `program -m module` would find no module to run (`No module named ...`), found without importing
+    anything, or None when it is found or this check cannot tell: another interpreter than killpoint's (its
+    import path is not this one's), `{run_id}` in the name, a package found only through an import hook (an
+    editable install's finder), or a submodule of a package that extends its own `__path__` at import."""
+    from importlib.machinery import PathFinder
+    from importlib.util import find_spec
+
+    from killpoint.env.pycommand import same_interpreter
+
+    if not module or "{run_id}" in module or not same_interpreter(program):
+        return None
+    parts = module.split(".")
+    path: list[str] | None = [os.getcwd(), *sys.path]  # -m puts the working directory first
+    for depth in range(len(parts)):
+        name = ".".join(parts[: depth + 1])
+        spec = PathFinder.find_spec(name, path)
+        if spec is None and depth == 0:
+            try:
+                hooked = find_spec(name)  # built in, frozen, or an import hook's: a top-level name imports nothing
+            except (ImportError, ValueError):
+                hooked = None
+            if hooked is not None:
+                return None
+        if spec is None:
+            return f"no module {name!r} is found from {os.getcwd()} (python -m {module} would say `No module named`)"
+        if depth < len(parts) - 1 and not spec.submodule_search_locations:
+            return f"{name!r} is a module, not a package, so it holds no {'.'.join(parts[: depth + 2])!r}"
+        if depth < len(parts) - 1 and _extends_path(spec.origin):
+            return None  # found only by importing the package
+        path = list(spec.submodule_search_locations or [])
+    return None
+
+
+def _extends_path(init: str | None) -> bool:
+    """True if the package whose `__init__.py` is `init` may add folders to its `__path__` at import
+    (pkgutil's `extend_path`, pkg_resources' namespaces): its submodules cannot be found without importing it."""
+    if not init or not init.endswith("__init__.py"):
+        return False
+    try:
+        return "__path__" in Path(init).read_text(errors="replace")
+    except OSError:
+        return True
 
 
 def schedule_text(text: str) -> str:

@@ -1,10 +1,10 @@
 """A `--worker-cmd` that cannot start a worker is refused as the line is parsed (harness/cli/validate.py, flow
-step 2): its program is not found, it is a Python interpreter whose script is not a file, or it holds shell
-syntax (`>`, `&&`, a leading `NAME=value`) that no shell will read. Every
-incarnation would otherwise fail to start and the run would read as an agent that fails with no faults.
-Commands that only look like those (code from -c, a module from -m, options before the script, `{run_id}` in
-the script's name, a program given by its path, shell syntax inside `sh -c '...'` or inside a quoted
-argument) are accepted."""
+step 2): its program is not found, it is a Python interpreter whose script is not a file or whose `-m` module
+is not found from the working directory, or it holds shell syntax (`>`, `&&`, a leading `NAME=value`) that no
+shell will read. Every incarnation would otherwise fail to start and the run would read as an agent that fails
+with no faults. Commands that only look like those (code from -c, a module found only by importing its package
+or by another interpreter, options before the script, `{run_id}` in the script's name, a program given by its
+path, shell syntax inside `sh -c '...'` or inside a quoted argument) are accepted."""
 
 from __future__ import annotations
 
@@ -33,6 +33,11 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "agent").mkdir()  # a folder with no __main__.py: python says "can't find '__main__' module"
     (tmp_path / "app").mkdir()
     (tmp_path / "app" / "__main__.py").write_text("print('app')\n")  # a folder python runs
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "worker.py").write_text("print('worker')\n")  # python -m pkg.worker
+    (tmp_path / "plug").mkdir()  # a package that extends its __path__ at import: its submodules go unchecked
+    (tmp_path / "plug" / "__init__.py").write_text("from pkgutil import extend_path\n__path__ = extend_path(__path__, __name__)\n")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -46,8 +51,14 @@ def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (f"{PY} -uX dev missing.py {{run_id}}", "the script 'missing.py' is not a file"),
     (f"{PY} -W error -- missing.py {{run_id}}", "the script 'missing.py' is not a file"),
     (f"{PY} agent {{run_id}}", "the script 'agent' is not a file"),
+    (f"{PY} -m no_such_kp_module {{run_id}}", "no module 'no_such_kp_module' is found from"),
+    (f"{PY} -um no_such_kp_module {{run_id}}", "no module 'no_such_kp_module' is found from"),
+    (f"{PY} -mno_such_kp_module {{run_id}}", "no module 'no_such_kp_module' is found from"),
+    (f"{PY} -m pkg.wroker {{run_id}}", "no module 'pkg.wroker' is found from"),
+    (f"{PY} -m pkg.worker.main {{run_id}}", "'pkg.worker' is a module, not a package"),
 ], ids=["no-program", "no-program-at-path", "not-executable", "no-script", "no-script-after-options",
-        "no-script-after-a-cluster", "no-script-after-dashdash", "a-folder"])
+        "no-script-after-a-cluster", "no-script-after-dashdash", "a-folder", "no-module", "no-module-in-a-cluster",
+        "no-module-joined", "no-submodule", "a-module-as-a-package"])
 def test_a_command_that_cannot_start_is_refused_naming_what_is_missing(here: Path, command: str, words: str) -> None:
     with pytest.raises(UsageError) as caught:
         validate.worker_cmd(command)
@@ -79,8 +90,15 @@ def test_shell_syntax_in_a_command_no_shell_reads_is_refused_with_the_wrapping_t
     f"{PY} -u -X dev worker.py {{run_id}}",
     f"{PY} -Xdev worker.py {{run_id}}",
     f"{PY} -- worker.py {{run_id}}",
-    f"{PY} -m pkg.not_checked_here {{run_id}}",
-    f"{PY} -um pkg.not_checked_here {{run_id}}",
+    f"{PY} -m pkg.worker {{run_id}}",
+    f"{PY} -um pkg.worker {{run_id}}",
+    f"{PY} -m pkg {{run_id}}",
+    f"{PY} -m app {{run_id}}",
+    f"{PY} -m json.tool {{run_id}}",
+    f"{PY} -m killpoint.env.egress {{run_id}}",
+    f"{PY} -m plug.found_by_importing {{run_id}}",
+    f"{PY} -m {{run_id}}",
+    "/usr/bin/python3 -m not_this_interpreters_path {run_id}",
     f"{PY} -c 'import sys; print(sys.argv)' {{run_id}}",
     f"{PY} -uc 'print(1)' {{run_id}}",
     f"{PY} - {{run_id}}",
@@ -93,7 +111,9 @@ def test_shell_syntax_in_a_command_no_shell_reads_is_refused_with_the_wrapping_t
     f"{PY} worker.py --url http://127.0.0.1/?a=1&b=2 {{run_id}}",
     f"env OPENAI_API_KEY=x {PY} worker.py {{run_id}}",
     "node missing.js {run_id}" if os.path.exists("/usr/bin/node") else "env python missing.py {run_id}",
-], ids=["script", "options-then-script", "joined-value", "dashdash", "module", "module-in-a-cluster", "code",
+], ids=["script", "options-then-script", "joined-value", "dashdash", "module", "module-in-a-cluster", "a-package",
+        "a-namespace-folder", "stdlib", "through-an-import-hook", "extended-path", "run-id-as-module",
+        "module-of-another-interpreter", "code",
         "code-in-a-cluster", "stdin", "run-id-in-the-name", "folder-with-a-main", "executable-by-path", "through-a-shell",
         "shell-syntax-inside-sh-c", "operators-inside-quoted-arguments", "ampersand-inside-a-word", "variable-through-env",
         "another-interpreter"])
