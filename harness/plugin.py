@@ -30,17 +30,22 @@ A user's crash tests:
 
 Choose the agent with `--killpoint-steps pkg.module` (or the `killpoint_steps` fixture), or a black-box
 worker with `--killpoint-worker-cmd 'python graph.py {run_id}'` and `--killpoint-adapter langgraph` (the
-CLI's `--worker-cmd` and `--adapter`: a LangGraph graph, a DBOS workflow, a worker in any language), the database
-with `--killpoint-postgres` / `--killpoint-dsn`, HTTP services recorded through a proxy with
-`--killpoint-effect NAME=URL[,id=PATH]` (the CLI's `--effect`), and where run directories go with
-`--killpoint-out` (default: `.killpoint/runs/` under pytest's rootdir).
+CLI's `--worker-cmd` and `--adapter`: a LangGraph graph, a DBOS workflow, a worker in any language), with
+`--killpoint-worker-preload MOD,...|none` and `--killpoint-exit-codes killpoint|none` (the CLI's
+`--worker-preload` and `--exit-codes`), the hosts a worker may reach besides loopback with
+`--killpoint-allow-egress HOST` (the CLI's `--allow-egress`; the crash-free run measured for
+`killpoint_schedule` gets them too), the database with `--killpoint-postgres` / `--killpoint-dsn`, HTTP
+services recorded through a proxy with `--killpoint-effect NAME=URL[,id=PATH]` (the CLI's `--effect`), and
+where run directories go with `--killpoint-out` (default: `.killpoint/runs/` under pytest's rootdir).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,8 +58,31 @@ if TYPE_CHECKING:
 
 FIXTURES = ("killpoint_session", "killpoint_schedule", "killpoint_scenario")
 RUN_DIRS = pytest.StashKey[list]()
-WORKER = pytest.StashKey[tuple]()
-"""`--killpoint-worker-cmd` and `--killpoint-adapter`, checked once at configuration (`_worker`)."""
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """The plugin's options for the worker, checked once at configuration (`_worker`) as the CLI checks its
+    own; the defaults are a session with none of them given (the reference runtime, loopback only)."""
+
+    command: str | None = None
+    """`--killpoint-worker-cmd` (the CLI's `--worker-cmd`), or None: the step module."""
+    adapter: str | None = None
+    """`--killpoint-adapter` (the CLI's `--adapter`), or None: the default."""
+    preload: tuple[str, ...] | None = None
+    """`--killpoint-worker-preload` (the CLI's `--worker-preload`): None chosen from the script's imports, ()
+    none."""
+    allow_egress: tuple[str, ...] = ()
+    """`--killpoint-allow-egress` (the CLI's `--allow-egress`): hosts a worker may reach besides loopback."""
+    exit_codes: str | None = None
+    """`--killpoint-exit-codes` (the CLI's `--exit-codes`), or None: `default_exit_codes(command)`."""
+
+
+WORKER = pytest.StashKey[WorkerOptions]()
+"""The worker's options, stashed at configuration when any of them is given (`WORKER_OPTIONS`)."""
+WORKER_OPTIONS = ("--killpoint-worker-cmd", "--killpoint-adapter", "--killpoint-worker-preload",
+                  "--killpoint-allow-egress", "--killpoint-exit-codes")
+"""The options `_worker` reads; with none of them given nothing is checked (nor imported) at configuration."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -79,6 +107,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--killpoint-adapter", action="store", default=None, metavar="NAME",
                     help="where the black-box worker's runtime keeps its records, as the CLI's --adapter: "
                          "checkpoints (the default), langgraph, dbos")
+    group.addoption("--killpoint-worker-preload", action="store", default=None, metavar="MOD,...|none",
+                    help="with a --killpoint-worker-cmd that runs a Python script or -m module: the modules its "
+                         "fork servers import before forking each incarnation, as the CLI's --worker-preload "
+                         "(default: the libraries the script imports at its top level; none: a fresh "
+                         "interpreter per incarnation)")
+    group.addoption("--killpoint-exit-codes", action="store", default=None, choices=["killpoint", "none"],
+                    help="hold the worker to killpoint's exit-code convention or to none, as the CLI's "
+                         "--exit-codes (default: killpoint, none with --killpoint-worker-cmd)")
+    group.addoption("--killpoint-allow-egress", action="append", default=None, metavar="HOST",
+                    help="a host a worker may reach besides loopback and the --killpoint-dsn server, as the "
+                         "CLI's --allow-egress (repeatable; '*': any)")
     group.addoption("--killpoint-out", action="store", default=None,
                     help="where the session's run directory goes (default: .killpoint/runs under the rootdir)")
 
@@ -87,7 +126,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "killpoint(steps=None): a crash test of an agent; `steps` names the step "
                             "module whose single faults `killpoint_schedule` runs")
     config.stash[RUN_DIRS] = []
-    if config.getoption("--killpoint-worker-cmd") is not None or config.getoption("--killpoint-adapter") is not None:
+    if any(config.getoption(name) is not None for name in WORKER_OPTIONS):
         config.stash[WORKER] = _worker(config)  # a bad one is a usage error now, before collection
 
 
@@ -109,9 +148,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     pinned = marker.kwargs.get("steps") if marker else None  # a step module named for this test: no worker
     steps = pinned or _steps(config)
     dsn = config.getoption("--killpoint-dsn")
-    worker_cmd, adapter = (None, None) if pinned else config.stash.get(WORKER, (None, None))
+    worker = config.stash.get(WORKER, WorkerOptions())
+    if pinned:  # the hosts it may reach and its exit codes stay the session's
+        worker = replace(worker, command=None, adapter=None, preload=None)
     points = crash_free_points(steps, postgres=config.getoption("--killpoint-postgres"), dsn=dsn,
-                               worker_cmd=worker_cmd, adapter=adapter)
+                               worker_cmd=worker.command, adapter=worker.adapter, allow_egress=worker.allow_egress,
+                               worker_preload=worker.preload, exit_codes=worker.exit_codes)
     schedules = single_faults(points)
     metafunc.parametrize("killpoint_schedule", schedules, ids=[str(s) for s in schedules])
 
@@ -139,17 +181,20 @@ def _steps(config: pytest.Config) -> str:
     return config.getoption("--killpoint-steps") or DEFAULT_STEPS
 
 
-def _worker(config: pytest.Config) -> tuple[str | None, str | None]:
-    """`--killpoint-worker-cmd` and `--killpoint-adapter`, checked as the CLI checks `--worker-cmd` and
-    `--adapter` (a command that cannot start, an adapter with no worker, an unknown adapter): a bad one is a
-    usage error of pytest's, before any session starts."""
+def _worker(config: pytest.Config) -> WorkerOptions:
+    """The worker's options (`WORKER_OPTIONS`), checked as the CLI checks `--worker-cmd`, `--adapter` and
+    `--worker-preload` (a command that cannot start, an adapter or a preload with no worker, an unknown
+    adapter, a preload that names no modules; pytest's parser already refused a `--killpoint-exit-codes`
+    other than killpoint or none): a bad one is a usage error of pytest's naming the plugin's option, before
+    any session starts."""
     import argparse
 
-    from killpoint.cli.config import adapter_option
+    from killpoint.cli.config import adapter_option, worker_preload_option
     from killpoint.cli.validate import worker_cmd as checked
     from killpoint.errors import UsageError
 
     command, adapter = config.getoption("--killpoint-worker-cmd"), config.getoption("--killpoint-adapter")
+    preload = config.getoption("--killpoint-worker-preload")
     try:
         if command is not None:
             try:
@@ -165,15 +210,25 @@ def _worker(config: pytest.Config) -> tuple[str | None, str | None]:
                 get(adapter)
             except UsageError as exc:
                 raise UsageError(exc.code, f"--adapter: {exc.message}", exc.fix) from None
+        modules = worker_preload_option(preload, command)
     except UsageError as exc:
-        raise pytest.UsageError(exc.line().replace("--worker-cmd", "--killpoint-worker-cmd")
-                                .replace("--adapter", "--killpoint-adapter")) from None
-    return command, adapter
+        raise pytest.UsageError(_plugin_names(exc.line())) from None
+    return WorkerOptions(command=command, adapter=adapter, preload=modules,
+                         allow_egress=tuple(config.getoption("--killpoint-allow-egress") or ()),
+                         exit_codes=config.getoption("--killpoint-exit-codes"))
+
+
+def _plugin_names(line: str) -> str:
+    """A CLI error's line with the CLI's worker options named as the plugin's (`--worker-cmd` ->
+    `--killpoint-worker-cmd`), so a pytest user reads the option they gave."""
+    return re.sub(r"(?<![\w-])--(worker-cmd|adapter|worker-preload|allow-egress|exit-codes)\b", r"--killpoint-\1",
+                  line)
 
 
 def session_config(config: pytest.Config, steps: str, tmp_path_factory: pytest.TempPathFactory) -> SessionConfig:
-    """The session's configuration from the plugin's options. Its run directory (flow step 4): under
-    `--killpoint-out`, else under `.killpoint/runs` of the rootdir, named after the time, pid and xdist
+    """The session's configuration from the plugin's options, the worker's (`WORKER`) put into
+    `SessionConfig` and `RunOptions` as the CLI's `invocation` puts its own. Its run directory (flow step
+    4): under `--killpoint-out`, else under `.killpoint/runs` of the rootdir, named after the time, pid and xdist
     worker (`tmp_path_factory` is no longer used: pytest deletes all but its last three sessions'). Under
     pytest-xdist each worker names its runs after itself, after the number, so the scenario a run id names
     (before its last `-`) is unchanged."""
@@ -191,9 +246,10 @@ def session_config(config: pytest.Config, steps: str, tmp_path_factory: pytest.T
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     run_dir = Path(out) / f"{time.strftime('%Y%m%d-%H%M%S')}-pytest-{os.getpid()}{'-' + worker if worker else ''}"
     dsn = config.getoption("--killpoint-dsn")
-    worker_cmd, adapter = config.stash.get(WORKER, (None, None))
-    return SessionConfig(steps=steps, run_dir=run_dir, dsn=dsn, worker_cmd=worker_cmd, adapter=adapter,
-                         options=RunOptions(exit_codes=default_exit_codes(worker_cmd)),
+    chosen = config.stash.get(WORKER, WorkerOptions())
+    return SessionConfig(steps=steps, run_dir=run_dir, dsn=dsn, worker_cmd=chosen.command, adapter=chosen.adapter,
+                         worker_preload=chosen.preload, allow_egress=chosen.allow_egress,
+                         options=RunOptions(exit_codes=chosen.exit_codes or default_exit_codes(chosen.command)),
                          postgres="dsn" if dsn else config.getoption("--killpoint-postgres"),
                          spawn=config.getoption("--killpoint-spawn"),
                          jobs=max(1, config.getoption("--killpoint-jobs") or default_jobs()),

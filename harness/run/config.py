@@ -28,9 +28,9 @@ class SessionConfig:
     spawn: str = "fork"
     """Incarnations from a preloaded fork server (`fork`) or fresh interpreters (`exec`)."""
     worker_cmd: str | None = None
+    """A black-box worker's command (`--worker-cmd`), or None: the reference runtime."""
     allow_egress: tuple[str, ...] = ()
     """Hosts a worker may reach besides loopback and the --dsn server (`--allow-egress`; `*`: any)."""
-    """A black-box worker's command (`--worker-cmd`), or None: the reference runtime."""
     worker_preload: tuple[str, ...] | None = None
     """A Python `--worker-cmd`'s preload (`--worker-preload`): None chosen from its imports, () none."""
     adapter: str | None = None

@@ -9,9 +9,10 @@ without the user copying points by hand from earlier output:
    measured every time.
 2. Look in the cache folder (`$KILLPOINT_CACHE_DIR/points`, else `.killpoint/cache/points`) for
    `<module>-<digest>.json` (`worker-<digest>.json`); a readable file is the answer.
-3. Otherwise start an environment (the Postgres of `postgres`/`dsn`, the fake services, a fork server),
-   run the crash-free baseline (`Session.baseline`, which fails with `CrashFreeFailure` when the agent does
-   not finish), read its points (`trial.step_points`), tear everything down, and write the cache file
+3. Otherwise start an environment (the Postgres of `postgres`/`dsn`, the fake services, a fork server;
+   a worker's preload, the hosts it may reach and its exit codes as the session's), run the crash-free
+   baseline (`Session.baseline`, which fails with `CrashFreeFailure` when the agent does not finish), read
+   its points (`trial.step_points`), tear everything down, and write the cache file
    atomically (a temporary file renamed), so concurrent pytest-xdist workers never read half a file.
 
 The points are a pure function of the agent's code, so every worker of a distributed test run computes
@@ -40,9 +41,14 @@ def cache_dir() -> Path:
 
 def crash_free_points(steps: str, *, postgres: str = "auto", dsn: str | None = None,
                       cache: Path | None = None, worker_cmd: str | None = None,
-                      adapter: str | None = None) -> dict[str, list[str]]:
+                      adapter: str | None = None, allow_egress: tuple[str, ...] = (),
+                      worker_preload: tuple[str, ...] | None = None,
+                      exit_codes: str | None = None) -> dict[str, list[str]]:
     """For each step of the agent `steps` (or of the black-box worker `worker_cmd`, its records read by
-    `adapter`), the kill points its crash-free run reaches, in order (see above)."""
+    `adapter`), the kill points its crash-free run reaches, in order (see above). `allow_egress`,
+    `worker_preload` and `exit_codes` are the session's (`SessionConfig`; None: `default_exit_codes`): the
+    measuring run needs the hosts the worker reaches, but they do not change its points, so they are no part
+    of the cache key."""
     folder = cache if cache is not None else cache_dir()
     if worker_cmd:
         name = worker_key(worker_cmd, adapter)
@@ -58,7 +64,8 @@ def crash_free_points(steps: str, *, postgres: str = "auto", dsn: str | None = N
             return {str(k): [str(p) for p in v] for k, v in json.loads(path.read_text()).items()}
     except (OSError, ValueError, AttributeError):
         pass
-    points = _measure(module, postgres, dsn, worker_cmd, adapter)
+    points = _measure(module, postgres, dsn, worker_cmd, adapter, allow_egress=allow_egress,
+                      worker_preload=worker_preload, exit_codes=exit_codes)
     if path is None:
         return points
     folder.mkdir(parents=True, exist_ok=True)
@@ -75,14 +82,19 @@ def single_faults(points: StepPoints, actions: tuple[str, ...] = ("kill", "term"
 
 
 def schedules_for(steps: str, *, postgres: str = "auto", dsn: str | None = None, worker_cmd: str | None = None,
-                  adapter: str | None = None, **kwargs: Any) -> SearchStrategy[Schedule]:  # noqa: ANN401
+                  adapter: str | None = None, allow_egress: tuple[str, ...] = (),
+                  worker_preload: tuple[str, ...] | None = None, exit_codes: str | None = None,
+                  **kwargs: Any) -> SearchStrategy[Schedule]:  # noqa: ANN401
     """Hypothesis schedules (`faults.strategies.schedules`, `kwargs` its options) over the points the agent
     `steps` (or the black-box worker `worker_cmd`) reaches in its crash-free run, measured the first time a
-    schedule is drawn (not at import or collection) and cached by the agent's digest."""
+    schedule is drawn (not at import or collection) and cached by the agent's digest; `allow_egress`,
+    `worker_preload` and `exit_codes` as `crash_free_points` takes them."""
     from killpoint.faults.strategies import deferred_schedules
 
     return deferred_schedules(lambda: crash_free_points(steps, postgres=postgres, dsn=dsn, worker_cmd=worker_cmd,
-                                                        adapter=adapter), **kwargs)
+                                                        adapter=adapter, allow_egress=allow_egress,
+                                                        worker_preload=worker_preload, exit_codes=exit_codes),
+                              **kwargs)
 
 
 def worker_key(worker_cmd: str, adapter: str | None) -> str | None:
@@ -107,15 +119,18 @@ def worker_key(worker_cmd: str, adapter: str | None) -> str | None:
 
 
 def _measure(steps: str, postgres: str, dsn: str | None, worker_cmd: str | None = None,
-             adapter: str | None = None) -> dict[str, list[str]]:
-    """Run the crash-free baseline in a throwaway session and return its step points."""
+             adapter: str | None = None, *, allow_egress: tuple[str, ...] = (),
+             worker_preload: tuple[str, ...] | None = None, exit_codes: str | None = None) -> dict[str, list[str]]:
+    """Run the crash-free baseline in a throwaway session (the worker's preload, egress hosts and exit codes
+    as given; None exit codes: `default_exit_codes`) and return its step points."""
     from killpoint.run.config import SessionConfig
     from killpoint.run.opening import open_session
     from killpoint.run.options import RunOptions, default_exit_codes
     from killpoint.run.trial import step_points
 
+    options = RunOptions(exit_codes=exit_codes or default_exit_codes(worker_cmd))
     with tempfile.TemporaryDirectory(prefix="killpoint-points-") as tmp, \
             open_session(SessionConfig(steps, Path(tmp), postgres="dsn" if dsn else postgres, dsn=dsn,
-                                       worker_cmd=worker_cmd, adapter=adapter,
-                                       options=RunOptions(exit_codes=default_exit_codes(worker_cmd)))) as session:
+                                       worker_cmd=worker_cmd, adapter=adapter, allow_egress=tuple(allow_egress),
+                                       worker_preload=worker_preload, options=options)) as session:
         return step_points(session.baseline())
