@@ -182,14 +182,15 @@ def _steps(config: pytest.Config) -> str:
 
 
 def _worker(config: pytest.Config) -> WorkerOptions:
-    """The worker's options (`WORKER_OPTIONS`), checked as the CLI checks `--worker-cmd`, `--adapter` and
-    `--worker-preload` (a command that cannot start, an adapter or a preload with no worker, an unknown
-    adapter, a preload that names no modules; pytest's parser already refused a `--killpoint-exit-codes`
-    other than killpoint or none): a bad one is a usage error of pytest's naming the plugin's option, before
-    any session starts."""
+    """The worker's options (`WORKER_OPTIONS`), checked as the CLI checks `--worker-cmd`, `--adapter`,
+    `--worker-preload` and `--allow-egress` (a command that cannot start, an adapter or a preload with no
+    worker, an unknown adapter, a preload that names no modules, a URL or a pattern for a host; pytest's
+    parser already refused a `--killpoint-exit-codes` other than killpoint or none): a bad one is a usage
+    error of pytest's naming the plugin's option, before any session starts."""
     import argparse
 
     from killpoint.cli.config import adapter_option, worker_preload_option
+    from killpoint.cli.validate import egress_host
     from killpoint.cli.validate import worker_cmd as checked
     from killpoint.errors import UsageError
 
@@ -211,10 +212,10 @@ def _worker(config: pytest.Config) -> WorkerOptions:
             except UsageError as exc:
                 raise UsageError(exc.code, f"--adapter: {exc.message}", exc.fix) from None
         modules = worker_preload_option(preload, command)
+        hosts = tuple(egress_host(h) for h in config.getoption("--killpoint-allow-egress") or ())
     except UsageError as exc:
         raise pytest.UsageError(_plugin_names(exc.line())) from None
-    return WorkerOptions(command=command, adapter=adapter, preload=modules,
-                         allow_egress=tuple(config.getoption("--killpoint-allow-egress") or ()),
+    return WorkerOptions(command=command, adapter=adapter, preload=modules, allow_egress=hosts,
                          exit_codes=config.getoption("--killpoint-exit-codes"))
 
 

@@ -49,7 +49,7 @@ def add_common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--steps", default=DEFAULT_STEPS, help=f"step module of the agent (default {DEFAULT_STEPS})")
     g.add_argument("--spawn", default="fork", choices=["fork", "exec"],
                    help="incarnations from a preloaded fork server (fast) or fresh interpreters")
-    g.add_argument("--allow-egress", action="append", default=[], metavar="HOST",
+    g.add_argument("--allow-egress", action="append", default=[], metavar="HOST", type=validate.egress_host,
                    help="a host a worker may reach besides loopback and the --dsn server (repeatable; '*': any); "
                         "see docs/contracts.md, 'Nothing leaves the machine'")
     g.add_argument("--worker-cmd", default=None, type=validate.worker_cmd, help="black-box worker command, e.g. 'node worker.js {run_id}'")

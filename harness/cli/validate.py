@@ -107,6 +107,59 @@ def worker_cmd(text: str) -> str:
     return text
 
 
+_HOST_LABEL = re.compile(r"(?!-)[a-z0-9_-]{1,63}(?<!-)")
+"""One label of a host name (`api`, `stripe`, `com`): letters, digits, `-` (not at an end) and `_`."""
+
+
+def egress_host(text: str) -> str:
+    """``--allow-egress``: `*`, or hosts (a name or an address; several may be joined by commas), as the
+    egress guard matches them (harness/env/egress.py: the host a worker connects to, exactly, case-insensitive).
+    A URL, a path, a port or a wildcard would match no host, and the worker would be refused at run time: they
+    are refused here, naming the host to give. Returns the hosts lowercased."""
+    hosts = [h.strip() for h in text.split(",")]
+    if text.strip() == "*":
+        return "*"
+    out = []
+    for host in hosts:
+        problem, fix = _host_problem(host)
+        if problem:
+            raise UsageError("bad-allow-egress", f"--allow-egress {text!r}: {problem}", fix)
+        out.append(host.strip("[]").rstrip(".").lower())
+    return ",".join(out)
+
+
+def _host_problem(host: str) -> tuple[str | None, str]:
+    """Why `host` is no host the egress guard can match (`egress_host`), and the fix; (None, "") if it is one."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    if not host:
+        return "it names an empty host", "give a host, e.g. --allow-egress api.example.com (repeatable)"
+    if "://" in host:
+        name = urlsplit(host).hostname or "the host"
+        return f"{host!r} is a URL, and the guard matches hosts", f"give its host: --allow-egress {name}"
+    if "/" in host:
+        return f"{host!r} holds a path, and the guard matches hosts", \
+            f"give the host alone: --allow-egress {host.split('/')[0]}"
+    if "*" in host:
+        return (f"{host!r} is a pattern, and the guard matches each host exactly", "name each host the worker "
+                "reaches (repeat --allow-egress), or give '*' to turn the guard off")
+    bare = host.strip("[]")
+    try:
+        ipaddress.ip_address(bare.split("%")[0])
+        return None, ""
+    except ValueError:
+        pass
+    if ":" in host:
+        name = host.rsplit(":", 1)[0]
+        return f"{host!r} names a port, and the guard matches hosts on every port", f"give the host alone: " \
+            f"--allow-egress {name}"
+    name = host.rstrip(".").lower()
+    if len(name) > 253 or not all(_HOST_LABEL.fullmatch(label) for label in name.split(".")):
+        return f"{host!r} is not a host name or an address", "give a host, e.g. --allow-egress api.example.com"
+    return None, ""
+
+
 SHELL_OPERATORS = frozenset({"&&", "||", "|", "&", ";", ">", ">>", "<", "2>", "2>&1", "&>"})
 """Words a shell would read as syntax, which without one reach the worker as arguments (`python w.py {run_id}
 > log` gives the worker `>` and `log`)."""

@@ -84,7 +84,9 @@ def test_the_options_reach_the_session_config(tmp_path: Path, options: list[str]
      "error[preload-without-worker]: --killpoint-worker-preload says what a --killpoint-worker-cmd's"),
     ([f"--killpoint-worker-cmd={WORKER_CMD}", "--killpoint-exit-codes=bogus"],
      "--killpoint-exit-codes: invalid choice: 'bogus'"),
-], ids=["bad-preload", "preload-without-worker", "bad-exit-codes"])
+    ([f"--killpoint-worker-cmd={WORKER_CMD}", "--killpoint-allow-egress=https://api.example.com/v1"],
+     "error[bad-allow-egress]: --killpoint-allow-egress 'https://api.example.com/v1': "),
+], ids=["bad-preload", "preload-without-worker", "bad-exit-codes", "url-for-a-host"])
 def test_a_bad_option_is_a_usage_error_naming_the_plugins_option(tmp_path: Path, options: list[str],
                                                                   says: str) -> None:
     done = inner_pytest(tmp_path, *options)

@@ -63,6 +63,12 @@ ROWS: dict[str, Row] = {
                                 ("the script 'agent/worker.py' is not a file",)),
     "worker-cmd-redirect": Row(("run", "--worker-cmd", f"{sys.executable} -c pass {{run_id}} > worker.log"),
                                "worker-cmd-shell-syntax", ("the shell syntax '>'",)),
+    "worker-cmd-no-module": Row(("run", "--worker-cmd", f"{sys.executable} -m kp_no_such_module {{run_id}}"),
+                                "worker-cmd-not-found", ("no module 'kp_no_such_module' is found from",)),
+    # --allow-egress: what the guard could never match
+    "allow-egress-url": Row(("run", "--allow-egress", "https://api.stripe.com/v1"), "bad-allow-egress",
+                            ("is a URL", "--allow-egress api.stripe.com")),
+    "allow-egress-pattern": Row(("run", "--allow-egress", "*.stripe.com"), "bad-allow-egress", ("is a pattern",)),
     # paths that cannot be written
     "out-under-a-file": Row((*REPLAY, "--out", "/etc/hostname/runs"), "path-not-writable", ("not a directory",)),
     "out-in-proc": Row((*REPLAY, "--out", "/proc/killpoint-runs"), "path-not-writable", ("cannot write in /proc",)),
