@@ -24,6 +24,10 @@ every process, and reckons the primitives put the floor of a schedule "well unde
    - `effect call`: one keyed POST to the fake mailer through httpx2;
    - `kill point`: one report-and-answer over the kill-point socket (a `BarrierServer` here, the reference
      runtime's client in a forked child).
+   Besides, not in the floor: `first write, audit trigger`, a session whose first statement is a checkpoint
+   write into a table with killpoint's audit trigger (harness/env/audit.py), less the same into a table
+   without it (what the trigger costs an incarnation: PL/pgSQL compiled and its INSERT planned in each new
+   backend).
 3. The floor: the sum of count x cost, printed beside the measured CPU per schedule and the target's
    budget. It leaves out everything that is not one of these primitives (the runtime's and the harness's
    own Python: the lease, the history, the checkers), so it is a lower bound of this design.
@@ -154,6 +158,20 @@ def primitives(n: int, dsn: str) -> dict[str, float]:
             return postmaster_reaped(pm)
         cost["session"] = timed(n, lambda: psycopg.connect(dsn).close(), reaped)
 
+        from killpoint.env.audit import AUDIT_SQL  # noqa: PLC0415
+        for table in ("floor_plain", "floor_audited"):
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (run_id text PRIMARY KEY, seq bigint NOT NULL, "
+                         "status text NOT NULL, data jsonb NOT NULL)")
+        conn.execute(AUDIT_SQL.format(table="floor_audited"))
+        first: dict[str, float] = {}
+        for table in ("floor_plain", "floor_audited"):
+            def first_write(table: str = table) -> None:
+                with psycopg.connect(dsn) as c:
+                    c.execute(f"INSERT INTO {table} VALUES (gen_random_uuid()::text, 1, 'running', "
+                              "'{\"cursor\": \"email\"}')")
+            first[table] = timed(n, first_write, reaped)
+        cost["first write, audit trigger"] = first["floor_audited"] - first["floor_plain"]
+
     svc = Services.start()
     try:
         http = httpx2.Client(timeout=10)
@@ -227,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         ms = cost[name] * per.get(name, 0.0)
         floor += ms
         print(f"{name:>14} {cost[name]:>12.2f} {per.get(name, 0.0):>13.1f} {ms:>16.1f}")
+    print(f"{'':>14} (not in the floor) a backend's first checkpoint write, with the audit trigger less without: "
+          f"{cost['first write, audit trigger']:.2f} ms, x {per.get('fork + exit', 0.0):.1f} incarnations")
     print(f"\n  floor (the primitives alone): {floor:6.1f} ms per schedule -> at most "
           f"{2000 / floor:.0f} schedules/s on two cores")
     print(f"  measured (whole tree, start-up removed): {measured:6.1f} ms per schedule -> "

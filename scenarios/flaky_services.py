@@ -39,7 +39,8 @@ class FlakyServices(Scenario):
     def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
         """`count` random schedules of two faults or more (single faults are the exhaustive part's)."""
         actions = [x for a in self.actions_in(ctx) for x in (LENGTHS if a == "outage" else (a,))]
-        drawn = random_schedules(ctx.seed, count * 8, self.step_points(ctx), actions=actions)
+        drawn = random_schedules(ctx.seed, count * 8, self.step_points(ctx), actions=actions,
+                                 occurrences=self.occurrences(ctx))
         return [(seed, schedule) for seed, schedule in drawn if len(schedule) > 1][:count]
 
     def figures(self, trials: list[Trial]) -> str:

@@ -81,7 +81,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("explore", help="explore faults: every single fault, or N random schedules")
     p.add_argument("--scenario", required=True)
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--exhaustive", action="store_true", help="every step x point x action, one fault each")
+    g.add_argument("--exhaustive", action="store_true",
+                   help="every step x point x action, one fault each (at each time the crash-free run reached "
+                        "the point, up to 5)")
     g.add_argument("--random", type=validate.count, metavar="N", help="N random multi-fault schedules")
     p.add_argument("--seed", type=validate.seed, default=None,
                    help="base seed for --random (default: a random one, printed at the start)")

@@ -115,12 +115,15 @@ class Schedule:
 
     @classmethod
     def from_seed(cls, seed: int, step_points: StepPoints, *, actions: Sequence[str] = ("kill", "term"),
-                  max_faults: int = 3) -> Schedule:
-        """A random schedule of 1..max_faults faults, a pure function of (seed, step_points, actions).
+                  max_faults: int = 3, occurrences: Occurrences | None = None) -> Schedule:
+        """A random schedule of 1..max_faults faults, a pure function of (seed, step_points, actions,
+        occurrences).
 
-        Each fault picks a step, a point that step reaches and that the action fits, and an action; a
-        later fault on a (step, point) already used takes the next occurrence (@2, @3...), which a
-        resumed incarnation reaches again.
+        Each fault picks a step, a point that step reaches and that the action fits, and an action; where
+        the crash-free run reached that point `k` > 1 times (`occurrences`: a loop's later passes), the
+        first fault on it also picks which of the `k` (a point reached once draws nothing more, so its
+        schedules are those of a seed without occurrences). A later fault on a (step, point) already used
+        takes the next occurrence, which a resumed incarnation reaches again.
         """
         rng = _Rng(seed)
         candidates = [(s, p, a) for s in step_points for p in step_points[s] for a in actions if fits(a, p)]
@@ -129,9 +132,14 @@ class Schedule:
         count = 1 + rng.below(max_faults)
         faults: list[Fault] = []
         used: dict[tuple[str, str], int] = {}
+        times = occurrences or {}
         for _ in range(count):
             step, point, action = candidates[rng.below(len(candidates))]
-            nth = used.get((step, point), 0) + 1
+            reached = times.get(step, {}).get(point, 1)
+            if (step, point) in used:
+                nth = used[(step, point)] + 1
+            else:
+                nth = 1 + rng.below(reached) if reached > 1 else 1
             used[(step, point)] = nth
             faults.append(Fault(step, point, action, nth))
         return cls(tuple(faults))
@@ -144,19 +152,34 @@ def fault_budget(step_points: StepPoints) -> int:
     return max(2, len(step_points))
 
 
-def exhaustive(step_points: StepPoints, actions: Sequence[str] = ("kill", "term")) -> list[Schedule]:
-    """Every single-fault schedule: each step x each point it reaches x each action that fits."""
-    return [Schedule((Fault(s, p, a),)) for s in step_points for p in step_points[s] for a in actions
+Occurrences = Mapping[str, Mapping[str, int]]
+"""How many times a step reached a point in a crash-free run, where more than once (a tool loop's model
+calls, a batch of emails, parallel branches named alike); a point not in it was reached once."""
+
+MAX_OCCURRENCES = 5
+"""The occurrences of one step's point the exhaustive sweep faults at most (@1..@5): a loop of fifty model
+calls would otherwise multiply the sweep by fifty for kills like the first ones."""
+
+
+def exhaustive(step_points: StepPoints, actions: Sequence[str] = ("kill", "term"),
+               occurrences: Occurrences | None = None) -> list[Schedule]:
+    """Every single-fault schedule: each step x each point it reaches x each time it reaches it
+    (`occurrences`, up to `MAX_OCCURRENCES`; once where not given) x each action that fits, in that order."""
+    times = occurrences or {}
+    return [Schedule((Fault(s, p, a, n),)) for s in step_points for p in step_points[s]
+            for n in range(1, min(times.get(s, {}).get(p, 1), MAX_OCCURRENCES) + 1) for a in actions
             if fits(a, p)]
 
 
 def random_schedules(base_seed: int, count: int, step_points: StepPoints, *,
-                     actions: Sequence[str] = ("kill", "term"), max_faults: int = 3) -> list[tuple[int, Schedule]]:
+                     actions: Sequence[str] = ("kill", "term"), max_faults: int = 3,
+                     occurrences: Occurrences | None = None) -> list[tuple[int, Schedule]]:
     """`count` multi-fault schedules, each with its own seed derived from `base_seed` (seed, schedule)."""
     out = []
     for i in range(count):
         seed = derive_seed(base_seed, i)
-        out.append((seed, Schedule.from_seed(seed, step_points, actions=actions, max_faults=max_faults)))
+        out.append((seed, Schedule.from_seed(seed, step_points, actions=actions, max_faults=max_faults,
+                                             occurrences=occurrences)))
     return out
 
 

@@ -20,11 +20,11 @@ from killpoint.checkers import CRASH_CHECKERS, CheckerRef
 from killpoint.env.stepmodule import DEFAULT_STEPS, AgentSpec, load
 from killpoint.errors import UsageError
 from killpoint.faults.points import base
-from killpoint.faults.schedule import Schedule, exhaustive, fault_budget, random_schedules
+from killpoint.faults.schedule import MAX_OCCURRENCES, Schedule, exhaustive, fault_budget, random_schedules
 from killpoint.run.context import Context
 from killpoint.run.options import RunOptions
 from killpoint.run.plans import run_plan
-from killpoint.run.trial import Setup, Trial, TrialSpec, step_points
+from killpoint.run.trial import Setup, Trial, TrialSpec, point_occurrences, step_points
 
 ScenarioOutcome = Literal["pass", "fail", "unknown", "expected", "skipped", "error", "interrupted"]
 """`error`: the scenario could not run (its message says why); the run goes on with the others.
@@ -154,10 +154,16 @@ class Scenario:
                 ctx.say(f"{self.name}: {note}")
         return step_points(base)
 
+    def occurrences(self, ctx: Context) -> dict[str, dict[str, int]]:
+        """The points a step reached more than once in the crash-free run, and how often (a loop's later
+        passes): the exhaustive sweep faults each occurrence (`faults.schedule.exhaustive`)."""
+        return point_occurrences(ctx.session.baseline(self.options(ctx.session.options), self.agent(ctx)))
+
     def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
         """The schedule a seed stands for in this scenario (what `replay --seed` runs)."""
         points = self.step_points(ctx)
-        return Schedule.from_seed(seed, points, actions=self.sweep_actions(ctx), max_faults=fault_budget(points))
+        return Schedule.from_seed(seed, points, actions=self.sweep_actions(ctx), max_faults=fault_budget(points),
+                                  occurrences=self.occurrences(ctx))
 
     def testable(self, ctx: Context, points: dict[str, list[str]]) -> bool:
         """Whether `points` (this scenario's `step_points`) hold a fault point; if not, `untested` says why
@@ -177,7 +183,13 @@ class Scenario:
         points = self.step_points(ctx)
         if not self.testable(ctx, points):
             return []
-        schedules = exhaustive(points, self.sweep_actions(ctx))
+        occurrences = self.occurrences(ctx)
+        capped = [f"{step}:{point} ({n} times)" for step, counts in occurrences.items()
+                  for point, n in counts.items() if n > MAX_OCCURRENCES]
+        if capped:
+            ctx.say(f"{self.name}: the sweep faults the first {MAX_OCCURRENCES} times a step reaches a point; "
+                    f"later ones are not swept: {', '.join(capped[:3])}{' and more' if len(capped) > 3 else ''}")
+        schedules = exhaustive(points, self.sweep_actions(ctx), occurrences)
         return run_plan(self, ctx, [(None, s) for s in schedules],
                               lambda i, _seed, schedule, trial:
                               f"{self.name}: [{i}/{len(schedules)}] {schedule} -> {trial.outcome}")
@@ -189,7 +201,7 @@ class Scenario:
         if not self.testable(ctx, points):
             return []  # a schedule of no fault tests nothing
         return random_schedules(ctx.seed, count, points, actions=self.sweep_actions(ctx),
-                                max_faults=fault_budget(points))
+                                max_faults=fault_budget(points), occurrences=self.occurrences(ctx))
 
     def random(self, ctx: Context, count: int, *, stop_on_budget: bool = False) -> list[Trial]:
         plan = self.random_plan(ctx, count)

@@ -666,6 +666,20 @@ def judge(history: History, run_id: str, schedule: Schedule, seed: int | None, e
     return trial
 
 
+def point_occurrences(base: Evidence) -> dict[str, dict[str, int]]:
+    """For each step, the points the crash-free run reached more than once, and how many times
+    (`faults.schedule.Occurrences`: the exhaustive sweep faults each occurrence)."""
+    seen: dict[tuple[str, str], int] = {}
+    for e in base.events:
+        if isinstance(e, Point) and e.step:
+            seen[e.step, e.point] = seen.get((e.step, e.point), 0) + 1
+    out: dict[str, dict[str, int]] = {}
+    for (step, point), n in seen.items():
+        if n > 1:
+            out.setdefault(step, {})[point] = n
+    return out
+
+
 def step_points(base: Evidence) -> dict[str, list[str]]:
     """For each step, the kill points it reached in the crash-free run, in the order first reached."""
     out: dict[str, list[str]] = {}

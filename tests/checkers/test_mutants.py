@@ -27,6 +27,7 @@ import pytest
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.process import bounded_rework
 from killpoint.env.postgres import PostgresHandle
+from killpoint.env.stepmodule import load
 from killpoint.events import FaultFired, Point
 from killpoint.faults.schedule import Schedule
 from killpoint.run.scenario import Context, find, registry
@@ -67,7 +68,7 @@ def test_every_mutant_module_is_catalogued_and_names_its_bug() -> None:
     modules = {p.stem for p in MUTANTS_DIR.glob("*.py") if p.stem != "__init__"}
     previous = {m.rsplit(".", 1)[1] for m in PREVIOUS_CODE}
     assert modules - previous == set(BY_NAME), "a mutant module is missing from the catalog, or the reverse"
-    assert len(MUTANTS) == 35
+    assert len(MUTANTS) == 37
     for m in MUTANTS:
         source = (MUTANTS_DIR / f"{m.name}.py").read_text()
         assert "# BUG:" in source, f"{m.name} does not name its bug in a comment"
@@ -134,14 +135,16 @@ def test_mutant_is_caught_by_its_checker(mutant: Mutant, caught: dict[str, Compl
 
 
 def test_the_catching_schedules_pass_on_the_reference_agent(pg_server: PostgresHandle, tmp_path: Path) -> None:
-    """The same trials on the reference agent pass: the mutation is what is caught, not the schedule."""
+    """The same trials on the reference agent (or the mutant's correct control) pass: the mutation is what is
+    caught, not the schedule."""
     with harness_session(pg_server, tmp_path / "runs", "mut_reference_catching") as s:
-        base_options = s.options
+        base_options, reference = s.options, s.agent.module
         for m in MUTANTS:
             scenario = find(m.scenario)
             args = dict(zip(m.args[::2], m.args[1::2], strict=True))
             s.options = dataclasses.replace(base_options, grace=float(args.get("--grace", base_options.grace)))
             ctx = Context(session=s, previous_steps=args.get("--previous-steps"))
+            s.agent = load(m.control or reference)  # a loop's later pass is reached by a correct loop only
             if m.schedule:
                 trial = scenario.trial(ctx, Schedule.parse(m.schedule, s.agent.steps))
             else:

@@ -6,6 +6,8 @@ lookalike, a few targeted trials each (a framework worker is a fresh interpreter
   with `durability="sync"` is testable and passes;
 - a LangGraph graph whose emails go out in parallel branches of one superstep (a fan-in, or `Send`
   packets) passes keyed at the schedules that failed it before, and fails exactly_once bare;
+- a LangGraph loop (a node revisited once per customer) is faulted at every pass: keyed by the pass it
+  passes, and a manager copied without a key from the second pass on fails, only at later occurrences;
 - a DBOS workflow calling Stripe with the SDK's random keys creates a second PaymentIntent when recovered
   after Stripe applied the first: exactly_once names that PaymentIntent (the refund of it is a knock-on, not
   "extra"); with keys from the workflow id it passes. The history's `run.begin` names the worker command
@@ -89,6 +91,24 @@ def test_the_same_graph_sending_bare_fails_exactly_once(sandbox, langgraph, shap
     bare = cli(sandbox, "explore", "--scenario", "crash-points", "--exhaustive", "--actions", "kill",
                "--adapter", "langgraph", "--worker-cmd", worker("lg_parallel.py", "--shape", shape))
     assert bare.returncode == 1 and "exactly_once" in failing_checkers(bare.stdout), describe(bare)
+
+
+@pytest.mark.parametrize("cc", [False, True], ids=["keyed", "cc-manager"])
+def test_a_graph_loops_later_pass_is_faulted_at_every_occurrence(sandbox, langgraph, cc):
+    """A node revisited by a conditional edge (`remind`, once per customer): the sweep faults each pass, not
+    only the first (`@2`, `@3`...). Keyed by the pass kept in the state, it passes; copying the manager
+    without a key from the second pass on sends a copy twice, which only a fault inside a later pass shows."""
+    args = ["--cc-manager"] if cc else []
+    proc = cli(sandbox, "explore", "--scenario", "crash-points", "--exhaustive", "--actions", "kill", "--adapter",
+               "langgraph", "--worker-cmd", worker("lg_reminders.py", *args))
+    schedules = [e["schedule"] for e in sandbox.events() if e["type"] == "verdict"]
+    assert any("@3" in s for s in schedules), describe(proc)
+    if not cc:
+        assert proc.returncode == 0, describe(proc)
+        return
+    assert proc.returncode == 1 and set(failing_checkers(proc.stdout)) == {"exactly_once"}, describe(proc)
+    failed = [e["schedule"] for e in sandbox.events() if e["type"] == "verdict" and e["outcome"] == "fail"]
+    assert failed and all("@" in s for s in failed), failed
 
 
 @pytest.mark.parametrize("keys", ["random", "workflow"])

@@ -93,6 +93,9 @@ def test_flaky_services_draws_outages_in_its_single_faults_and_its_random_ones()
         def step_points(self, ctx):  # type: ignore[no-untyped-def, override]
             return REFERENCE_POINTS
 
+        def occurrences(self, ctx):  # type: ignore[no-untyped-def, override]
+            return {}  # each point reached once
+
     ctx = SimpleNamespace(seed=5, actions=())
     drawn = {f.action for _, s in OnThesePoints().random_plan(ctx, 40) for f in s}  # type: ignore[arg-type]
     assert set(LENGTHS) <= drawn

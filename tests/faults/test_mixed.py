@@ -67,6 +67,9 @@ def test_crash_points_random_search_draws_up_to_one_fault_per_step_not_three() -
         def step_points(self, ctx):  # type: ignore[no-untyped-def, override]
             return STEP_POINTS
 
+        def occurrences(self, ctx):  # type: ignore[no-untyped-def, override]
+            return {}  # each point reached once
+
     ctx = SimpleNamespace(seed=11, actions=())
     scenario = OnThesePoints()
     plan = scenario.random_plan(ctx, 60)  # type: ignore[arg-type]

@@ -9,8 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from killpoint.checkers.evidence import Evidence
+from killpoint.events import Point
 from killpoint.faults.points import ACTIONS, POINTS, fits
 from killpoint.faults.schedule import (
+    MAX_OCCURRENCES,
     Fault,
     Schedule,
     ScheduleError,
@@ -18,6 +21,7 @@ from killpoint.faults.schedule import (
     exhaustive,
     random_schedules,
 )
+from killpoint.run.trial import point_occurrences, step_points
 from tests.helpers.checks import describe
 from tests.helpers.sandbox import Sandbox
 
@@ -138,6 +142,48 @@ def test_exhaustive_is_single_distinct_fitting_faults_in_step_order() -> None:
     assert [f.step for f in faults] == sorted((f.step for f in faults), key=STEPS.index)
     assert exhaustive(REFERENCE_POINTS, ("kill", "term"))[:2] == [Schedule.parse("plan:step.start:kill"),
                                                                   Schedule.parse("plan:step.start:term")]
+
+
+def test_exhaustive_faults_every_occurrence_a_crash_free_run_reached_up_to_the_cap() -> None:
+    """A point a step reached several times (a loop's passes, a second email in the step) is faulted at each
+    occurrence, right after the first, up to MAX_OCCURRENCES; without occurrences the sweep is unchanged."""
+    points = {"plan": ["step.start"], "remind": ["step.start", "effect.applied"]}
+    plain = [str(s) for s in exhaustive(points, ("kill",))]
+    assert plain == ["plan:step.start:kill", "remind:step.start:kill", "remind:effect.applied:kill"]
+    swept = [str(s) for s in exhaustive(points, ("kill", "term"), {"remind": {"effect.applied": 3}})]
+    assert swept == ["plan:step.start:kill", "plan:step.start:term", "remind:step.start:kill",
+                     "remind:step.start:term", "remind:effect.applied:kill", "remind:effect.applied:term",
+                     "remind:effect.applied:kill@2", "remind:effect.applied:term@2", "remind:effect.applied:kill@3",
+                     "remind:effect.applied:term@3"]
+    many = exhaustive(points, ("kill",), {"remind": {"effect.applied": MAX_OCCURRENCES + 40}})
+    assert [s.faults[0].nth for s in many if s.faults[0].point == "effect.applied"] == \
+        list(range(1, MAX_OCCURRENCES + 1))
+
+
+def test_a_seed_draws_which_pass_of_a_loop_it_faults_and_nothing_more_where_points_are_reached_once() -> None:
+    """Random schedules fault a loop's later passes too (`occurrences`), each seed the same schedule every
+    time; where every point is reached once, a seed draws the schedule it drew before occurrences existed."""
+    loop = {"plan": ["step.start"], "remind": ["step.start", "effect.applied"]}
+    times = {"remind": {"step.start": 3, "effect.applied": 3}}
+    drawn = [s for _, s in random_schedules(7, 300, loop, occurrences=times)]
+    assert drawn == [s for _, s in random_schedules(7, 300, loop, occurrences=times)]
+    firsts = {f.nth for s in drawn for f in s.faults[:1] if f.step == "remind"}
+    assert firsts == {1, 2, 3}
+    assert [s for _, s in random_schedules(7, 300, REFERENCE_POINTS, occurrences={})] == \
+        [s for _, s in random_schedules(7, 300, REFERENCE_POINTS)]
+    once = {"remind": {"step.start": 1}}  # a count of 1 draws nothing more either
+    assert [s for _, s in random_schedules(7, 50, loop, occurrences=once)] == \
+        [s for _, s in random_schedules(7, 50, loop)]
+
+
+def test_point_occurrences_counts_only_what_a_step_reached_more_than_once() -> None:
+    events = [Point(run_id="r", inc="i1", step=step, point=point) for step, point in (
+        ("plan", "step.start"), ("remind", "step.start"), ("remind", "effect.applied"), ("remind", "step.start"),
+        ("remind", "effect.applied"), ("remind", "effect.applied"), ("close", "step.start"))]
+    base = Evidence(run_id="r", events=events)
+    assert point_occurrences(base) == {"remind": {"step.start": 2, "effect.applied": 3}}
+    assert step_points(base) == {"plan": ["step.start"], "remind": ["step.start", "effect.applied"],
+                                 "close": ["step.start"]}
 
 
 # ---- bad schedules: the bad token and the valid choices -------------------------------------------------

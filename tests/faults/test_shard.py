@@ -47,6 +47,9 @@ class Recorded(Scenario):
     def step_points(self, ctx: Context) -> dict[str, list[str]]:
         return POINTS
 
+    def occurrences(self, ctx: Context) -> dict[str, dict[str, int]]:
+        return {}  # each point reached once, as the reference agent's
+
     def trial(self, ctx: Context, schedule: Schedule, seed: int | None = None, **_: object) -> Trial:
         self.ran.append((str(schedule), seed))
         return Trial(f"recorded-{len(self.ran)}", schedule, seed, Evidence("x"), [Verdict("c", "pass", "ok")])

@@ -32,6 +32,9 @@ class Mutant:
     checker: str
     args: tuple[str, ...] = ()
     """Further arguments of the scenario the catching trial needs (e.g. a grace period)."""
+    control: str | None = None
+    """The correct agent the same trial must pass (default: the reference agent), where the schedule faults
+    what only the mutant's shape reaches (a loop's later pass, `@2`)."""
 
     @property
     def module(self) -> str:
@@ -84,6 +87,10 @@ MUTANTS: tuple[Mutant, ...] = (
            "crash-points", "plan:step.start:kill", "exactly_once"),
     Mutant("installment_day_key", "a loop's installments keyed by the day (two on one day collide)",
            "crash-points", "plan:step.start:kill", "exactly_once"),
+    Mutant("installment_receipt", "a loop's later installments also mail a receipt under a fresh key",
+           "crash-points", "charge:checkpoint.writing:kill@2", "exactly_once", control="tests.corpus.installments"),
+    Mutant("opinion_webhook", "a loop's later passes post to a keyless webhook", "crash-points",
+           "review:checkpoint.writing:kill@2", "exactly_once", control="tests.corpus.model_loop"),
     Mutant("billing_period_key", "the charge key carries the billing period read from the clock on each attempt",
            "mixed-faults", "charge:checkpoint.writing:clock+366d", "exactly_once"),
     Mutant("hour_window_key", "the email key carries the hour the attempt runs in (a dedupe window on the hour)",
