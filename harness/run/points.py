@@ -8,11 +8,12 @@ without the user copying points by hand from earlier output:
    its adapter and the source of its Python script (`worker_key`); one whose source cannot be found is
    measured every time.
 2. Look in the cache folder (`$KILLPOINT_CACHE_DIR/points`, else `.killpoint/cache/points`) for
-   `<module>-<digest>.json` (`worker-<digest>.json`); a readable file is the answer.
+   `<module>-<digest>.v2.json` (`worker-<digest>.v2.json`); a readable file is the answer (its points, and
+   the points reached more than once: `crash_free_occurrences`).
 3. Otherwise start an environment (the Postgres of `postgres`/`dsn`, the fake services, a fork server;
    a worker's preload, the hosts it may reach and its exit codes as the session's), run the crash-free
    baseline (`Session.baseline`, which fails with `CrashFreeFailure` when the agent does not finish), read
-   its points (`trial.step_points`), tear everything down, and write the cache file
+   its points (`trial.step_points`, `trial.point_occurrences`), tear everything down, and write the cache file
    atomically (a temporary file renamed), so concurrent pytest-xdist workers never read half a file.
 
 The points are a pure function of the agent's code, so every worker of a distributed test run computes
@@ -27,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from killpoint.faults.schedule import Schedule, StepPoints, exhaustive
+from killpoint.faults.schedule import Occurrences, Schedule, StepPoints, exhaustive
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -49,6 +50,26 @@ def crash_free_points(steps: str, *, postgres: str = "auto", dsn: str | None = N
     `worker_preload` and `exit_codes` are the session's (`SessionConfig`; None: `default_exit_codes`): the
     measuring run needs the hosts the worker reaches, but they do not change its points, so they are no part
     of the cache key."""
+    return _crash_free(steps, postgres, dsn, cache, worker_cmd, adapter, allow_egress, worker_preload,
+                       exit_codes)[0]
+
+
+def crash_free_occurrences(steps: str, *, postgres: str = "auto", dsn: str | None = None,
+                           cache: Path | None = None, worker_cmd: str | None = None,
+                           adapter: str | None = None, allow_egress: tuple[str, ...] = (),
+                           worker_preload: tuple[str, ...] | None = None,
+                           exit_codes: str | None = None) -> dict[str, dict[str, int]]:
+    """The points that crash-free run reached more than once, and how often (`trial.point_occurrences`: a
+    loop's later passes, which `single_faults` faults too), measured and cached with `crash_free_points`."""
+    return _crash_free(steps, postgres, dsn, cache, worker_cmd, adapter, allow_egress, worker_preload,
+                       exit_codes)[1]
+
+
+def _crash_free(steps: str, postgres: str, dsn: str | None, cache: Path | None, worker_cmd: str | None,
+                adapter: str | None, allow_egress: tuple[str, ...], worker_preload: tuple[str, ...] | None,
+                exit_codes: str | None) -> tuple[dict[str, list[str]], dict[str, dict[str, int]]]:
+    """The points and occurrences (flow steps 1-3): read from `<name>.v2.json`, else measured and written
+    there (an older cache file, which holds no occurrences, is measured again)."""
     folder = cache if cache is not None else cache_dir()
     if worker_cmd:
         name = worker_key(worker_cmd, adapter)
@@ -58,27 +79,30 @@ def crash_free_points(steps: str, *, postgres: str = "auto", dsn: str | None = N
 
         agent = load(steps)
         name, module = f"{agent.module}-{agent.digest}", agent.module
-    path = folder / f"{name}.json" if name else None
+    path = folder / f"{name}.v2.json" if name else None
     try:
         if path is not None:
-            return {str(k): [str(p) for p in v] for k, v in json.loads(path.read_text()).items()}
-    except (OSError, ValueError, AttributeError):
+            stored = json.loads(path.read_text())
+            return ({str(k): [str(p) for p in v] for k, v in stored["points"].items()},
+                    {str(k): {str(p): int(n) for p, n in v.items()} for k, v in stored["occurrences"].items()})
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
         pass
-    points = _measure(module, postgres, dsn, worker_cmd, adapter, allow_egress=allow_egress,
-                      worker_preload=worker_preload, exit_codes=exit_codes)
+    measured = _measure(module, postgres, dsn, worker_cmd, adapter, allow_egress=allow_egress,
+                        worker_preload=worker_preload, exit_codes=exit_codes)
     if path is None:
-        return points
+        return measured
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".points-", suffix=".json")
     with os.fdopen(fd, "w") as f:
-        json.dump(points, f, indent=1)
+        json.dump({"points": measured[0], "occurrences": measured[1]}, f, indent=1)
     os.replace(tmp, path)
-    return points
+    return measured
 
 
-def single_faults(points: StepPoints, actions: tuple[str, ...] = ("kill", "term")) -> list[Schedule]:
-    """Every single-fault schedule of these points (`faults.schedule.exhaustive`)."""
-    return exhaustive(points, actions)
+def single_faults(points: StepPoints, actions: tuple[str, ...] = ("kill", "term"),
+                  occurrences: Occurrences | None = None) -> list[Schedule]:
+    """Every single-fault schedule of these points, at each occurrence (`faults.schedule.exhaustive`)."""
+    return exhaustive(points, actions, occurrences)
 
 
 def schedules_for(steps: str, *, postgres: str = "auto", dsn: str | None = None, worker_cmd: str | None = None,
@@ -120,17 +144,19 @@ def worker_key(worker_cmd: str, adapter: str | None) -> str | None:
 
 def _measure(steps: str, postgres: str, dsn: str | None, worker_cmd: str | None = None,
              adapter: str | None = None, *, allow_egress: tuple[str, ...] = (),
-             worker_preload: tuple[str, ...] | None = None, exit_codes: str | None = None) -> dict[str, list[str]]:
+             worker_preload: tuple[str, ...] | None = None,
+             exit_codes: str | None = None) -> tuple[dict[str, list[str]], dict[str, dict[str, int]]]:
     """Run the crash-free baseline in a throwaway session (the worker's preload, egress hosts and exit codes
-    as given; None exit codes: `default_exit_codes`) and return its step points."""
+    as given; None exit codes: `default_exit_codes`) and return its step points and their occurrences."""
     from killpoint.run.config import SessionConfig
     from killpoint.run.opening import open_session
     from killpoint.run.options import RunOptions, default_exit_codes
-    from killpoint.run.trial import step_points
+    from killpoint.run.trial import point_occurrences, step_points
 
     options = RunOptions(exit_codes=exit_codes or default_exit_codes(worker_cmd))
     with tempfile.TemporaryDirectory(prefix="killpoint-points-") as tmp, \
             open_session(SessionConfig(steps, Path(tmp), postgres="dsn" if dsn else postgres, dsn=dsn,
                                        worker_cmd=worker_cmd, adapter=adapter, allow_egress=tuple(allow_egress),
                                        worker_preload=worker_preload, options=options)) as session:
-        return step_points(session.baseline())
+        base = session.baseline()
+        return step_points(base), point_occurrences(base)

@@ -158,6 +158,8 @@ def test_killpoint_schedule_measures_with_the_plugins_options(monkeypatch: pytes
     calls: list[tuple[str, dict[str, Any]]] = []
     monkeypatch.setattr(killpoint.run.points, "crash_free_points",
                         lambda steps, **kw: calls.append((steps, kw)) or {"email": ["effect.applied"]})
+    monkeypatch.setattr(killpoint.run.points, "crash_free_occurrences",
+                        lambda steps, **kw: {"email": {"effect.applied": 2}})
     worker = WorkerOptions(command=WORKER_CMD, adapter="langgraph", preload=("json",), allow_egress=("h",),
                            exit_codes="killpoint")
     options = {"--killpoint-steps": None, "--killpoint-dsn": None, "--killpoint-postgres": "auto"}
@@ -174,4 +176,5 @@ def test_killpoint_schedule_measures_with_the_plugins_options(monkeypatch: pytes
         assert (steps, kw["worker_cmd"], kw["adapter"], kw["worker_preload"]) == (pinned, None, None, None)
     else:
         assert (kw["worker_cmd"], kw["adapter"], kw["worker_preload"]) == (WORKER_CMD, "langgraph", ("json",))
-    assert [str(s) for s in params[0]] == ["email:effect.applied:kill", "email:effect.applied:term"]
+    assert [str(s) for s in params[0]] == ["email:effect.applied:kill", "email:effect.applied:term",
+                                           "email:effect.applied:kill@2", "email:effect.applied:term@2"]
