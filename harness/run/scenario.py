@@ -185,7 +185,7 @@ class Scenario:
             return []
         occurrences = self.occurrences(ctx)
         capped = [f"{step}:{point} ({n} times)" for step, counts in occurrences.items()
-                  for point, n in counts.items() if n > MAX_OCCURRENCES]
+                  for point, n in counts.items() if n > MAX_OCCURRENCES and point in points.get(step, ())]
         if capped:
             ctx.say(f"{self.name}: the sweep faults the first {MAX_OCCURRENCES} times a step reaches a point; "
                     f"later ones are not swept: {', '.join(capped[:3])}{' and more' if len(capped) > 3 else ''}")

@@ -16,7 +16,7 @@ from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict
 from killpoint.env.postgres import PostgresHandle
 from killpoint.errors import UsageError
-from killpoint.faults.schedule import Schedule, exhaustive, random_schedules
+from killpoint.faults.schedule import MAX_OCCURRENCES, Schedule, exhaustive, random_schedules
 from killpoint.faults.shard import Shard, parse
 from killpoint.run.plans import weigh_shards
 from killpoint.run.scenario import Context, Scenario
@@ -330,3 +330,20 @@ def test_a_scenario_with_its_own_plan_is_split_by_trial_across_the_shards(
 def test_the_own_plans_are_spread_over_the_shards(split: dict[str, tuple[set, list[set], list[str]]]) -> None:
     """Some scenario's trials land in both shards: the split is by trial, not by scenario."""
     assert any(all(parts) for _whole, parts, _o in split.values())
+
+
+def test_a_point_reached_more_often_than_the_sweep_faults_is_said_once() -> None:
+    """A loop of more than MAX_OCCURRENCES passes: the sweep faults its first five and says which points it
+    cut (only points the scenario sweeps)."""
+    class Looping(Recorded):
+        def occurrences(self, ctx: Context) -> dict[str, dict[str, int]]:
+            return {"charge": {"effect.applied": MAX_OCCURRENCES + 3, "not.swept": 50}}
+
+    said: list[str] = []
+    sc = Looping()
+    sc.run(Context(session=None, seed=11, random_count=0, say=said.append))  # type: ignore[arg-type]
+    applied = [s for s, _ in sc.ran if s.startswith("charge:effect.applied")]
+    assert applied[-1] == f"charge:effect.applied:term@{MAX_OCCURRENCES}" and len(applied) == 2 * MAX_OCCURRENCES
+    cut = [m for m in said if "not swept" in m]
+    assert cut == [f"recorded: the sweep faults the first {MAX_OCCURRENCES} times a step reaches a point; later "
+                   f"ones are not swept: charge:effect.applied ({MAX_OCCURRENCES + 3} times)"], said
