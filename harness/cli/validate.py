@@ -6,8 +6,8 @@
 2. The option types (``grace``, ``budget``, ``count``, ``seed``, ``worker_cmd``) check ranges and shapes
    as the line is parsed: a value outside its range is refused there, never half-used later. A
    ``--worker-cmd`` whose program is not found, or whose Python script is not a file (or ``-m`` module not
-   found), is refused there too
-   (every incarnation would fail to start, and the run would read as an agent that fails with no faults).
+   found), is refused there too (every incarnation would fail to start, and the run would read as an agent
+   that fails with no faults); so is an ``--allow-egress`` that no host matches (``egress_host``).
 3. ``check_paths(out, junit, store)`` proves ``--out`` can be created and written, and ``--junit`` written, before a
    run begins (not after an hour of trials); and, for ``run`` and ``explore`` without ``--no-store``, the
    failure store under the current directory (``.killpoint/failures``), which they write at the end. A name
@@ -184,8 +184,8 @@ def _not_startable(words: list[str], written: list[str]) -> tuple[str, str, str]
     syntax (a bare operator among `written`, a leading `NAME=value`) in a command no shell reads, a program
     not on PATH (nor an executable file at the path given), or a Python interpreter whose script is not a
     file (relative to the working directory, which every incarnation shares) or whose `-m` module is not
-    found (`_module_missing`). Anything else, even a script
-    that fails, is the agent's to answer for (a crash-free run that fails)."""
+    found (`_module_missing`). Anything else, even a script that fails, is the agent's to answer for (a
+    crash-free run that fails)."""
     no_shell = "but killpoint runs the command itself, with no shell"
     shell = [w for w in written if w in SHELL_OPERATORS]  # bare: a quoted '|' is an argument the user meant
     if shell:
