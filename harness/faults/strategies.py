@@ -11,6 +11,9 @@ are given (a `StepPoints` mapping, or a callable that measures them): this modul
    the fewest faults at the earliest points, with `kill` (listed first) before `term`.
 3. A candidate drawn again on a (step, point) already used takes the next occurrence (`@2`, `@3`...), which
    a resumed incarnation reaches again, so every drawn schedule is valid (`Schedule.parse(str(s)) == s`).
+   Given `occurrences` (the points the run reached `k` > 1 times: a loop's later passes,
+   `killpoint.crash_free_occurrences`), each candidate also draws which of the `k` its first fault on that
+   point takes; the number shrinks toward 0, the first pass. Without them nothing more is drawn.
 
 `deferred_schedules(measure)` calls `measure()` for the points only when the first schedule is drawn.
 `killpoint.schedules_for(steps)` (harness/run/points.py) is that over the points the agent `steps` reaches.
@@ -35,7 +38,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from killpoint.faults.points import fits
-from killpoint.faults.schedule import Fault, Schedule, StepPoints
+from killpoint.faults.schedule import Fault, Occurrences, Schedule, StepPoints
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
@@ -46,18 +49,23 @@ def candidates(points: StepPoints, actions: Sequence[str] = ("kill", "term")) ->
     return [(s, p, a) for s in points for p in points[s] for a in actions if fits(a, p)]
 
 
-def number(drawn: Sequence[tuple[str, str, str]]) -> Schedule:
-    """Flow step 3: drawn candidates as a schedule, a repeated (step, point) taking the next occurrence."""
+def number(drawn: Sequence[tuple[str, str, str]], passes: Sequence[int] = (),
+           occurrences: Occurrences | None = None) -> Schedule:
+    """Flow step 3: drawn candidates as a schedule, a repeated (step, point) taking the next occurrence; the
+    first fault on a point reached `k` > 1 times (`occurrences`) takes occurrence `1 + passes[i] % k`."""
+    times = occurrences or {}
     used: dict[tuple[str, str], int] = {}
     faults = []
-    for step, point, action in drawn:
-        nth = used[(step, point)] = used.get((step, point), 0) + 1
+    for i, (step, point, action) in enumerate(drawn):
+        reached = times.get(step, {}).get(point, 1)
+        first = 1 + passes[i] % reached if i < len(passes) and reached > 1 else 1
+        nth = used[(step, point)] = used[(step, point)] + 1 if (step, point) in used else first
         faults.append(Fault(step, point, action, nth))
     return Schedule(tuple(faults))
 
 
 def schedules(points: StepPoints, *, actions: Sequence[str] = ("kill", "term"), min_faults: int = 1,
-              max_faults: int = 3) -> SearchStrategy[Schedule]:
+              max_faults: int = 3, occurrences: Occurrences | None = None) -> SearchStrategy[Schedule]:
     """Schedules of `min_faults`..`max_faults` faults at these points (flow steps 1-3)."""
     from hypothesis import strategies as st
 
@@ -67,12 +75,20 @@ def schedules(points: StepPoints, *, actions: Sequence[str] = ("kill", "term"), 
     if not pool:
         raise UsageError("no-points", f"no kill point of these steps fits the actions {', '.join(actions)}",
                          "give the points of a crash-free run (killpoint.crash_free_points) and kill/term")
-    return st.lists(st.sampled_from(pool), min_size=min_faults, max_size=max_faults).map(number)
+    if not occurrences:
+        return st.lists(st.sampled_from(pool), min_size=min_faults, max_size=max_faults).map(number)
+    most = max(n for counts in occurrences.values() for n in counts.values())
+    picks = st.lists(st.tuples(st.sampled_from(pool), st.integers(0, most - 1)), min_size=min_faults,
+                     max_size=max_faults)
+    return picks.map(lambda drawn: number([c for c, _ in drawn], [k for _, k in drawn], occurrences))
 
 
-def deferred_schedules(measure: Callable[[], StepPoints], **kwargs: Any) -> SearchStrategy[Schedule]:  # noqa: ANN401
-    """`schedules(measure(), **kwargs)`, with `measure` called the first time a schedule is drawn (not at
-    import or collection)."""
+def deferred_schedules(measure: Callable[[], StepPoints], *,
+                       occurrences: Callable[[], Occurrences] | None = None,
+                       **kwargs: Any) -> SearchStrategy[Schedule]:  # noqa: ANN401
+    """`schedules(measure(), occurrences=occurrences(), **kwargs)`, with `measure` and `occurrences` called
+    the first time a schedule is drawn (not at import or collection)."""
     from hypothesis import strategies as st
 
-    return st.deferred(lambda: schedules(measure(), **kwargs))
+    return st.deferred(lambda: schedules(measure(), occurrences=occurrences() if occurrences else None,
+                                         **kwargs))

@@ -111,14 +111,16 @@ def schedules_for(steps: str, *, postgres: str = "auto", dsn: str | None = None,
                   **kwargs: Any) -> SearchStrategy[Schedule]:  # noqa: ANN401
     """Hypothesis schedules (`faults.strategies.schedules`, `kwargs` its options) over the points the agent
     `steps` (or the black-box worker `worker_cmd`) reaches in its crash-free run, measured the first time a
-    schedule is drawn (not at import or collection) and cached by the agent's digest; `allow_egress`,
+    schedule is drawn (not at import or collection) and cached by the agent's digest, with the points it
+    reached more than once (a loop's later passes, drawn too); `allow_egress`,
     `worker_preload` and `exit_codes` as `crash_free_points` takes them."""
     from killpoint.faults.strategies import deferred_schedules
 
-    return deferred_schedules(lambda: crash_free_points(steps, postgres=postgres, dsn=dsn, worker_cmd=worker_cmd,
-                                                        adapter=adapter, allow_egress=allow_egress,
-                                                        worker_preload=worker_preload, exit_codes=exit_codes),
-                              **kwargs)
+    measure: dict[str, Any] = {"postgres": postgres, "dsn": dsn, "worker_cmd": worker_cmd, "adapter": adapter,
+                               "allow_egress": allow_egress, "worker_preload": worker_preload,
+                               "exit_codes": exit_codes}
+    return deferred_schedules(lambda: crash_free_points(steps, **measure),
+                              occurrences=lambda: crash_free_occurrences(steps, **measure), **kwargs)
 
 
 def worker_key(worker_cmd: str, adapter: str | None) -> str | None:

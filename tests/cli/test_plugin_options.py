@@ -142,12 +142,15 @@ def test_crash_free_points_measures_with_the_sessions_hosts_and_preload(tmp_path
 def test_schedules_for_measures_with_the_sessions_hosts_and_preload(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[dict[str, Any]] = []
     monkeypatch.setattr(killpoint.run.points, "crash_free_points", lambda steps, **kw: calls.append(kw) or {})
+    monkeypatch.setattr(killpoint.run.points, "crash_free_occurrences", lambda steps, **kw: calls.append(kw) or {})
     monkeypatch.setattr(killpoint.faults.strategies, "deferred_schedules", lambda measure, **kw: (measure, kw))
     measure, kwargs = schedules_for("steps", worker_cmd=WORKER_CMD, allow_egress=("*",), worker_preload=(),
                                     max_faults=2)
-    assert kwargs == {"max_faults": 2}  # the strategy's own options only
+    occurrences = kwargs.pop("occurrences")
+    assert kwargs == {"max_faults": 2}  # the strategy's own options, besides the measured occurrences
     measure()
-    assert calls[0]["allow_egress"] == ("*",) and calls[0]["worker_preload"] == ()
+    occurrences()
+    assert [(c["allow_egress"], c["worker_preload"]) for c in calls] == [(("*",), ())] * 2
 
 
 @pytest.mark.parametrize("pinned", [None, "tests.gallery.variants.ticket_agent"])

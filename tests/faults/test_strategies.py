@@ -49,6 +49,32 @@ def test_importing_the_module_does_not_import_hypothesis() -> None:
     assert subprocess.run([sys.executable, "-c", code], timeout=60).returncode == 0
 
 
+LOOP = {"charge": {"effect.applied": 3, "checkpoint.committed": 3}}
+"""`charge` visited three times (a loop): its later passes are drawn too."""
+
+
+@settings(max_examples=200, deadline=None)
+@given(schedules(POINTS, max_faults=3, occurrences=LOOP))
+def test_a_loops_later_passes_are_drawn_and_every_schedule_stays_valid(schedule: Schedule) -> None:
+    assert Schedule.parse(str(schedule), POINTS) == schedule
+    for f in schedule.faults:
+        reached = LOOP.get(f.step, {}).get(f.point, 1)
+        earlier = sum(1 for g in schedule.faults if (g.step, g.point) == (f.step, f.point)) - 1
+        assert f.nth <= reached + earlier  # a first fault within the passes; a repeat one further
+
+
+def later_pass(schedule: Schedule) -> bool:
+    """A fault at a later pass of a loop, the only one on its point (not a resumed incarnation's repeat)."""
+    points = [(f.step, f.point) for f in schedule.faults]
+    return any(f.nth >= 2 and points.count((f.step, f.point)) == 1 for f in schedule.faults)
+
+
+def test_a_failure_at_a_later_pass_shrinks_to_one_fault_at_the_earliest_such_point() -> None:
+    found = find(schedules(POINTS, max_faults=3, occurrences=LOOP), later_pass,
+                 settings=settings(database=None, max_examples=500))
+    assert str(found) == "charge:effect.applied:kill@2"
+
+
 def documented_example() -> str:
     doc = strategies.__doc__ or ""
     block = doc.split("A complete test (this is the example `tests/faults/test_strategies.py` runs):", 1)[1]
