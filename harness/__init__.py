@@ -43,7 +43,7 @@ _EXPORTS = {
     "explain": "killpoint.testing",
     "TrialFailed": "killpoint.testing",
     "crash_free_points": "killpoint.run.points",
-    "crash_free_occurrences": "killpoint.run.points",
+    "crash_free_run": "killpoint.run.points",
     "schedules_for": "killpoint.run.points",
 }
 __all__ = ["__version__", *sorted(_EXPORTS)]

@@ -142,7 +142,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     reaches, as the CLI's exhaustive sweep), each its own test id."""
     if "killpoint_schedule" not in metafunc.fixturenames:
         return
-    from killpoint.run.points import crash_free_occurrences, crash_free_points, single_faults
+    from killpoint.run.points import crash_free_run, single_faults
 
     config = metafunc.config
     marker = metafunc.definition.get_closest_marker("killpoint")
@@ -152,11 +152,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     worker = config.stash.get(WORKER, WorkerOptions())
     if pinned:  # the hosts it may reach and its exit codes stay the session's
         worker = replace(worker, command=None, adapter=None, preload=None)
-    measure = {"postgres": config.getoption("--killpoint-postgres"), "dsn": dsn, "worker_cmd": worker.command,
-               "adapter": worker.adapter, "allow_egress": worker.allow_egress, "worker_preload": worker.preload,
-               "exit_codes": worker.exit_codes}
-    points = crash_free_points(steps, **measure)
-    schedules = single_faults(points, occurrences=crash_free_occurrences(steps, **measure))  # the cache's, read again
+    points, occurrences = crash_free_run(steps, postgres=config.getoption("--killpoint-postgres"), dsn=dsn,
+                                         worker_cmd=worker.command, adapter=worker.adapter,
+                                         allow_egress=worker.allow_egress, worker_preload=worker.preload,
+                                         exit_codes=worker.exit_codes)
+    schedules = single_faults(points, occurrences=occurrences)
     metafunc.parametrize("killpoint_schedule", schedules, ids=[str(s) for s in schedules])
 
 

@@ -12,7 +12,7 @@ are given (a `StepPoints` mapping, or a callable that measures them): this modul
 3. A candidate drawn again on a (step, point) already used takes the next occurrence (`@2`, `@3`...), which
    a resumed incarnation reaches again, so every drawn schedule is valid (`Schedule.parse(str(s)) == s`).
    Given `occurrences` (the points the run reached `k` > 1 times: a loop's later passes,
-   `killpoint.crash_free_occurrences`), each candidate also draws which of the `k` its first fault on that
+   `killpoint.crash_free_run`), each candidate also draws which of the `k` its first fault on that
    point takes; the number shrinks toward 0, the first pass. Without them nothing more is drawn.
 
 `deferred_schedules(measure)` calls `measure()` for the points only when the first schedule is drawn.

@@ -9,7 +9,7 @@ without the user copying points by hand from earlier output:
    measured every time.
 2. Look in the cache folder (`$KILLPOINT_CACHE_DIR/points`, else `.killpoint/cache/points`) for
    `<module>-<digest>.v2.json` (`worker-<digest>.v2.json`); a readable file is the answer (its points, and
-   the points reached more than once: `crash_free_occurrences`).
+   the points reached more than once: `crash_free_run`).
 3. Otherwise start an environment (the Postgres of `postgres`/`dsn`, the fake services, a fork server;
    a worker's preload, the hosts it may reach and its exit codes as the session's), run the crash-free
    baseline (`Session.baseline`, which fails with `CrashFreeFailure` when the agent does not finish), read
@@ -22,6 +22,7 @@ the same ones and collects the same test ids.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -46,30 +47,23 @@ def crash_free_points(steps: str, *, postgres: str = "auto", dsn: str | None = N
                       worker_preload: tuple[str, ...] | None = None,
                       exit_codes: str | None = None) -> dict[str, list[str]]:
     """For each step of the agent `steps` (or of the black-box worker `worker_cmd`, its records read by
-    `adapter`), the kill points its crash-free run reaches, in order (see above). `allow_egress`,
-    `worker_preload` and `exit_codes` are the session's (`SessionConfig`; None: `default_exit_codes`): the
-    measuring run needs the hosts the worker reaches, but they do not change its points, so they are no part
-    of the cache key."""
-    return _crash_free(steps, postgres, dsn, cache, worker_cmd, adapter, allow_egress, worker_preload,
-                       exit_codes)[0]
+    `adapter`), the kill points its crash-free run reaches, in order (see above; the options as
+    `crash_free_run` takes them, which also gives the points reached more than once)."""
+    return crash_free_run(steps, postgres=postgres, dsn=dsn, cache=cache, worker_cmd=worker_cmd, adapter=adapter,
+                          allow_egress=allow_egress, worker_preload=worker_preload, exit_codes=exit_codes)[0]
 
 
-def crash_free_occurrences(steps: str, *, postgres: str = "auto", dsn: str | None = None,
-                           cache: Path | None = None, worker_cmd: str | None = None,
-                           adapter: str | None = None, allow_egress: tuple[str, ...] = (),
-                           worker_preload: tuple[str, ...] | None = None,
-                           exit_codes: str | None = None) -> dict[str, dict[str, int]]:
-    """The points that crash-free run reached more than once, and how often (`trial.point_occurrences`: a
-    loop's later passes, which `single_faults` faults too), measured and cached with `crash_free_points`."""
-    return _crash_free(steps, postgres, dsn, cache, worker_cmd, adapter, allow_egress, worker_preload,
-                       exit_codes)[1]
-
-
-def _crash_free(steps: str, postgres: str, dsn: str | None, cache: Path | None, worker_cmd: str | None,
-                adapter: str | None, allow_egress: tuple[str, ...], worker_preload: tuple[str, ...] | None,
-                exit_codes: str | None) -> tuple[dict[str, list[str]], dict[str, dict[str, int]]]:
-    """The points and occurrences (flow steps 1-3): read from `<name>.v2.json`, else measured and written
-    there (an older cache file, which holds no occurrences, is measured again)."""
+def crash_free_run(steps: str, *, postgres: str = "auto", dsn: str | None = None, cache: Path | None = None,
+                   worker_cmd: str | None = None, adapter: str | None = None, allow_egress: tuple[str, ...] = (),
+                   worker_preload: tuple[str, ...] | None = None,
+                   exit_codes: str | None = None) -> tuple[dict[str, list[str]], dict[str, dict[str, int]]]:
+    """The points of the agent's crash-free run and those it reached more than once, with how often
+    (`trial.point_occurrences`: a loop's later passes, which `single_faults` faults too), measured once and
+    cached together (flow steps 1-3): read from
+    `<name>.v2.json`, else measured and written there (an older cache file, which holds no occurrences, is
+    measured again). `allow_egress`, `worker_preload` and `exit_codes` are the session's (`SessionConfig`;
+    None: `default_exit_codes`): the measuring run needs the hosts the worker reaches, but they do not change
+    its points, so they are no part of the cache key."""
     folder = cache if cache is not None else cache_dir()
     if worker_cmd:
         name = worker_key(worker_cmd, adapter)
@@ -113,14 +107,13 @@ def schedules_for(steps: str, *, postgres: str = "auto", dsn: str | None = None,
     `steps` (or the black-box worker `worker_cmd`) reaches in its crash-free run, measured the first time a
     schedule is drawn (not at import or collection) and cached by the agent's digest, with the points it
     reached more than once (a loop's later passes, drawn too); `allow_egress`,
-    `worker_preload` and `exit_codes` as `crash_free_points` takes them."""
+    `worker_preload` and `exit_codes` as `crash_free_run` takes them."""
     from killpoint.faults.strategies import deferred_schedules
 
-    measure: dict[str, Any] = {"postgres": postgres, "dsn": dsn, "worker_cmd": worker_cmd, "adapter": adapter,
-                               "allow_egress": allow_egress, "worker_preload": worker_preload,
-                               "exit_codes": exit_codes}
-    return deferred_schedules(lambda: crash_free_points(steps, **measure),
-                              occurrences=lambda: crash_free_occurrences(steps, **measure), **kwargs)
+    measured = functools.cache(lambda: crash_free_run(
+        steps, postgres=postgres, dsn=dsn, worker_cmd=worker_cmd, adapter=adapter, allow_egress=allow_egress,
+        worker_preload=worker_preload, exit_codes=exit_codes))  # one crash-free run for both
+    return deferred_schedules(lambda: measured()[0], occurrences=lambda: measured()[1], **kwargs)
 
 
 def worker_key(worker_cmd: str, adapter: str | None) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from array import array
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -669,10 +670,7 @@ def judge(history: History, run_id: str, schedule: Schedule, seed: int | None, e
 def point_occurrences(base: Evidence) -> dict[str, dict[str, int]]:
     """For each step, the points the crash-free run reached more than once, and how many times
     (`faults.schedule.Occurrences`: the exhaustive sweep faults each occurrence)."""
-    seen: dict[tuple[str, str], int] = {}
-    for e in base.events:
-        if isinstance(e, Point) and e.step:
-            seen[e.step, e.point] = seen.get((e.step, e.point), 0) + 1
+    seen = Counter((e.step, e.point) for e in base.events if isinstance(e, Point) and e.step)
     out: dict[str, dict[str, int]] = {}
     for (step, point), n in seen.items():
         if n > 1:

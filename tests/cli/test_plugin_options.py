@@ -2,7 +2,7 @@
 (the CLI's `--allow-egress`, `--exit-codes` and `--worker-preload`): given to a real inner pytest they reach
 the session's `SessionConfig` and `RunOptions` as the CLI puts them; a bad one is pytest's usage error
 (exit 4, no traceback) naming the plugin's option; and the crash-free run measured for `killpoint_schedule`
-(`run.points.crash_free_points`, `schedules_for`) opens its session with the same hosts and preload.
+(`run.points.crash_free_run`, `schedules_for`) opens its session with the same hosts and preload.
 
 No Postgres: the inner pytest only builds the configuration, and the measuring session is a fake."""
 
@@ -141,8 +141,7 @@ def test_crash_free_points_measures_with_the_sessions_hosts_and_preload(tmp_path
 
 def test_schedules_for_measures_with_the_sessions_hosts_and_preload(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[dict[str, Any]] = []
-    monkeypatch.setattr(killpoint.run.points, "crash_free_points", lambda steps, **kw: calls.append(kw) or {})
-    monkeypatch.setattr(killpoint.run.points, "crash_free_occurrences", lambda steps, **kw: calls.append(kw) or {})
+    monkeypatch.setattr(killpoint.run.points, "crash_free_run", lambda steps, **kw: calls.append(kw) or ({}, {}))
     monkeypatch.setattr(killpoint.faults.strategies, "deferred_schedules", lambda measure, **kw: (measure, kw))
     measure, kwargs = schedules_for("steps", worker_cmd=WORKER_CMD, allow_egress=("*",), worker_preload=(),
                                     max_faults=2)
@@ -150,19 +149,19 @@ def test_schedules_for_measures_with_the_sessions_hosts_and_preload(monkeypatch:
     assert kwargs == {"max_faults": 2}  # the strategy's own options, besides the measured occurrences
     measure()
     occurrences()
-    assert [(c["allow_egress"], c["worker_preload"]) for c in calls] == [(("*",), ())] * 2
+    # one crash-free run for the points and their occurrences (a worker with no source is never cached)
+    assert [(c["allow_egress"], c["worker_preload"]) for c in calls] == [(("*",), ())]
 
 
 @pytest.mark.parametrize("pinned", [None, "tests.gallery.variants.ticket_agent"])
 def test_killpoint_schedule_measures_with_the_plugins_options(monkeypatch: pytest.MonkeyPatch,
                                                               pinned: str | None) -> None:
-    """`pytest_generate_tests` hands the worker's options to `crash_free_points`; a test that pins a step
-    module drops the worker (its command, adapter and preload) but keeps the hosts and exit codes."""
+    """`pytest_generate_tests` hands the worker's options to `crash_free_run` (once: points and occurrences);
+    a test that pins a step module drops the worker (its command, adapter and preload) but keeps the hosts
+    and exit codes."""
     calls: list[tuple[str, dict[str, Any]]] = []
-    monkeypatch.setattr(killpoint.run.points, "crash_free_points",
-                        lambda steps, **kw: calls.append((steps, kw)) or {"email": ["effect.applied"]})
-    monkeypatch.setattr(killpoint.run.points, "crash_free_occurrences",
-                        lambda steps, **kw: {"email": {"effect.applied": 2}})
+    monkeypatch.setattr(killpoint.run.points, "crash_free_run", lambda steps, **kw: calls.append((steps, kw)) or (
+        {"email": ["effect.applied"]}, {"email": {"effect.applied": 2}}))
     worker = WorkerOptions(command=WORKER_CMD, adapter="langgraph", preload=("json",), allow_egress=("h",),
                            exit_codes="killpoint")
     options = {"--killpoint-steps": None, "--killpoint-dsn": None, "--killpoint-postgres": "auto"}

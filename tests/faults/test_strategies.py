@@ -14,7 +14,7 @@ from hypothesis import find, given, settings
 from killpoint.faults import strategies
 from killpoint.faults.schedule import Schedule
 from killpoint.faults.strategies import candidates, schedules
-from killpoint.run.points import crash_free_occurrences, crash_free_points, single_faults
+from killpoint.run.points import crash_free_points, crash_free_run, single_faults
 from tests.helpers.inner_pytest import inner_pytest
 
 POINTS = {"plan": ["step.start", "model.request", "checkpoint.writing", "checkpoint.committed"],
@@ -93,14 +93,14 @@ def test_the_documented_given_example_runs_as_a_users_test(tmp_path: Path, pg_ds
 
 
 def test_a_loops_later_passes_are_measured_cached_and_made_single_faults(tmp_path: Path, pg_dsn: str) -> None:
-    """`crash_free_occurrences` measures, with the points, how often a loop's step reached each point (the
+    """`crash_free_run` measures, with the points, how often a loop's step reached each point (the
     installments: `charge` twice); both come from one cache file, so the second call runs nothing, and
     `single_faults` faults each pass (what `killpoint_schedule` parametrizes over)."""
     steps, cache = "tests.corpus.installments", tmp_path / "cache" / "points"
     points = crash_free_points(steps, dsn=pg_dsn, cache=cache)
     [stored] = cache.glob("*.v2.json")
     stored.write_text(stored.read_text().replace('"charge": {', '"charge": {"cached": 9, '))  # read, not measured
-    occurrences = crash_free_occurrences(steps, dsn="postgresql://nobody@127.0.0.1:1/none", cache=cache)
+    occurrences = crash_free_run(steps, dsn="postgresql://nobody@127.0.0.1:1/none", cache=cache)[1]
     assert occurrences["charge"].pop("cached") == 9
     assert occurrences == {"charge": dict.fromkeys(points["charge"], 2)}
     faults = [str(s) for s in single_faults(points, ("kill",), occurrences)]
