@@ -265,6 +265,11 @@ class Environment:
         if self._worker_cmd and self._hold_table():
             self._sqlbarriers[listener.run_id] = sqlbarrier.SqlBarrier(self.pg.dsn, listener, self.adapter)
 
+    def barrier_key(self, run_id: str) -> int | None:
+        """The advisory lock key of the run's SQL barrier (`SqlBarrier.key`); None for a run without one."""
+        held = self._sqlbarriers.get(run_id)
+        return held.key if held is not None else None
+
     def settle(self, run_id: str) -> None:
         """Wait until the run's held checkpoint commit, if any, is resolved (`SqlBarrier.settle`)."""
         held = self._sqlbarriers.get(run_id)

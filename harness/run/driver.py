@@ -80,6 +80,10 @@ class RunTarget:
     def pg(self) -> PostgresHandle:
         return self.env.pg
 
+    @property
+    def barrier_key(self) -> int | None:
+        return self.env.barrier_key(self.run_id)
+
     def connect(self) -> psycopg.Connection:
         return self.env.connect()
 

@@ -46,31 +46,38 @@ from killpoint.run.options import RunOptions
 SERVICE_DECISION = {"drop": Decision.DROP, "error": Decision.ERROR, "overload": Decision.OVERLOAD}
 SLOW_MS = 250
 STOP_POLL_SECONDS = 0.02
-BLOCKED_BY_SQL = """
+RUN_BARRIER_CTE = """
+WITH barrier AS (
+  SELECT pid FROM pg_locks
+  WHERE locktype = 'advisory' AND granted AND mode = 'ExclusiveLock' AND objsubid = 1
+    AND classid = (%(key)s::bigint >> 32)::oid AND objid = (%(key)s::bigint & 4294967295)::oid
+    AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))
+"""
+"""This run's SQL barrier session (env/sqlbarrier.py): the one holding the run's advisory lock key. Runs of
+one database (trials at `-j 2` on a `--dsn` database) each have a barrier, all named `killpoint-barrier`:
+a wait behind another run's barrier says nothing of this run's zombie. A NULL key (no barrier) matches none."""
+BLOCKED_BY_SQL = RUN_BARRIER_CTE + """
 SELECT 1 FROM pg_stat_activity s JOIN pg_stat_activity z ON z.pid = ANY(pg_blocking_pids(s.pid))
-WHERE s.application_name = %s AND z.application_name = %s
+WHERE s.application_name = %(successor)s AND z.application_name = %(zombie)s
 UNION ALL
-SELECT 1 FROM pg_stat_activity s JOIN pg_stat_activity b ON b.pid = ANY(pg_blocking_pids(s.pid))
-WHERE b.application_name = 'killpoint-barrier' AND s.datname = current_database()
+SELECT 1 FROM pg_stat_activity s JOIN barrier b ON b.pid = ANY(pg_blocking_pids(s.pid))
 GROUP BY b.pid HAVING count(*) >= 2
 UNION ALL
-SELECT 1 FROM pg_stat_activity z JOIN pg_stat_activity b ON b.pid = ANY(pg_blocking_pids(z.pid))
+SELECT 1 FROM pg_stat_activity z JOIN barrier b ON b.pid = ANY(pg_blocking_pids(z.pid))
 JOIN pg_stat_activity s ON z.pid = ANY(pg_blocking_pids(s.pid))
-WHERE b.application_name = 'killpoint-barrier' AND s.datname = current_database()
 """
 """A row when the successor's session waits on a lock the zombie's session holds (sessions are named
-by incarnation through PGAPPNAME), or when a second session waits behind the SQL barrier that holds the
-zombie's checkpoint commit (env/sqlbarrier.py), or on a lock of that held transaction: the successor is
+by incarnation through PGAPPNAME), or when a second session waits behind the run's SQL barrier that holds
+the zombie's checkpoint commit (env/sqlbarrier.py), or on a lock of that held transaction: the successor is
 stuck behind the zombie's commit, which a real server would have let through long ago (sessions a
-framework names itself, as DBOS's, are counted too)."""
-ZOMBIE_TXN_SQL = """
+framework names itself, as DBOS's, are counted too). Only this run's barrier counts (`RUN_BARRIER_CTE`)."""
+ZOMBIE_TXN_SQL = RUN_BARRIER_CTE + """
 SELECT 1 FROM pg_stat_activity z
 WHERE z.datname = current_database() AND z.backend_xid IS NOT NULL
-  AND (z.application_name = %s OR EXISTS (SELECT 1 FROM pg_stat_activity b WHERE b.pid = ANY(pg_blocking_pids(z.pid))
-                                          AND b.application_name = 'killpoint-barrier'))
+  AND (z.application_name = %(zombie)s OR EXISTS (SELECT 1 FROM barrier b WHERE b.pid = ANY(pg_blocking_pids(z.pid))))
 """
 """A row while the zombie holds a transaction that wrote or locked rows: a session named by its incarnation,
-or one whose commit the SQL barrier holds (a framework's own session names count too)."""
+or one whose commit the run's SQL barrier holds (a framework's own session names count too)."""
 LIVE_SQL = "SELECT 1 FROM pg_stat_activity WHERE application_name = %s AND datname = current_database()"
 """A row once the successor has a database session of its own (named by its incarnation): it has started
 up (a framework's imports can take seconds) and reached its records."""
@@ -102,6 +109,11 @@ class Target(Protocol):
     pg: PostgresHandle
 
     def connect(self) -> psycopg.Connection: ...
+
+    @property
+    def barrier_key(self) -> int | None:
+        """The advisory lock key of the run's SQL barrier (a black-box worker's held commits), else None."""
+        ...
 
     def expire_lease(self) -> None:
         """Simulate the passage of time: the run's lease lapses."""
@@ -206,11 +218,12 @@ class Nemesis:
         seen = len(history)
         stall = STALL_SECONDS + self.target.options.step_delay
         moved: float | None = None  # when the successor last showed progress; None: it has not started yet
+        names = {"successor": successor.inc, "zombie": zombie.inc, "key": self.target.barrier_key}
         with self.target.connect() as conn:
             while not successor.ended.wait(timeout=STOP_POLL_SECONDS):
                 if self.target.remaining() <= 0:
                     return "time budget spent"
-                row = conn.execute(BLOCKED_BY_SQL, (successor.inc, zombie.inc)).fetchone()
+                row = conn.execute(BLOCKED_BY_SQL, names).fetchone()
                 if row is not None:
                     return "successor waits on a lock the zombie holds"
                 new = history.since(seen)
@@ -220,7 +233,7 @@ class Nemesis:
                 if moved is None and conn.execute(LIVE_SQL, (successor.inc,)).fetchone() is not None:
                     moved = time.monotonic()
                 if (moved is not None and time.monotonic() - moved >= stall
-                        and conn.execute(ZOMBIE_TXN_SQL, (zombie.inc,)).fetchone() is not None):
+                        and conn.execute(ZOMBIE_TXN_SQL, names).fetchone() is not None):
                     return f"successor made no progress for {stall:g}s while the zombie held its transaction"
         return "successor ended"
 
