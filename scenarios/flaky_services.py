@@ -24,6 +24,8 @@ from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 
 RANDOM_SCHEDULES = 4
+MAX_FAULTS = 3
+"""The most faults a random schedule holds."""
 
 
 class FlakyServices(Scenario):
@@ -36,11 +38,19 @@ class FlakyServices(Scenario):
     def run(self, ctx: Context) -> list[Trial]:
         return self.exhaustive(ctx) + self.random(ctx, min(ctx.random_count, RANDOM_SCHEDULES), stop_on_budget=True)
 
+    def random_actions(self, ctx: Context) -> list[str]:
+        """The actions a seed draws from: the allowed ones, an `outage` as each of its lengths (`LENGTHS`)."""
+        return [x for a in self.actions_in(ctx) for x in (LENGTHS if a == "outage" else (a,))]
+
+    def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
+        """The schedule a seed stands for (what `replay --seed` runs): drawn as `random_plan` draws it."""
+        return Schedule.from_seed(seed, self.step_points(ctx), actions=self.random_actions(ctx),
+                                  max_faults=MAX_FAULTS, occurrences=self.occurrences(ctx))
+
     def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
         """`count` random schedules of two faults or more (single faults are the exhaustive part's)."""
-        actions = [x for a in self.actions_in(ctx) for x in (LENGTHS if a == "outage" else (a,))]
-        drawn = random_schedules(ctx.seed, count * 8, self.step_points(ctx), actions=actions,
-                                 occurrences=self.occurrences(ctx))
+        drawn = random_schedules(ctx.seed, count * 8, self.step_points(ctx), actions=self.random_actions(ctx),
+                                 max_faults=MAX_FAULTS, occurrences=self.occurrences(ctx))
         return [(seed, schedule) for seed, schedule in drawn if len(schedule) > 1][:count]
 
     def figures(self, trials: list[Trial]) -> str:

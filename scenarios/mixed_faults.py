@@ -9,7 +9,8 @@ client back off and a kill comes before its retry. The plan (harness/faults/mixe
    client's retries cannot hide it), and a clock jump at each step's checkpoint.writing (the worker is
    killed and resumed a year and a day later, or an hour earlier) (`lasting`);
 3. then random mixed schedules from the run's seed, each of 2 faults up to the fault budget (one per step),
-   at least one of each kind, outages and clock jumps among them (`mixed_schedules`); a seed replays as the same mixed schedule.
+   at least one of each kind, outages and clock jumps among them, a loop's later passes too (`mixed_schedules`
+   with the crash-free run's occurrences); a seed replays as the same mixed schedule.
 
 Judged by every crash checker plus `retries_keep_keys`. A failing schedule shrinks like any other.
 """
@@ -50,7 +51,8 @@ class MixedFaults(Scenario):
         return trials + self.random(ctx, ctx.random_count, stop_on_budget=True)
 
     def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
-        return mixed_from_seed(seed, self.step_points(ctx))
+        return mixed_from_seed(seed, self.step_points(ctx), occurrences=self.occurrences(ctx))
 
     def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
-        return [(seed, s) for seed, s in mixed_schedules(ctx.seed, count, self.step_points(ctx)) if len(s)]
+        drawn = mixed_schedules(ctx.seed, count, self.step_points(ctx), occurrences=self.occurrences(ctx))
+        return [(seed, s) for seed, s in drawn if len(s)]

@@ -16,12 +16,15 @@ retry. No single fault, and no schedule of one kind of fault, finds it.
    resumed) at each request point of the crash-free run, alone: the client's retries all fail, so the error
    reaches the step; and a clock jump (`CLOCK_JUMPS`: a kill whose resume is a year and a day later, and one
    an hour earlier) at each step's `checkpoint.writing`, where a step that read the clock is redone.
-4. `mixed_from_seed(seed, step_points, budget)`: a random schedule of 2..budget faults, a pure function of
-   its arguments, holding at least one service fault and one process fault (the first two draws are one of
-   each; the rest from both). A later fault on a (step, point) already used takes the next occurrence.
+4. `mixed_from_seed(seed, step_points, budget, occurrences)`: a random schedule of 2..budget faults, a pure
+   function of its arguments, holding at least one service fault and one process fault (the first two draws
+   are one of each; the rest from both). Where the crash-free run reached a point `k` > 1 times (a loop's
+   later passes), the first fault on it also draws which of the `k` (a point reached once draws nothing
+   more: a loop-free agent's seeds are unchanged). A later fault on a (step, point) already used takes the
+   next occurrence.
    Service faults include outages of `faults.outage.LENGTHS` (until resumed, and longer than any client's
    retries); process faults include the clock jumps.
-5. `mixed_schedules(base_seed, count, step_points, budget)`: `count` of them, each with its own derived seed.
+5. `mixed_schedules(base_seed, count, step_points, budget, occurrences)`: `count` of them, each with its own derived seed.
 
 Shrinking (`faults.shrink`) needs nothing more: it drops faults of any kind and renumbers occurrences.
 """
@@ -32,7 +35,7 @@ from collections.abc import Mapping, Sequence
 
 from killpoint.faults.outage import LENGTHS
 from killpoint.faults.points import fits, is_process
-from killpoint.faults.schedule import Fault, Schedule, _Rng, derive_seed, fault_budget
+from killpoint.faults.schedule import Fault, Occurrences, Schedule, _Rng, derive_seed, fault_budget
 
 StepPoints = Mapping[str, Sequence[str]]
 
@@ -71,7 +74,8 @@ def lasting(step_points: StepPoints) -> list[Schedule]:
     return out
 
 
-def mixed_from_seed(seed: int, step_points: StepPoints, budget: int | None = None) -> Schedule:
+def mixed_from_seed(seed: int, step_points: StepPoints, budget: int | None = None,
+                    occurrences: Occurrences | None = None) -> Schedule:
     """A random mixed schedule (flow step 4); empty when the steps offer no service point."""
     budget = fault_budget(step_points) if budget is None else budget
     rng = _Rng(seed)
@@ -87,19 +91,24 @@ def mixed_from_seed(seed: int, step_points: StepPoints, budget: int | None = Non
     order = {(s, p): n for n, (s, p) in enumerate(every)}
     drawn.sort(key=lambda c: order[(c[0], c[1])])  # in the order a run reaches them: easier to read
     used: dict[tuple[str, str], int] = {}
+    times = occurrences or {}
     faults = []
     for step, point, action in drawn:
-        nth = used.get((step, point), 0) + 1
+        reached = times.get(step, {}).get(point, 1)
+        if (step, point) in used:
+            nth = used[(step, point)] + 1
+        else:
+            nth = 1 + rng.below(reached) if reached > 1 else 1
         used[(step, point)] = nth
         faults.append(Fault(step, point, action, nth))
     return Schedule(tuple(faults))
 
 
-def mixed_schedules(base_seed: int, count: int, step_points: StepPoints,
-                    budget: int | None = None) -> list[tuple[int, Schedule]]:
+def mixed_schedules(base_seed: int, count: int, step_points: StepPoints, budget: int | None = None,
+                    occurrences: Occurrences | None = None) -> list[tuple[int, Schedule]]:
     """`count` mixed schedules (flow step 5), as (seed, schedule)."""
     out = []
     for i in range(count):
         seed = derive_seed(base_seed, i)
-        out.append((seed, mixed_from_seed(seed, step_points, budget)))
+        out.append((seed, mixed_from_seed(seed, step_points, budget, occurrences)))
     return out
