@@ -156,6 +156,15 @@ SLOW_FILES = {
 """Test files (or folders) that are slow as a whole, and why."""
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """This suite's own plugin sessions (tests/cli/test_plugin.py) write their run directories under pytest's
+    temporary directory, not the repository's `.killpoint/runs` (the plugin's default for a user's suite,
+    where they are kept to be read; here nobody reads them, and they would pile up in the checkout)."""
+    if config.getoption("--killpoint-out", None) is None:
+        config.option.killpoint_out = str(config._tmp_path_factory.getbasetemp() / "killpoint-runs")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark the tests that use `SLOW_FIXTURES` slow. Then the longest files first, the rest in their order:
     `--dist loadfile` hands files to workers in collection order, so a long file met last would keep one worker
