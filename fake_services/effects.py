@@ -163,6 +163,7 @@ def info_for(request: Request, attempt: dict[str, Any]) -> dict[str, Any]:
         "service": attempt["service"], "run_id": request.run_id, "key": attempt["key"],
         "path": request.path, "payload_digest": attempt["payload_digest"],
         "headers": dict(request.headers), "order": attempt["order"], "peer": request.peer,
+        "hung_up": request.hung_up,
     }
     step = request.headers.get(STEP_HEADER)
     if step:

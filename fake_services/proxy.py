@@ -257,7 +257,7 @@ class ProxyServer(FakeServer):
         self.RequestHandlerClass = ProxyHandler
 
     def route(self, method: str, raw_path: str, headers: dict[str, str], body: bytes,
-              peer: tuple[str, int] | None = None) -> Reply:
+              peer: tuple[str, int] | None = None, hung_up: bool = False) -> Reply:
         """Turn one request into a reply (never raises)."""
         parts = urlsplit(raw_path)
         if parts.path.startswith(admin.PREFIX):
@@ -272,7 +272,7 @@ class ProxyServer(FakeServer):
             except OSError as exc:
                 return upstream_failed(self.upstream, exc)
         request = Request(self.state, self.name, method, run_id, path, parts.path, dict(parse_qsl(parts.query)),
-                          headers, body, peer=peer)
+                          headers, body, peer=peer, hung_up=hung_up)
         try:
             return self.effect(request, parts.query)
         except Exception as exc:  # the hook raised, or a bug: answer, record, say so
@@ -299,7 +299,7 @@ class ProxyServer(FakeServer):
 
         info = {"service": up.name, "run_id": request.run_id, "key": key, "path": request.path,
                 "payload_digest": attempt["payload_digest"], "headers": dict(request.headers),
-                "order": attempt["order"], "peer": request.peer}
+                "order": attempt["order"], "peer": request.peer, "hung_up": request.hung_up}
         if request.headers.get("killpoint-step"):  # the request names its step (as for the fakes, effects.py)
             info["step"] = request.headers["killpoint-step"]
         decision = self.state.decide("effect.received", info)

@@ -75,6 +75,18 @@ def compile_routes(
     return exact, patterns
 
 
+def hung_up(conn: socket.socket) -> bool:
+    """True if the client has closed its end of `conn` (its FIN is queued: a peek reads end of file). A client
+    that waits for its answer never has; a process that died after writing its request has (the kernel
+    closes its sockets). One non-blocking syscall; False on any error, or if more data waits."""
+    try:
+        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return False
+
+
 def _phrase(status: int) -> str:
     try:
         return HTTPStatus(status).phrase
@@ -128,7 +140,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send(Reply.json(400, error_body("invalid_request_error", "malformed body framing")))
             return
         headers = {name.lower(): value for name, value in self.headers.items()}
-        reply = self.server.route(method, self.path, headers, body, peer=self.client_address[:2])
+        reply = self.server.route(method, self.path, headers, body, peer=self.client_address[:2],
+                                  hung_up=hung_up(self.connection))
         self._send(reply)
 
     def _send(self, reply: Reply) -> None:
@@ -196,7 +209,7 @@ class FakeServer(ThreadingHTTPServer):
         return None
 
     def route(self, method: str, raw_path: str, headers: dict[str, str], body: bytes,
-              peer: tuple[str, int] | None = None) -> Reply:
+              peer: tuple[str, int] | None = None, hung_up: bool = False) -> Reply:
         """Turn one request into a reply (never raises)."""
         parts = urlsplit(raw_path)
         path, query = parts.path, dict(parse_qsl(parts.query))
@@ -213,7 +226,7 @@ class FakeServer(ThreadingHTTPServer):
         if endpoint is None:
             return Reply.json(405, error_body("method_not_allowed", f"{path} takes {' or '.join(methods)}"))
         request = Request(self.state, self.name, method, split[0], split[1].rstrip("/"), path, query, headers, body,
-                          params=params, peer=peer)
+                          params=params, peer=peer, hung_up=hung_up)
         try:
             reply = endpoint(request)
         except BadRequest as exc:

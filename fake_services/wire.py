@@ -41,6 +41,10 @@ class Request:
     params: dict[str, str] = field(default_factory=dict)
     peer: tuple[str, int] | None = None
     """The client's address (host, port): the harness finds the sending process by it (env/peers.py)."""
+    hung_up: bool = False
+    """True if the client had closed its end of the connection when its request was read: its process died
+    after writing it (a killed worker's other thread), or it gave up waiting. The harness then gives the
+    request to the incarnation that ended last, not to the live one (run/registry.py)."""
 
     def json(self) -> Any:
         """The body parsed as JSON; ``BadRequest`` if it is not JSON."""

@@ -12,7 +12,9 @@
    worker just thawed whose SIGCONT the launcher has not seen yet still looks stopped).
 5. `sender(run_id, info)`: the incarnation that sent a service request, found by its client socket
    (env/peers.py), when more than one of the run's workers is alive (a thawed zombie and its successor);
-   None when one or none is (then `owner` is right).
+   the run's incarnation that ended last when the client had hung up when the fake read it (`hung_up`: a
+   request a killed worker's other thread wrote, read by the fake once the successor runs, which would
+   otherwise seem to send it twice); else None (then `owner` is right).
 
 Thread-safe: the launcher's reader thread registers, barrier and service threads look up.
 """
@@ -93,7 +95,10 @@ class Registry:
     def sender(self, run_id: str, info: dict) -> Incarnation | None:
         """See the module docstring (5)."""
         with self._lock:
-            live = [i for i in self._of.get(run_id, []) if i.alive()]  # a just-thawed one may still look stopped
+            mine = list(self._of.get(run_id, []))
+        live = [i for i in mine if i.alive()]  # a just-thawed one may still look stopped
+        if info.get("hung_up") and len(live) < len(mine):  # its sender is gone: no live process holds the socket
+            return max((i for i in mine if not i.alive()), key=lambda i: i.ended_at or 0.0)
         return peers.sender(info.get("peer"), live) if len(live) > 1 else None
 
     def of_run(self, run_id: str) -> list[Incarnation]:
