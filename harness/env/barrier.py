@@ -123,7 +123,7 @@ class BarrierServer:
                     data = conn.recv(1 << 16)
                     lines = (rest + data).split(b"\n")
                     rest = lines.pop() if data else b""  # at the end, a last line without its newline counts
-                    peer.unhandled = len(lines)
+                    peer.unhandled = len(lines) + bool(rest)  # a line read without its end is not handled yet
                 for raw in lines:
                     self._handle(conn, peer, raw)
                     with self._lock:
