@@ -23,6 +23,7 @@ Contract:
 from __future__ import annotations
 
 import re
+import select
 import socket
 import struct
 import sys
@@ -78,12 +79,15 @@ def compile_routes(
 def hung_up(conn: socket.socket) -> bool:
     """True if the client has closed its end of `conn` (its FIN is queued: a peek reads end of file). A client
     that waits for its answer never has; a process that died after writing its request has (the kernel
-    closes its sockets). One non-blocking syscall; False on any error, or if more data waits."""
+    closes its sockets). Never blocks (a zero-timeout poll first: a socket with a timeout would wait in
+    `recv` for data); False on any error, or if more data waits."""
     try:
+        poller = select.poll()
+        poller.register(conn, select.POLLIN)
+        if not poller.poll(0):
+            return False
         return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except (BlockingIOError, InterruptedError):
-        return False
-    except OSError:
+    except (OSError, ValueError):
         return False
 
 

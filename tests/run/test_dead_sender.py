@@ -42,6 +42,12 @@ def test_a_connection_whose_client_died_after_writing_has_hung_up() -> None:
                 assert dead.recv(4096).endswith(b"{}") and live.recv(4096).endswith(b"{}")  # both requests read
                 assert hung_up(dead)
                 assert not hung_up(live)  # a client waiting for its answer
+                live.settimeout(3600)  # a socket with a timeout: `recv` alone would wait for data
+                answers: list[bool] = []
+                check = threading.Thread(target=lambda: answers.append(hung_up(live)), daemon=True)
+                check.start()
+                check.join(timeout=30)
+                assert answers == [False]  # at once, not after the socket's timeout
             assert not hung_up(dead)  # closed here: an error is not a hang-up
 
 
