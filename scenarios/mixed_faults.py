@@ -12,6 +12,9 @@ client back off and a kill comes before its retry. The plan (harness/faults/mixe
    at least one of each kind, outages and clock jumps among them, a loop's later passes too (`mixed_schedules`
    with the crash-free run's occurrences); a seed replays as the same mixed schedule.
 
+`--actions` narrows each part to the actions it names (a pair needs `error` and `kill`; a random schedule a
+service and a process action); a session that leaves none of them skips the scenario, saying why.
+
 Judged by every crash checker plus `retries_keep_keys`. A failing schedule shrinks like any other.
 """
 
@@ -42,17 +45,38 @@ class MixedFaults(Scenario):
     actions = tuple(dict.fromkeys(base(a) for a in (*PROCESS_MIX, *SERVICE_ACTIONS)))
     concrete = tuple(dict.fromkeys((*PROCESS_MIX, *SERVICE_ACTIONS)))  # `--exhaustive`: each jump, each outage
 
-    def run(self, ctx: Context) -> list[Trial]:
+    def kinds(self, ctx: Context) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The service and the process actions `--actions` allows (every one of each by default)."""
+        allowed = set(self.actions_in(ctx))
+        return (tuple(a for a in SERVICE_ACTIONS if base(a) in allowed),
+                tuple(a for a in PROCESS_MIX if base(a) in allowed))
+
+    def skip_reason(self, ctx: Context) -> str | None:
+        """Skipped when `--actions` leaves none of its schedules: a pair needs `error` and `kill`, a lasting
+        fault `outage` or `clock`, a random one a service fault and a process fault."""
+        allowed = set(self.actions_in(ctx))
+        service, process = self.kinds(ctx)
+        if {"error", "kill"} <= allowed or allowed & {"outage", "clock"} or (service and process):
+            return None
+        return (f"its schedules need a service fault ({', '.join(dict.fromkeys(map(base, SERVICE_ACTIONS)))}) and "
+                f"a process fault ({', '.join(dict.fromkeys(map(base, PROCESS_MIX)))}) among --actions, or outage "
+                f"or clock alone")
+
+    def systematic(self, ctx: Context) -> list[Schedule]:
+        """The pairs, then the lasting faults (flow steps 1 and 2), of the actions `--actions` allows."""
         points = self.step_points(ctx)
         allowed = set(self.actions_in(ctx))
-        plan = pairs(points) + [s for s in lasting(points) if all(base(f.action) in allowed for f in s)]
+        return [s for s in pairs(points) + lasting(points) if all(base(f.action) in allowed for f in s)]
+
+    def run(self, ctx: Context) -> list[Trial]:
+        plan = self.systematic(ctx)
         trials = run_plan(self, ctx, [(None, s) for s in plan],
                           lambda i, _seed, schedule, trial: f"{self.name}: [{i}/{len(plan)}] {schedule} -> {trial.outcome}")
         return trials + self.random(ctx, ctx.random_count, stop_on_budget=True)
 
     def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
-        return mixed_from_seed(seed, self.step_points(ctx), occurrences=self.occurrences(ctx))
+        return mixed_from_seed(seed, self.step_points(ctx), None, self.occurrences(ctx), *self.kinds(ctx))
 
     def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
-        drawn = mixed_schedules(ctx.seed, count, self.step_points(ctx), occurrences=self.occurrences(ctx))
+        drawn = mixed_schedules(ctx.seed, count, self.step_points(ctx), None, self.occurrences(ctx), *self.kinds(ctx))
         return [(seed, s) for seed, s in drawn if len(s)]

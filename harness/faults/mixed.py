@@ -75,13 +75,15 @@ def lasting(step_points: StepPoints) -> list[Schedule]:
 
 
 def mixed_from_seed(seed: int, step_points: StepPoints, budget: int | None = None,
-                    occurrences: Occurrences | None = None) -> Schedule:
-    """A random mixed schedule (flow step 4); empty when the steps offer no service point."""
+                    occurrences: Occurrences | None = None, service_actions: Sequence[str] = SERVICE_ACTIONS,
+                    process_actions: Sequence[str] = PROCESS_MIX) -> Schedule:
+    """A random mixed schedule (flow step 4); empty when the steps offer no service point, or either kind of
+    action is left out (`--actions`: the defaults are every action of each kind)."""
     budget = fault_budget(step_points) if budget is None else budget
     rng = _Rng(seed)
     every = [(s, p) for s in step_points for p in step_points[s]]
-    service = [(s, p, a) for s, p in every for a in SERVICE_ACTIONS if fits(a, p)]
-    process = [(s, p, a) for s, p in every for a in PROCESS_MIX if is_process(a)]
+    service = [(s, p, a) for s, p in every for a in service_actions if fits(a, p)]
+    process = [(s, p, a) for s, p in every for a in process_actions if is_process(a)]
     if not service or not process or budget < 2:
         return Schedule()
     count = 2 + rng.below(budget - 1)
@@ -105,10 +107,11 @@ def mixed_from_seed(seed: int, step_points: StepPoints, budget: int | None = Non
 
 
 def mixed_schedules(base_seed: int, count: int, step_points: StepPoints, budget: int | None = None,
-                    occurrences: Occurrences | None = None) -> list[tuple[int, Schedule]]:
+                    occurrences: Occurrences | None = None, service_actions: Sequence[str] = SERVICE_ACTIONS,
+                    process_actions: Sequence[str] = PROCESS_MIX) -> list[tuple[int, Schedule]]:
     """`count` mixed schedules (flow step 5), as (seed, schedule)."""
     out = []
     for i in range(count):
         seed = derive_seed(base_seed, i)
-        out.append((seed, mixed_from_seed(seed, step_points, budget, occurrences)))
+        out.append((seed, mixed_from_seed(seed, step_points, budget, occurrences, service_actions, process_actions)))
     return out

@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from killpoint.faults.mixed import mixed_from_seed, mixed_schedules
+from killpoint.faults.points import base
 from killpoint.faults.schedule import Schedule
 from killpoint.run.scenario import Scenario, registry
 from tests.faults.test_schedule import REFERENCE_POINTS
@@ -83,3 +84,25 @@ def test_flaky_services_seed_replays_with_a_lasting_outage() -> None:
     seed, schedule = lasting[0]
     assert scenario.schedule_from_seed(ctx, seed) == schedule  # type: ignore[arg-type]
     assert isinstance(schedule, Schedule) and len(schedule) > 1
+
+
+@pytest.mark.parametrize("actions", [("kill", "error"), ("term", "drop", "outage"), ("clock",), ("outage",)])
+def test_mixed_faults_injects_only_the_actions_it_is_given(actions: tuple[str, ...]) -> None:
+    """`--actions kill,error` used to leave mixed-faults' random schedules (drops, outages, clock jumps,
+    terms) and its pairs unfiltered."""
+    scenario = on_these_points(registry()["mixed-faults"], LOOP)
+    ctx = SimpleNamespace(seed=3, actions=actions, random_count=40)
+    assert scenario.skip_reason(ctx) is None  # type: ignore[arg-type]
+    plan = [s for _, s in scenario.random_plan(ctx, 40)] + scenario.systematic(ctx)  # type: ignore[arg-type]
+    assert plan
+    assert {base(f.action) for s in plan for f in s} <= set(actions)
+    for seed, schedule in scenario.random_plan(ctx, 40):  # type: ignore[arg-type]
+        assert scenario.schedule_from_seed(ctx, seed) == schedule  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("actions", [("kill",), ("kill", "term"), ("error", "drop")])
+def test_mixed_faults_is_skipped_when_the_actions_leave_none_of_its_schedules(actions: tuple[str, ...]) -> None:
+    scenario = on_these_points(registry()["mixed-faults"], {})
+    ctx = SimpleNamespace(seed=3, actions=actions, random_count=40)
+    assert "among --actions" in (scenario.skip_reason(ctx) or "")  # type: ignore[arg-type]
+    assert scenario.systematic(ctx) == [] and scenario.random_plan(ctx, 40) == []  # type: ignore[arg-type]
