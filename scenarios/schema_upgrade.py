@@ -21,6 +21,8 @@ as they are. If the current code crashes on one (a field renamed without a bump:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import psycopg
 
 from killpoint.checkers import Evidence, Verdict
@@ -72,6 +74,15 @@ def resumes_old_checkpoints(ev: Evidence, base: Evidence | None = None) -> Verdi
     if old is not None and old == current:
         return failed(name, f"{SHAPE}: {error}", where)
     return failed(name, f"version-{current} code died resuming a version-{old} checkpoint: {error}", where)
+
+
+def upgrade_faults(points: dict[str, list[str]], allowed: Sequence[str] = ("term", "kill")) -> list[Fault]:
+    """The single faults that leave a checkpoint of the previous code: a `term` at the start of each step but
+    the last, a `kill` after each step's effect; only those of the `allowed` actions (`--actions`)."""
+    faults = [Fault(st, "step.start", "term") for st in list(points)[:-1]] if "term" in allowed else []
+    if "kill" in allowed:
+        faults += [Fault(st, "effect.applied", "kill") for st in points if "effect.applied" in points[st]]
+    return faults
 
 
 class SchemaUpgrade(Scenario):
@@ -136,9 +147,11 @@ class SchemaUpgrade(Scenario):
         if label:
             ctx.say(f"{self.name}: previous code {label}")
         points = step_points(ctx.session.baseline(self.options(ctx.session.options), previous))
-        faults = [Fault(st, "step.start", "term") for st in list(points)[:-1]]
-        faults += [Fault(st, "effect.applied", "kill") for st in points if "effect.applied" in points[st]]
-        if not faults:
+        faults = upgrade_faults(points, self.actions_in(ctx))
+        if not faults and upgrade_faults(points):
+            self.untested = (f"nothing to test with --actions {','.join(ctx.actions)}: a checkpoint of the previous "
+                             "code is left by a term at a step's start or a kill after an effect, and neither fits")
+        elif not faults:
             self.untested = (f"nothing to test: the previous code's crash-free run has {len(points)} step(s) and no "
                              "effect inside one, so it cannot leave a checkpoint for the current code to resume")
             ctx.say(f"{self.name}: {self.untested}")

@@ -106,3 +106,15 @@ def test_mixed_faults_is_skipped_when_the_actions_leave_none_of_its_schedules(ac
     ctx = SimpleNamespace(seed=3, actions=actions, random_count=40)
     assert "among --actions" in (scenario.skip_reason(ctx) or "")  # type: ignore[arg-type]
     assert scenario.systematic(ctx) == [] and scenario.random_plan(ctx, 40) == []  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("allowed", "expected"), [
+    (("term", "kill"), {"term", "kill"}), (("kill",), {"kill"}), (("term",), {"term"}), ((), set())])
+def test_schema_upgrade_pauses_only_with_the_actions_it_is_given(allowed: tuple[str, ...], expected: set) -> None:
+    """`--actions kill` used to leave schema-upgrade's `term` pauses in."""
+    from killpoint.scenarios.schema_upgrade import upgrade_faults
+
+    faults = upgrade_faults({s: list(p) for s, p in REFERENCE_POINTS.items()}, allowed)
+    assert {f.action for f in faults} == expected
+    assert len(upgrade_faults({s: list(p) for s, p in REFERENCE_POINTS.items()})) == len(REFERENCE_POINTS) - 1 + sum(
+        "effect.applied" in p for p in REFERENCE_POINTS.values())
