@@ -6,7 +6,8 @@ at the barrier and returns a `Reaction`:
 1. a service action (`drop`, `error`, `overload`, `slow`): the fake service's decision; the worker goes on;
 2. `db-crash`: the owned Postgres is crashed and restarted (on a database killpoint does not own the
    fault is recorded as missed: the trial cannot pass on it);
-3. no live incarnation to act on: recorded as missed, the request goes on;
+3. no live incarnation to act on (none, or the one the request is from has ended: a request it wrote before
+   it died, read after): recorded as missed, the request goes on;
 4. `kill`: SIGKILL (and SIGCONT for a frozen one); a held worker point is left unanswered, a held request
    is dropped before its effect or answered into the void after it;
 5. `term`: SIGTERM, then SIGKILL after the grace period if the worker is still alive; it goes on (drains).
@@ -147,6 +148,9 @@ class Nemesis:
             return self._db_crash(fault)
         if inc is None:
             self._missed(fault, "no live incarnation")
+            return GO
+        if not inc.alive():  # a request its sender wrote before it died (run/registry.py, `sender`)
+            self._missed(fault, f"no live incarnation: {inc.inc}, whose it is, had ended")
             return GO
         actions: dict[str, Callable[[Incarnation, Fault, bool], Reaction]] = {
             "kill": self._kill, "term": self._term, "stop": self._stop, "clock": self._clock}

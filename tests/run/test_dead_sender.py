@@ -104,3 +104,25 @@ def test_a_hung_up_request_of_a_run_none_of_whose_workers_ended_stays_the_owners
     registry.register(only, lambda _inc: None)
     assert registry.sender("r", {"peer": ("127.0.0.1", 1), "hung_up": True}) is None
     assert registry.owner("r") is only
+
+
+def test_a_process_fault_on_a_dead_senders_request_is_missed_not_aimed_at_another() -> None:
+    """A `stop` there would otherwise freeze nothing and start a second successor beside the first; a `kill`
+    would signal a dead process. Missed, the request goes on (not decisive for a generated schedule)."""
+    from types import SimpleNamespace
+
+    from killpoint.events import FaultMissed
+    from killpoint.fake_services.hooks import Decision as D
+    from killpoint.faults.schedule import Fault
+    from killpoint.run.history import History
+    from killpoint.run.nemesis import Nemesis
+
+    history = History()
+    target = SimpleNamespace(run_id="r", history=history,
+                             spawn_successor=lambda: (_ for _ in ()).throw(AssertionError("no successor")))
+    nemesis = Nemesis(target)  # type: ignore[arg-type]
+    for action in ("kill", "term", "stop", "clock+366d"):
+        reaction = nemesis.apply(Fault("email", "effect.received", action), inc(2, 2.0), service_point=True)
+        assert reaction.release and reaction.decision == D.GO, action
+    missed = [e for e in history.events() if isinstance(e, FaultMissed)]
+    assert len(missed) == 4 and all(str(e.reason).startswith("no live incarnation: r#2") for e in missed), missed
