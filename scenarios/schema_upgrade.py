@@ -148,12 +148,12 @@ class SchemaUpgrade(Scenario):
             ctx.say(f"{self.name}: previous code {label}")
         points = step_points(ctx.session.baseline(self.options(ctx.session.options), previous))
         faults = upgrade_faults(points, self.actions_in(ctx))
-        if not faults and upgrade_faults(points):
-            self.untested = (f"nothing to test with --actions {','.join(ctx.actions)}: a checkpoint of the previous "
-                             "code is left by a term at a step's start or a kill after an effect, and neither fits")
-        elif not faults:
-            self.untested = (f"nothing to test: the previous code's crash-free run has {len(points)} step(s) and no "
-                             "effect inside one, so it cannot leave a checkpoint for the current code to resume")
+        if not faults:
+            self.untested = (
+                f"nothing to test with --actions {','.join(ctx.actions)}: a checkpoint of the previous code is left "
+                "by a term at a step's start or a kill after an effect, and neither fits" if upgrade_faults(points)
+                else f"nothing to test: the previous code's crash-free run has {len(points)} step(s) and no effect "
+                "inside one, so it cannot leave a checkpoint for the current code to resume")
             ctx.say(f"{self.name}: {self.untested}")
         faults = in_shard(self, ctx, faults, lambda fault: (Schedule((fault,)), None))
         return run_each(ctx, self.name, faults, lambda fault, _id: self.trial(ctx, Schedule((fault,))),
