@@ -35,7 +35,15 @@ from collections.abc import Mapping, Sequence
 
 from killpoint.faults.outage import LENGTHS
 from killpoint.faults.points import fits, is_process
-from killpoint.faults.schedule import Fault, Occurrences, Schedule, _Rng, derive_seed, fault_budget
+from killpoint.faults.schedule import (
+    Fault,
+    Occurrences,
+    Schedule,
+    _Rng,
+    derive_seed,
+    fault_budget,
+    next_occurrence,
+)
 
 StepPoints = Mapping[str, Sequence[str]]
 
@@ -93,17 +101,8 @@ def mixed_from_seed(seed: int, step_points: StepPoints, budget: int | None = Non
     order = {(s, p): n for n, (s, p) in enumerate(every)}
     drawn.sort(key=lambda c: order[(c[0], c[1])])  # in the order a run reaches them: easier to read
     used: dict[tuple[str, str], int] = {}
-    times = occurrences or {}
-    faults = []
-    for step, point, action in drawn:
-        reached = times.get(step, {}).get(point, 1)
-        if (step, point) in used:
-            nth = used[(step, point)] + 1
-        else:
-            nth = 1 + rng.below(reached) if reached > 1 else 1
-        used[(step, point)] = nth
-        faults.append(Fault(step, point, action, nth))
-    return Schedule(tuple(faults))
+    return Schedule(tuple(Fault(step, point, action, next_occurrence(rng, used, step, point, occurrences))
+                          for step, point, action in drawn))
 
 
 def mixed_schedules(base_seed: int, count: int, step_points: StepPoints, budget: int | None = None,

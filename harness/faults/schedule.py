@@ -132,17 +132,24 @@ class Schedule:
         count = 1 + rng.below(max_faults)
         faults: list[Fault] = []
         used: dict[tuple[str, str], int] = {}
-        times = occurrences or {}
         for _ in range(count):
             step, point, action = candidates[rng.below(len(candidates))]
-            reached = times.get(step, {}).get(point, 1)
-            if (step, point) in used:
-                nth = used[(step, point)] + 1
-            else:
-                nth = 1 + rng.below(reached) if reached > 1 else 1
-            used[(step, point)] = nth
-            faults.append(Fault(step, point, action, nth))
+            faults.append(Fault(step, point, action, next_occurrence(rng, used, step, point, occurrences)))
         return cls(tuple(faults))
+
+
+def next_occurrence(rng: _Rng, used: dict[tuple[str, str], int], step: str, point: str,
+                    occurrences: Occurrences | None) -> int:
+    """The occurrence a drawn fault on (`step`, `point`) takes, recorded in `used`: one past the last fault
+    already there (which a resumed incarnation reaches again); else, where the crash-free run reached it
+    `k` > 1 times, one of the `k` drawn from `rng`; else the first (nothing drawn: loop-free seeds unchanged)."""
+    if (step, point) in used:
+        nth = used[(step, point)] + 1
+    else:
+        reached = (occurrences or {}).get(step, {}).get(point, 1)
+        nth = 1 + rng.below(reached) if reached > 1 else 1
+    used[(step, point)] = nth
+    return nth
 
 
 def fault_budget(step_points: StepPoints) -> int:
