@@ -3,25 +3,17 @@ which step attribution takes before the key or the adapter's records."""
 
 from __future__ import annotations
 
-import threading
-
 import httpx
 
-from killpoint.fake_services import Decision, Services
+from killpoint.fake_services import Services
 from killpoint.run.attribution import StepAttribution
+from tests.helpers.hooks import recording_hook
 
 EMAIL = {"from": "billing@example.com", "to": ["ada@example.com"], "subject": "Your invoice", "html": "<p>42</p>"}
 
 
 def test_the_step_header_reaches_the_hook_as_step():
-    seen: list[dict] = []
-    lock = threading.Lock()
-
-    def hook(point: str, info: dict) -> Decision:
-        with lock:
-            seen.append({"point": point, **info})
-        return Decision.GO
-
+    hook, seen = recording_hook()
     with Services.start(hook=hook) as services, httpx.Client(timeout=10) as client:
         url = services.url("resend", "r-1") + "/emails"
         auth = {"Authorization": "Bearer re_x"}

@@ -16,11 +16,13 @@ import socket
 import subprocess
 import sys
 import threading
+from urllib.parse import urlsplit
 
 from killpoint.env.launcher import Incarnation
-from killpoint.fake_services import Decision, Services
+from killpoint.fake_services import Services
 from killpoint.fake_services.server import hung_up
 from killpoint.run.registry import Registry
+from tests.helpers.hooks import recording_hook
 
 WRITE_AND_DIE = """
 import os, socket, sys
@@ -52,24 +54,15 @@ def test_a_connection_whose_client_died_after_writing_has_hung_up() -> None:
 
 
 def test_the_fakes_tell_the_hook_which_requests_came_from_a_client_that_hung_up() -> None:
-    seen: list[dict] = []
-    lock = threading.Lock()
-
-    def hook(point: str, info: dict) -> Decision:
-        with lock:
-            seen.append({"point": point, **info})
-        return Decision.GO
-
+    hook, seen = recording_hook()
     body = json.dumps({"from": "billing@example.com", "to": ["ada@example.com"], "subject": "Invoice",
                        "html": "<p>1</p>"}).encode()
     with Services.start(hook=hook) as services:
-        url = services.url("resend", "r-1") + "/emails"
-        host, port = url.split("//", 1)[1].split("/", 1)[0].split(":")
-        path = "/" + url.split("//", 1)[1].split("/", 1)[1]
-        head = (f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer re_x\r\nIdempotency-Key: k-{{}}\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
+        url = urlsplit(services.url("resend", "r-1") + "/emails")
+        head = (f"POST {url.path} HTTP/1.1\r\nHost: {url.hostname}\r\nAuthorization: Bearer re_x\r\n"
+                f"Idempotency-Key: k-{{}}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
         for n, half_close in enumerate((False, True)):
-            with socket.create_connection((host, int(port))) as client:
+            with socket.create_connection((url.hostname, url.port)) as client:
                 client.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)  # the request and its FIN leave together
                 client.sendall(head.replace("{}", str(n)).encode() + body)
                 if half_close:
