@@ -61,6 +61,17 @@ def guards() -> list[tuple[str, str]]:
     ]
 
 
+def where_clusters_live(folder: str | os.PathLike[str]) -> str:
+    """Whether an owned cluster's folder is in memory or on disk, and the knob that chose it."""
+    from killpoint.env.postgres import reaper  # noqa: PLC0415
+
+    if os.environ.get("KILLPOINT_PG_ROOT"):
+        return "KILLPOINT_PG_ROOT"
+    if str(folder).startswith(str(reaper.MEMORY_DIR) + os.sep):
+        return f"in memory; {reaper.MEMORY_VAR}=0 puts clusters on disk"
+    return f"on disk: {reaper.MEMORY_DIR} is not a tmpfs with {reaper.MEMORY_ROOM >> 30} GiB free, or {reaper.MEMORY_VAR}=0"
+
+
 def run(
     kind: str = "auto",
     dsn: str | None = None,
@@ -82,6 +93,8 @@ def run(
         started = time.monotonic() - t0
         folder = getattr(pg, "dir", None)
         detail = f"started {pg.kind} in {started:.2f}s"
+        if folder is not None:
+            detail += f" under {os.path.dirname(folder)} ({where_clusters_live(folder)})"
         name = f"killpoint_doctor_{secrets.token_hex(6)}_test"  # one per run: two doctors never share it
         probe_db = pg.create_database(name)
         with psycopg.connect(probe_db, autocommit=True) as conn:

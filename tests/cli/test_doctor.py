@@ -3,40 +3,48 @@ when something is missing, and nothing left behind either way."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
 import psutil
 import pytest
 
 from killpoint.cli import main as cli
-from killpoint.env.postgres import auto
+from killpoint.env.postgres import auto, reaper
 from killpoint.env.postgres.binaries import find_local
 from killpoint.env.postgres.handle import PostgresHandle
 from killpoint.env.postgres.local import free_port
-from killpoint.env.postgres.reaper import clusters_root, own_clusters, owner_alive
+from killpoint.env.postgres.reaper import own_clusters, owner_alive
 from tests.helpers.sandbox import Sandbox
 
 
 def leftovers() -> list[str]:
     """Cluster folders (and so servers) whose owner process is gone: what a finished run left behind.
 
-    Folders of live processes are not counted: other sessions on this machine may be running."""
+    Folders of live processes are not counted: other sessions on this machine may be running. Both default
+    roots (memory and the temp folder) are looked in."""
     return [
         p.name
-        for p in clusters_root().iterdir()
+        for root in reaper.reapable_roots()
+        for p in root.iterdir()
         if not p.name.startswith("reaping-") and not owner_alive(p.name)
     ]
 
 
 def orphan_servers() -> list[int]:
     """Postmasters running out of a cluster folder whose owner is gone."""
-    root = str(clusters_root())
+    roots = [str(root) for root in reaper.reapable_roots()]
     found = []
     for proc in psutil.process_iter(["name"]):
         try:
             cwd = proc.cwd() if proc.info["name"] == "postgres" else ""
         except psutil.Error:
             continue
-        if cwd.startswith(root + "/") and not owner_alive(cwd[len(root) + 1 :].split("/")[0]):
-            found.append(proc.pid)
+        for root in roots:
+            if cwd.startswith(root + "/") and not owner_alive(cwd[len(root) + 1 :].split("/")[0]):
+                found.append(proc.pid)
     return found
 
 
@@ -52,6 +60,24 @@ def test_doctor_end_to_end(sandbox: Sandbox) -> None:
     assert "Traceback" not in proc.stderr
     assert leftovers() == [] and orphan_servers() == []
     assert sandbox.survivors() == [] and sandbox.leftover_dirs() == []  # its cluster root is the sandbox's
+    assert f"under {sandbox.pg_root} (KILLPOINT_PG_ROOT)" in out, out
+
+
+@pytest.mark.skipif(find_local() is None, reason="no Postgres server binaries on this machine")
+@pytest.mark.skipif(reaper.memory_dir() is None, reason="no tmpfs with room at /dev/shm on this machine")
+@pytest.mark.parametrize(("in_memory", "said"), [("1", "(in memory;"), ("0", "(on disk:")])
+def test_doctor_says_whether_clusters_live_in_memory(in_memory: str, said: str, sandbox: Sandbox) -> None:
+    """Without KILLPOINT_PG_ROOT the cluster goes in memory where there is room: doctor names the folder and
+    which it is, and nothing is left in either root."""
+    env = {k: v for k, v in sandbox.env().items() if k != "KILLPOINT_PG_ROOT"}
+    env[reaper.MEMORY_VAR] = in_memory
+    proc = subprocess.run(sandbox.argv("doctor"), capture_output=True, text=True, cwd=sandbox.cwd, env=env,
+                          timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("  server")]
+    base = reaper.MEMORY_DIR if in_memory == "1" else Path(tempfile.gettempdir())
+    assert f"under {base / f'killpoint-pg-{os.geteuid()}'} {said}" in line, line
+    assert leftovers() == [] and orphan_servers() == []
 
 
 def test_doctor_dsn_refusing_connections_is_one_line(sandbox: Sandbox) -> None:

@@ -132,10 +132,13 @@ def other_uid() -> int:
 
 # ---- the root ----------------------------------------------------------------------------------------------
 
-def test_default_root_is_per_user_private_and_ours(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("in_memory", ["1", "0"])
+def test_default_root_is_per_user_private_and_ours(in_memory: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("KILLPOINT_PG_ROOT", raising=False)
+    monkeypatch.setenv("KILLPOINT_PG_IN_MEMORY", in_memory)
     path = clusters_root()
-    assert path == Path(tempfile.gettempdir()) / f"killpoint-pg-{os.geteuid()}"
+    base = reaper.memory_dir() or Path(tempfile.gettempdir())
+    assert path == base / f"killpoint-pg-{os.geteuid()}"
     st = os.lstat(path)
     assert stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
     assert stat.S_IMODE(st.st_mode) == (0o711 if IS_ROOT else 0o700) == root_mode()

@@ -27,6 +27,7 @@ from pathlib import Path
 import psutil
 
 from killpoint.env import zygote
+from killpoint.env.postgres.reaper import memory_dir
 from killpoint.env.zygote import ZYGOTE_VAR
 from tests.helpers import pythonpath
 
@@ -54,6 +55,9 @@ class Sandbox:
     tag: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def __post_init__(self) -> None:
+        # Where a user's sessions would put their clusters: in memory where the machine allows
+        # (`reaper.memory_dir`), else in the temp folder. Chosen once: the room in memory may change.
+        self._pg_base = memory_dir() or Path(tempfile.gettempdir())
         for d in (self.cwd, self.tmp, self.pg_root):
             d.mkdir(parents=True, exist_ok=True)
         self.pg_root.chmod(0o755)
@@ -81,7 +85,7 @@ class Sandbox:
 
     @property
     def pg_root(self) -> Path:
-        return Path(tempfile.gettempdir()) / f"killpoint-test-pg-{self.tag[:16]}"
+        return self._pg_base / f"killpoint-test-pg-{self.tag[:16]}"
 
     @property
     def out(self) -> Path:

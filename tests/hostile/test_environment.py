@@ -89,6 +89,7 @@ def test_a_tmpdir_too_long_for_a_unix_socket_still_runs(sandbox: Sandbox) -> Non
     tmpdir.mkdir()
     env = {k: v for k, v in sandbox.env().items() if k != "KILLPOINT_PG_ROOT"}
     env["TMPDIR"] = str(tmpdir)
+    env["KILLPOINT_PG_IN_MEMORY"] = "0"  # the clusters' root is under TMPDIR, not in /dev/shm
     proc = subprocess.Popen(sandbox.argv(*REPLAY, "--postgres", "local", "--out", str(sandbox.out)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=sandbox.cwd, env=env,
                             stdin=subprocess.DEVNULL)
