@@ -50,11 +50,11 @@ class Tally:
 
 def measure(module: str, count: int, others: int, seed: int, jobs: int, out: str) -> Tally:
     """In this process: one session on the agent, its trials judged, the verdicts counted."""
-    from killpoint.cli import commands
+    from killpoint.cli import commands, parsers
     from killpoint.run.scenario import Context, find
 
     parser = argparse.ArgumentParser()
-    commands.add_parsers(parser.add_subparsers())
+    parsers.add_parsers(parser.add_subparsers())
     args = parser.parse_args(["explore", "--scenario", "crash-points", "--random", str(count), "--seed", str(seed),
                               "--steps", module, "--quiet", "--out", out, "-j", str(jobs)])
     tally = Tally()

@@ -67,13 +67,13 @@ def _split_args(m: Mutant) -> tuple[list[str], int | None]:
 
 def measure(name: str, mode: str, count: int, seed: int, out: str) -> Found:
     """In this process: one session on the mutant, the scenario's plan in `mode`, stopped at a failure."""
-    from killpoint.cli import commands
+    from killpoint.cli import commands, parsers
     from killpoint.run.scenario import Context, find
 
     m = BY_NAME[name]
     extra, _ = _split_args(m)
     parser = argparse.ArgumentParser()
-    commands.add_parsers(parser.add_subparsers())
+    parsers.add_parsers(parser.add_subparsers())
     args = parser.parse_args(["explore", "--scenario", m.scenario, "--random", str(count), "--seed", str(seed),
                               "--steps", m.module, "--quiet", "--out", out, *extra])
     scenario = find(m.scenario)

@@ -16,8 +16,6 @@ from pathlib import Path
 
 from rich.console import Console
 
-from killpoint.cli import validate
-from killpoint.cli.args import add_common
 from killpoint.cli.config import Invocation, actions_option, invocation
 from killpoint.cli.interrupted import Progress
 from killpoint.cli.interrupted import report as report_interrupted
@@ -27,7 +25,6 @@ from killpoint.env import vitals
 from killpoint.env.stepmodule import load
 from killpoint.errors import KillpointError
 from killpoint.faults.schedule import Schedule
-from killpoint.faults.shard import parse as parse_shard
 from killpoint.run.checkpoint_store import CheckpointStore
 from killpoint.run.checkpoint_store import record as record_checkpoints
 from killpoint.run.history import History
@@ -43,64 +40,6 @@ _console = Console(stderr=True, highlight=False)
 
 SHOWN_PER_SCENARIO = 3
 """Non-passing trials printed in full per scenario; all of them are in the run directory."""
-
-
-def add_search_options(p: argparse.ArgumentParser) -> None:
-    """The options of the commands that search many schedules (run, explore)."""
-    p.add_argument("--no-store", action="store_true",
-                   help="neither replay nor remember failing schedules (.killpoint/failures), nor keep or "
-                        "resume checkpoints (.killpoint/checkpoints)")
-    p.add_argument("--shard", type=parse_shard, default=None, metavar="K/N",
-                   help="run only shard K of N of the schedules (split a run across CI jobs)")
-    p.add_argument("--allow-empty-shard", action="store_true",
-                   help="with --shard: exit 0 when every trial of this shard's selection runs in another shard "
-                        "(else a session that tested nothing exits 2)")
-
-
-def add_parsers(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run the crash suite (all scenarios, or --scenario NAME)")
-    p.add_argument("--scenario", action="append", default=None, help="a scenario to run (repeatable)")
-    p.add_argument("--skip-scenario", action="append", default=None, metavar="NAME",
-                   help="a scenario not to run (repeatable)")
-    p.add_argument("--seed", type=validate.seed, default=None,
-                   help="base seed of the randomised parts (default: a random one, printed at the start)")
-    p.add_argument("--budget", type=validate.budget, default=60.0, help="seconds of random exploration per scenario")
-    add_common(p)
-    add_search_options(p)
-    p.set_defaults(func=cmd_run)
-
-    p = sub.add_parser("replay", help="replay one schedule (or the schedule of a seed)")
-    p.add_argument("--scenario", required=True)
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--schedule", type=validate.schedule_text,
-                   help=f"faults, e.g. 'email:effect.applied:kill' (at most {validate.MAX_FAULTS})")
-    g.add_argument("--seed", type=validate.seed, help="the seed whose schedule to replay")
-    add_common(p)
-    p.set_defaults(func=cmd_replay, budget=60.0, shard=None, no_store=False, allow_empty_shard=False)
-
-    p = sub.add_parser("explore", help="explore faults: every single fault, or N random schedules")
-    p.add_argument("--scenario", required=True)
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--exhaustive", action="store_true",
-                   help="every step x point x action, one fault each (at each time the crash-free run reached "
-                        "the point, up to 5)")
-    g.add_argument("--random", type=validate.count, metavar="N", help="N random multi-fault schedules")
-    p.add_argument("--seed", type=validate.seed, default=None,
-                   help="base seed for --random (default: a random one, printed at the start)")
-    add_common(p)
-    add_search_options(p)
-    p.set_defaults(func=cmd_explore, budget=60.0)
-
-    p = sub.add_parser("scenarios", help="list the scenarios")
-    p.set_defaults(func=cmd_scenarios)
-
-    p = sub.add_parser("report", help="write an HTML timeline of a run directory")
-    p.add_argument("run_dir", help="a directory under .killpoint/runs/")
-    p.set_defaults(func=cmd_report)
-
-    p = sub.add_parser("judge", help="judge a run directory again, offline, from its stored history")
-    p.add_argument("run_dir", help="a directory under .killpoint/runs/")
-    p.set_defaults(func=cmd_judge)
 
 
 def _say(quiet: bool) -> Callable[[str], None]:
@@ -400,14 +339,6 @@ def cmd_explore(args: argparse.Namespace) -> int:
         return tested([result], finish(inv, s, [result], {"command": "explore", "seed": args.seed, "mode":
                                                           "exhaustive" if args.exhaustive else f"random {args.random}"},
                                        display), args.allow_empty_shard)
-
-
-def cmd_scenarios(args: argparse.Namespace) -> int:
-    from killpoint.run.catalog import entries
-
-    for name, entry in entries().items():  # read from the modules' source: nothing heavy is imported
-        print(f"{name:<26} {entry.summary}")
-    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -86,10 +86,11 @@ def add_serve(sub: argparse._SubParsersAction) -> None:
 
 
 def add_suite_commands(sub: argparse._SubParsersAction) -> None:
-    """run, replay, explore, scenarios, report: defined in ``killpoint.cli.commands``."""
-    from killpoint.cli import commands  # noqa: PLC0415
+    """run, replay, explore, scenarios, report, judge: parsed by ``killpoint.cli.parsers``, run by
+    ``killpoint.cli.commands`` (imported only by the command that runs)."""
+    from killpoint.cli import parsers  # noqa: PLC0415
 
-    commands.add_parsers(sub)
+    parsers.add_parsers(sub)
 
 
 # The one place subcommands are registered.

@@ -36,8 +36,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from killpoint.errors import UsageError
-from killpoint.events import encode
-from killpoint.run.history import History
 
 Event = dict[str, Any]
 """One history event as its JSON object (`killpoint.events.encode`)."""
@@ -164,6 +162,9 @@ def read(path: Path) -> RunDir:
         meta = {}
     history = path / "history.jsonl"
     # as JSON objects: merging renames and renumbers them (flow steps 3 and 4) before they are written again
+    from killpoint.events import encode  # noqa: PLC0415 - only when merging: the CLI's start stays light
+    from killpoint.run.history import History  # noqa: PLC0415
+
     events = [encode(e) for e in History.read(history)[0]] if history.is_file() else []
     return RunDir(path, verdicts, meta if isinstance(meta, dict) else {}, events)
 

@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from killpoint.errors import UsageError
-from killpoint.fake_services import cassette
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -49,6 +48,8 @@ def cmd_record(args: argparse.Namespace) -> int:
     if not command or command[0] == "record":
         raise UsageError("no-command", "killpoint record needs a command to run while it records",
                          "add one after the options, e.g. run --steps mymodule --scenario crash-points")
+    from killpoint.fake_services import cassette  # noqa: PLC0415 - the fakes' package, only when recording
+
     upstreams = {"model": args.upstream, "openai": args.openai_upstream}
     variables = {cassette.PATH_VAR: args.cassette, cassette.MODE_VAR: "record",
                  **{cassette.UPSTREAM_VARS[name]: url for name, url in upstreams.items() if url}}

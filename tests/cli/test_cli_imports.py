@@ -10,6 +10,9 @@ import sys
 import pytest
 
 HEAVY = ("anthropic", "psycopg", "httpx", "killpoint.env.environment", "killpoint.run.controller")
+SUITE = ("killpoint.cli.commands", "killpoint.run.scenario", "killpoint.fake_services", "rich")
+"""What only a command that runs the suite needs (its runner, the fakes, the console): ~300 ms of imports
+that `killpoint scenarios` and `--help` paid before the parsers were built apart (killpoint.cli.parsers)."""
 
 PROBE = """
 import contextlib, io, sys
@@ -26,9 +29,9 @@ print(",".join(m for m in {heavy!r} if m in sys.modules))
 """
 
 
-def probe(argv: list[str]) -> tuple[str, int, list[str]]:
-    """(exit code, lines printed, heavy modules imported) of `main(argv)` in a fresh interpreter."""
-    proc = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=HEAVY)],
+def probe(argv: list[str], heavy: tuple[str, ...] = HEAVY) -> tuple[str, int, list[str]]:
+    """(exit code, lines printed, which of `heavy` were imported) of `main(argv)` in a fresh interpreter."""
+    proc = subprocess.run([sys.executable, "-c", PROBE.format(argv=argv, heavy=heavy)],
                           capture_output=True, text=True, timeout=120, check=True)
     code, lines, heavy = proc.stdout.splitlines()[-3:]
     return code, int(lines), [m for m in heavy.split(",") if m]
@@ -54,3 +57,11 @@ def test_the_catalog_agrees_with_the_imported_registry() -> None:
     from killpoint.run.scenario import registry
 
     assert {n: e.summary for n, e in entries().items()} == {n: s.summary for n, s in registry().items()}
+
+
+@pytest.mark.parametrize("argv", [["scenarios"], ["--help"], ["run", "--help"], ["record", "--help"],
+                                  ["merge", "--help"]])
+def test_listing_and_help_do_not_import_the_suite(argv: list[str]) -> None:
+    code, _lines, imported = probe(argv, SUITE)
+    assert code == "0"
+    assert imported == []
