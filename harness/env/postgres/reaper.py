@@ -173,18 +173,26 @@ def clusters_root(root: Path | None = None) -> Path:
         where = "KILLPOINT_PG_ROOT" if env else "TMPDIR"
         raise EnvironmentProblem(
             "cluster-root-unusable", f"cannot make the Postgres cluster folder {root} ({exc.strerror})",
-            f"set {where} to a short folder this user can write (or KILLPOINT_PG_ROOT), then run again") from None
+            f"set {where} to a short folder this user can write (or KILLPOINT_PG_ROOT){_or_disk(root)}, "
+            "then run again") from None
     problem = _unsafe(root)
     if problem:
         raise EnvironmentProblem(
             "cluster-root-unsafe",
             f"the Postgres cluster folder {root} {problem}; killpoint keeps its servers only in a folder "
             "that no other user can change",
-            f"remove {root}, or set KILLPOINT_PG_ROOT to a private folder of this user, then run again",
+            f"remove {root}, or set KILLPOINT_PG_ROOT to a private folder of this user{_or_disk(root)}, then run "
+            "again",
         )
     if stat.S_IMODE(os.lstat(root).st_mode) != mode:
         os.chmod(root, mode)
     return root
+
+
+def _or_disk(root: Path) -> str:
+    """For a fix's text: how to keep clusters off the memory file system, when ``root`` is on it."""
+    on_memory = not os.environ.get("KILLPOINT_PG_ROOT") and root.parent == MEMORY_DIR
+    return f", or {MEMORY_VAR}=0 to keep them in the temp folder" if on_memory else ""
 
 
 def _unsafe(root: Path) -> str | None:

@@ -136,3 +136,20 @@ def test_the_reaper_looks_in_the_root_it_did_not_choose(
         holder.wait()
         if folder.exists():
             reaper.destroy(folder)
+
+
+def test_a_planted_memory_root_is_refused_naming_the_way_to_disk(
+        default_root: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`/dev/shm` is writable by every user, as `/tmp` is: a root planted there (here a symlink) is refused in
+    one line whose fix also names `KILLPOINT_PG_IN_MEMORY=0`."""
+    memory = Path(tempfile.mkdtemp(prefix="kp-mem-plant-"))
+    try:
+        monkeypatch.setattr(reaper, "MEMORY_DIR", memory)
+        monkeypatch.setattr(reaper, "memory_dir", lambda: memory)
+        (memory / f"killpoint-pg-{os.geteuid()}").symlink_to(memory)
+        with pytest.raises(reaper.EnvironmentProblem) as err:
+            reaper.new_cluster_dir("local")
+        assert err.value.code == "cluster-root-unsafe"
+        assert f"{reaper.MEMORY_VAR}=0" in err.value.fix, err.value.fix
+    finally:
+        shutil.rmtree(memory, ignore_errors=True)
