@@ -44,6 +44,10 @@ class StepFailed(Exception):
     """Raised by a step for a failure that retrying cannot fix: the run is checkpointed as ``failed``."""
 
 
+PAUSE_SLICE = 0.02
+"""How long an idle wait (`Drain.pause`) sleeps before it looks at the drain flag again."""
+
+
 class Drain:
     """The drain flag: set (from a signal handler) to make the loop yield at the next step boundary.
     `run_id`: the run the worker is on (None between a queue worker's jobs), for the notes the handler and
@@ -59,6 +63,18 @@ class Drain:
     @property
     def requested(self) -> bool:
         return self._event.is_set()
+
+    def pause(self, seconds: float) -> None:
+        """Sleep up to ``seconds``, ending within ``PAUSE_SLICE`` of a drain being requested: an idle queue
+        worker stops when told, not at its next poll. In slices rather than ``Event.wait``: the request comes
+        from a signal handler on this same thread, which a sleep would resume after (PEP 475), and which must
+        not contend for the event's lock with a ``wait`` it interrupted."""
+        end = time.monotonic() + seconds
+        while not self.requested:
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, PAUSE_SLICE))
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,6 @@ import signal
 import socket
 import sys
 import threading
-import time
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -271,7 +270,7 @@ def run_queue(store: CheckpointStore, module: StepModule, resources: Resources, 
         if job is None:
             if not follow:
                 return EXIT_OK
-            time.sleep(config.poll_seconds)
+            drain.pause(config.poll_seconds)  # a SIGTERM ends the wait, not only the next poll
             continue
         if store.load(job.run_id) is None:
             log.warning("job %s: run %s has no checkpoint; dropped", job.id, job.run_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -58,12 +59,23 @@ def test_drain_deadline_exits_6_without_checkpointing_the_step(agent: AgentEnv) 
     assert agent.model_requests("r-late") == []
 
 
+def asleep(pid: int) -> bool:
+    """Whether the process's main thread is in a timed sleep (`/proc/PID/wchan`), as between queue polls."""
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text() in ("hrtimer_nanosleep", "do_nanosleep")
+    except OSError:
+        return False
+
+
 def test_queue_worker_with_nothing_to_do_exits_0_on_sigterm(agent: AgentEnv) -> None:
+    """Idle between polls of an empty queue, it stops when told, not at its next poll: with a poll every
+    10 minutes, the SIGTERM still ends it within the wait's bound (the poll's sleep went on before)."""
     agent.points  # noqa: B018 -- the worker.start note says the SIGTERM handler is installed
-    worker = agent.start("-", "--queue", "--follow")
+    worker = agent.start("-", "--queue", "--follow", KILLPOINT_POLL_SECONDS=600)
     wait_for(lambda: agent.points.notes("worker.start"), what="the worker.start note")
+    wait_for(lambda: asleep(worker.pid), what="the worker's main thread asleep between polls")
     worker.signal(signal.SIGTERM)
-    assert worker.wait(timeout=20) == 0, worker.output
+    assert worker.wait(timeout=60) == 0, worker.output
 
 
 @pytest.mark.parametrize(("slow", "code"), [("plan", 6), ("validate,charge", 0)])
