@@ -75,7 +75,8 @@ MEMORY_ROOM = 1 << 30
 """What ``memory_dir`` asks of the memory file system, free in it and in the machine's available memory: a
 cluster is ~40 MB and grows by its WAL, and several sessions (``-j``, shards, test workers) may share it."""
 MEMORY_VAR = "KILLPOINT_PG_IN_MEMORY"
-TMPFS_MAGIC = "tmpfs"
+MEMORY_FS = "tmpfs"
+"""The file system `memory_dir` asks `/dev/shm` to be (its type in `/proc/self/mounts`)."""
 
 
 def memory_dir() -> Path | None:
@@ -91,7 +92,7 @@ def memory_dir() -> Path | None:
     off with ``KILLPOINT_PG_IN_MEMORY=0``."""
     if os.environ.get(MEMORY_VAR, "").strip().lower() in ("0", "no", "false", "off"):
         return None
-    if _mount_type(MEMORY_DIR) != TMPFS_MAGIC or not os.access(MEMORY_DIR, os.W_OK | os.X_OK):
+    if _mount_type(MEMORY_DIR) != MEMORY_FS or not os.access(MEMORY_DIR, os.W_OK | os.X_OK):
         return None
     try:
         vfs = os.statvfs(MEMORY_DIR)

@@ -23,7 +23,7 @@ from killpoint.env.postgres.binaries import find_local
 from killpoint.env.postgres.local import LocalServer
 from tests.env.postgres.test_postgres_reaper import gone, start_holder
 
-SHM_IS_TMPFS = reaper._mount_type(reaper.MEMORY_DIR) == "tmpfs"
+SHM_IS_TMPFS = reaper._mount_type(reaper.MEMORY_DIR) == reaper.MEMORY_FS
 needs_tmpfs = pytest.mark.skipif(not SHM_IS_TMPFS, reason="/dev/shm is not a tmpfs on this machine")
 
 
