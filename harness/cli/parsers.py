@@ -2,7 +2,7 @@
 
 Built at every start of the CLI, whatever the command, so this module imports nothing of the suite: each
 command's function is `killpoint.cli.commands`'s, imported when it runs (`_later`). `killpoint scenarios`,
-`--help` and a usage error so answer without importing the runner, the checkers or the console
+`--help` and a malformed command line so answer without importing the runner, the checkers or the console
 (tests/cli/test_cli_imports.py).
 """
 
