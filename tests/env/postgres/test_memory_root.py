@@ -153,3 +153,27 @@ def test_a_planted_memory_root_is_refused_naming_the_way_to_disk(
         assert f"{reaper.MEMORY_VAR}=0" in err.value.fix, err.value.fix
     finally:
         shutil.rmtree(memory, ignore_errors=True)
+
+
+@pytest.mark.skipif(find_local() is None, reason="no Postgres server binaries on this machine")
+def test_a_crashed_servers_dynamic_shared_memory_goes_with_its_folder(default_root: None) -> None:
+    """A SIGKILLed postmaster never removes its dynamic shared memory: in `/dev/shm` (Postgres's default) it
+    stayed there for good. An owned server keeps it in files of its data directory, removed with the folder."""
+    bins = find_local()
+    assert bins is not None
+    before = {p.name for p in Path("/dev/shm").glob("PostgreSQL.*")}
+    server = LocalServer.start(bins)
+    try:
+        import psycopg  # noqa: PLC0415
+
+        with psycopg.connect(server.dsn) as conn:
+            assert conn.execute("show dynamic_shared_memory_type").fetchone() == ("mmap",)
+        assert server.dir is not None and list((server.data / "pg_dynshmem").glob("mmap.*"))
+        server.crash(hard=True)
+        server.restart()
+    finally:
+        folder = server.dir
+        server.close()
+    assert folder is not None and not folder.exists()
+    # No server killpoint starts makes a posix segment now, so none appeared meanwhile (before: one per start).
+    assert {p.name for p in Path("/dev/shm").glob("PostgreSQL.*")} - before == set()
