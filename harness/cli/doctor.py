@@ -14,6 +14,7 @@ import secrets
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from killpoint.errors import EnvironmentProblem
 
@@ -67,7 +68,7 @@ def where_clusters_live(folder: str | os.PathLike[str]) -> str:
 
     if os.environ.get("KILLPOINT_PG_ROOT"):
         return "KILLPOINT_PG_ROOT"
-    if str(folder).startswith(str(reaper.MEMORY_DIR) + os.sep):
+    if reaper.in_memory_root(Path(folder).parent):
         return f"in memory; {reaper.MEMORY_VAR}=0 puts clusters on disk"
     return f"on disk: {reaper.MEMORY_DIR} is not a tmpfs with {reaper.MEMORY_ROOM >> 30} GiB free, or {reaper.MEMORY_VAR}=0"
 

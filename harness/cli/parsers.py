@@ -22,7 +22,7 @@ def _later(name: str) -> Callable[[argparse.Namespace], int]:
     def command(args: argparse.Namespace) -> int:
         from killpoint.cli import commands  # noqa: PLC0415 - the suite, only for the command that runs
 
-        return int(getattr(commands, name)(args) or 0)
+        return getattr(commands, name)(args)
 
     command.__name__ = command.__qualname__ = name
     return command
@@ -90,6 +90,6 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
     """The registered scenarios, a line each, read from their modules' source (`run.catalog`)."""
     from killpoint.run.catalog import entries  # noqa: PLC0415 - read from source, nothing heavy
 
-    for name, entry in entries().items():  # read from the modules' source: nothing heavy is imported
+    for name, entry in entries().items():
         print(f"{name:<26} {entry.summary}")
     return 0

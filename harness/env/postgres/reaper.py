@@ -128,12 +128,27 @@ def _available_memory() -> int:
     return 0
 
 
+def _root_name() -> str:
+    """The per-user root's name, in whichever folder holds it: ``killpoint-pg-<uid>``."""
+    return f"killpoint-pg-{os.geteuid()}"
+
+
+def _memory_root() -> Path:
+    """``/dev/shm/killpoint-pg-<uid>``."""
+    return MEMORY_DIR / _root_name()
+
+
 def _tmp_root() -> Path:
     """``<tmp>/killpoint-pg-<uid>``, or ``/tmp/killpoint-pg-<uid>`` when that is too long for its sockets."""
-    root = Path(tempfile.gettempdir()) / f"killpoint-pg-{os.geteuid()}"
+    root = Path(tempfile.gettempdir()) / _root_name()
     if len(os.fsencode(root)) > ROOT_MAX:  # a long TMPDIR: the sockets go where their paths fit
-        root = Path("/tmp") / f"killpoint-pg-{os.geteuid()}"
+        root = Path("/tmp") / _root_name()
     return root
+
+
+def in_memory_root(root: Path) -> bool:
+    """True when ``root`` is the memory root the default chose (not a ``KILLPOINT_PG_ROOT``)."""
+    return not os.environ.get("KILLPOINT_PG_ROOT") and root == _memory_root()
 
 
 def root_path() -> Path:
@@ -143,16 +158,13 @@ def root_path() -> Path:
     env = os.environ.get("KILLPOINT_PG_ROOT")
     if env:
         return Path(env)
-    memory = memory_dir()
-    if memory is not None:
-        return memory / f"killpoint-pg-{os.geteuid()}"
-    return _tmp_root()
+    return _memory_root() if memory_dir() is not None else _tmp_root()
 
 
 def default_roots() -> list[Path]:
     """Every root a session of this user may have used when ``KILLPOINT_PG_ROOT`` is unset (memory, temp
     folder), which the reaper looks through: whether ``/dev/shm`` had room was decided per session."""
-    return [MEMORY_DIR / f"killpoint-pg-{os.geteuid()}", _tmp_root()]
+    return [_memory_root(), _tmp_root()]
 
 
 def clusters_root(root: Path | None = None) -> Path:
@@ -192,8 +204,7 @@ def clusters_root(root: Path | None = None) -> Path:
 
 def _or_disk(root: Path) -> str:
     """For a fix's text: how to keep clusters off the memory file system, when ``root`` is on it."""
-    on_memory = not os.environ.get("KILLPOINT_PG_ROOT") and root.parent == MEMORY_DIR
-    return f", or {MEMORY_VAR}=0 to keep them in the temp folder" if on_memory else ""
+    return f", or {MEMORY_VAR}=0 to keep them in the temp folder" if in_memory_root(root) else ""
 
 
 def _unsafe(root: Path) -> str | None:
