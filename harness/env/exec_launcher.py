@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 
-from killpoint.env import egress_shim
+from killpoint.env import egress_shim, worker_clock
 from killpoint.env.launcher import HASH_SEEDS, Incarnation, IncarnationSeeds, Launcher
 from killpoint.env.proctable import TAG_VAR, kill_all
 from killpoint.env.procutil import decode_status, dying_with_us
@@ -94,7 +94,8 @@ class ExecLauncher(Launcher):
         self._started(incarnation)  # before the thread that reports its exit
         with self._lock:
             self._procs.append((proc, incarnation))
-        threading.Thread(target=self._wait, args=(proc, incarnation), daemon=True).start()
+        faked = worker_clock.SHIFT_VAR in env and "FAKETIME_SHARED" not in env  # it makes a pair of its own
+        threading.Thread(target=self._wait, args=(proc, incarnation, faked), daemon=True).start()
         return incarnation
 
     def _tell_guard(self, incarnation: Incarnation) -> None:
@@ -105,11 +106,15 @@ class ExecLauncher(Launcher):
             self._guard.stdin.write(f"{incarnation.pid} {ctime} {incarnation.tag} {incarnation.since!r}\n".encode())
             self._guard.stdin.flush()
 
-    def _wait(self, proc: subprocess.Popen, incarnation: Incarnation) -> None:
+    def _wait(self, proc: subprocess.Popen, incarnation: Incarnation, faked: bool = False) -> None:
+        """Report the incarnation's stops, continues and end; once it has ended under libfaketime (`faked`),
+        remove what libfaketime left in /dev/shm for it (`worker_clock.remove_leftovers`) first."""
         while True:
             try:
                 _, status = os.waitpid(proc.pid, os.WUNTRACED | os.WCONTINUED)
             except ChildProcessError:
+                if faked:
+                    worker_clock.remove_leftovers(proc.pid)
                 self._finish(incarnation, proc.returncode, None)
                 return
             if os.WIFSTOPPED(status) or os.WIFCONTINUED(status):
@@ -117,6 +122,8 @@ class ExecLauncher(Launcher):
             else:
                 code, sig = decode_status(status)
                 proc.returncode = code if code is not None else -(sig or 0)
+                if faked:
+                    worker_clock.remove_leftovers(proc.pid)
                 self._finish(incarnation, code, sig)
                 return
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import psutil
 
-from killpoint.env import proctable, vitals, zygote
+from killpoint.env import proctable, vitals, worker_clock, zygote
 from killpoint.env.forkserver import BLACK_BOX_ARG, PROTOCOL_FD_ARG
 from killpoint.env.launcher import HASH_SEEDS, Incarnation, IncarnationSeeds, Launcher
 from killpoint.env.proctable import TAG_VAR, kill_all
@@ -54,6 +54,7 @@ class _ForkServer:
             raise
         finally:
             os.close(wfd)
+        self._faked = worker_clock.SHIFT_VAR in env and "FAKETIME_SHARED" not in env  # the clock servers
         self._said = os.fdopen(rfd, "rb")
         self._on_message = on_message
         self.spawned: queue.Queue[dict] = queue.Queue()
@@ -191,6 +192,8 @@ class _ForkServer:
         except subprocess.TimeoutExpired:
             os.killpg(self._proc.pid, signal.SIGKILL)
             self._proc.wait()
+        if self._faked:  # what libfaketime made for the server, which its forks shared (harness/env/worker_clock.py)
+            worker_clock.remove_leftovers(self._proc.pid)
         if self._reader is not None:
             self._reader.join(timeout=5)
         for stream in (self._said, self._proc.stderr):

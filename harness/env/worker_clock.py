@@ -32,6 +32,15 @@ that takes an incarnation's environment (`FAKETIME=+N`, the same variables `cloc
 reads a wall clock moved by N from its first call on, in C as in Python, its monotonic clock unmoved
 (`FAKETIME_DONT_FAKE_MONOTONIC`, also read at load, is the server's), and one whose environment has no
 `FAKETIME` reads the machine's clock (libfaketime 0.9.10, tests/env/test_worker_clock.py).
+
+libfaketime (0.9.x) loaded into a process whose environment has no `FAKETIME_SHARED` makes a POSIX
+semaphore and a shared memory object named after that process's pid (`/dev/shm/sem.faketime_sem_<pid>`,
+`/dev/shm/faketime_shm_<pid>`), names them in `FAKETIME_SHARED` for what it execs (which then makes none), and
+removes them at its normal exit only: not when it is killed (a SIGKILLed worker, the point of a crash test),
+nor when it exec'd another program (a shell or pyenv's shim that execs python: the program after the exec
+finds them named in `FAKETIME_SHARED`, as not its own). So whoever started such a process removes its pair
+once it has ended (`remove_leftovers`): the exec launcher for an incarnation's leader, the fork launcher for
+a clock server (whose forks inherit its pair, made before the fork), the probe below for itself.
 """
 
 from __future__ import annotations
@@ -108,14 +117,47 @@ def _faketime_vars(offset: float, preload: str) -> dict[str, str]:
     return {"LD_PRELOAD": preload, SHIFT_VAR: f"{int(offset):+d}", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
 
 
+SHM_DIR = "/dev/shm"
+"""Where glibc's `shm_open` and `sem_open` put their files (Linux)."""
+
+
+def leftovers(pid: int, shm_dir: str = SHM_DIR) -> list[str]:
+    """The paths of the semaphore and shared memory object libfaketime makes for the process `pid` (the
+    module doc), whether or not they exist."""
+    return [os.path.join(shm_dir, f"sem.faketime_sem_{pid}"), os.path.join(shm_dir, f"faketime_shm_{pid}")]
+
+
+def remove_leftovers(pid: int, shm_dir: str = SHM_DIR) -> list[str]:
+    """Remove what libfaketime made for `pid`, a process of ours that has ended (killed, it could not);
+    returns the paths removed. Only the names of that one pid are touched: another program's pairs are
+    not ours to remove, and a process still using a removed pair keeps it (it is mapped)."""
+    removed = []
+    for path in leftovers(pid, shm_dir):
+        try:
+            os.unlink(path)
+        except OSError:
+            continue  # not made (a normal exit removed it, or the process never loaded libfaketime)
+        removed.append(path)
+    return removed
+
+
 def _sleep_result(preload: str) -> str:
     """What `_PROBE` prints under `preload` with a shift of a day ('' when the probe could not run)."""
     env = {**os.environ, **_faketime_vars(86400.0, preload)}
+    env.pop("FAKETIME_SHARED", None)
     try:
-        proc = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
+        with subprocess.Popen([sys.executable, "-c", _PROBE], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True) as proc:
+            try:
+                out, _ = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                out = ""
+            remove_leftovers(proc.pid)
+    except OSError:
         return ""
-    return proc.stdout.strip()
+    return out.strip()
 
 
 @functools.cache

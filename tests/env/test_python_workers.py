@@ -146,11 +146,14 @@ class Workers:
                 if clock is None or (pool is not self.launcher._pool) == clock]  # noqa: SLF001
 
     def close(self) -> list[str]:
-        """Close the launcher; what is left running of its incarnations and fork servers (nothing)."""
+        """Close the launcher; what is left running of its incarnations and fork servers, and what libfaketime
+        made in /dev/shm for any of them (nothing)."""
         self.launcher.close()
         left = [line for inc in self.incs for line in inc.leftovers()]
-        return left + [f"fork server {pid}" for pid in self.servers
-                       if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        made = [path for pid in [*self.servers, *(inc.pid for inc in self.incs)]
+                for path in worker_clock.leftovers(pid) if os.path.exists(path)]
+        return left + made + [f"fork server {pid}" for pid in self.servers
+                              if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
 
 
 @pytest.fixture

@@ -100,3 +100,38 @@ def test_the_probe_sees_this_libfaketimes_monotonic_sleep_as_it_is() -> None:
     preload = worker_clock.clock_env(86400.0, black_box=True).get("LD_PRELOAD")
     if preload is not None:
         assert worker_clock._sleep_result(preload) == "0"
+
+
+@pytest.mark.skipif(worker_clock.faketime_library() is None, reason="libfaketime is not installed here")
+@pytest.mark.parametrize("how", ["killed", "exited"])
+def test_an_exec_d_worker_under_libfaketime_leaves_nothing_in_dev_shm(how: str, tmp_path) -> None:  # noqa: ANN001
+    """libfaketime makes a semaphore and a shared memory object named after the worker's pid and removes them
+    at a normal exit only: the launcher removes a SIGKILLed worker's once it has ended (a normal exit's are
+    gone either way). Waits on the worker's own note and its end, not on time."""
+    import os
+    import signal
+    import sys
+
+    from killpoint.env.exec_launcher import ExecLauncher
+
+    ready = tmp_path / "ready"
+    script = (f"import time, pathlib; time.time(); pathlib.Path({str(ready)!r}).write_text('x')\n"
+              + ("time.sleep(60)\n" if how == "killed" else ""))
+    launcher = ExecLauncher([sys.executable, "-c", script])
+    try:
+        env = {**os.environ, **worker_clock.clock_env(3600.0, black_box=True)}
+        env.pop("FAKETIME_SHARED", None)
+        inc = launcher.spawn("w-1", "run-faketime", "worker", [], env, None)
+        pair = worker_clock.leftovers(inc.pid)
+        if how == "killed":
+            for _ in range(6000):  # the worker's note: libfaketime's constructor ran long before it
+                if ready.exists():
+                    break
+                inc.ended.wait(0.01)
+            assert ready.exists() and all(os.path.exists(p) for p in pair), pair  # made, as the module doc says
+            inc.send(signal.SIGKILL)
+        assert inc.ended.wait(60)
+        assert (inc.signal == signal.SIGKILL) == (how == "killed") and ready.exists()
+        assert [p for p in pair if os.path.exists(p)] == []
+    finally:
+        launcher.close()
