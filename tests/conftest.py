@@ -17,7 +17,7 @@ import pytest
 
 from killpoint.env.postgres import PostgresHandle, provide
 from killpoint.env.zygote import ZYGOTE_VAR, Zygotes
-from tests.helpers.sandbox import Sandbox, without_zygote
+from tests.helpers.sandbox import Sandbox, reap_stale_roots, without_zygote
 
 
 def _option(config: pytest.Config, name: str, default: str | None) -> str | None:
@@ -51,6 +51,14 @@ def zygotes() -> Iterator[Zygotes | None]:
             yield z
         finally:
             os.environ.pop(ZYGOTE_VAR, None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def stale_sandboxes() -> None:
+    """Remove the cluster roots a killed test run's sandboxes left in memory or the temp folder, with any
+    server still in them (`reap_stale_roots`): a test process that is SIGKILLed never runs `Sandbox.close`,
+    and /dev/shm outlives it until the machine restarts."""
+    reap_stale_roots()
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from pathlib import Path
 import psutil
 
 from killpoint.env import zygote
-from killpoint.env.postgres.reaper import memory_dir
+from killpoint.env.postgres.reaper import memory_dir, reap_orphans
 from killpoint.env.zygote import ZYGOTE_VAR
 from tests.helpers import pythonpath
 
@@ -35,6 +35,26 @@ FORKED_CLI_VAR = "KILLPOINT_TEST_FORKED_CLI"
 TAG_VAR = "KILLPOINT_TEST_TAG"
 """Set in a harness subprocess's environment; every process it starts inherits it, so they can be found
 after the harness is gone (reparented processes no longer descend from it)."""
+
+
+PG_ROOT_PREFIX = "killpoint-test-pg-"
+
+
+def reap_stale_roots(bases: list[Path] | None = None) -> list[Path]:
+    """Remove the cluster roots of sandboxes whose test process is dead (SIGKILLed, or a test run stopped
+    hard: `Sandbox.close` never ran), with any cluster still in them (`reaper.reap_orphans`, which stops
+    its server); returns the roots removed. A root whose process lives (another pytest worker) is left."""
+    removed = []
+    for base in bases or list(dict.fromkeys(p for p in (memory_dir(), Path(tempfile.gettempdir())) if p)):
+        for root in sorted(base.glob(f"{PG_ROOT_PREFIX}*")):
+            pid = root.name[len(PG_ROOT_PREFIX):].partition("-")[0]
+            if pid.isdigit() and psutil.pid_exists(int(pid)):
+                continue
+            reap_orphans([root])
+            shutil.rmtree(root, ignore_errors=True)
+            if not root.exists():
+                removed.append(root)
+    return removed
 
 
 @dataclass
@@ -53,6 +73,7 @@ class Sandbox:
 
     root: Path
     tag: str = field(default_factory=lambda: uuid.uuid4().hex)
+    owner: int = field(default_factory=os.getpid)
 
     def __post_init__(self) -> None:
         # Where a user's sessions would put their clusters: in memory where the machine allows
@@ -85,7 +106,9 @@ class Sandbox:
 
     @property
     def pg_root(self) -> Path:
-        return self._pg_base / f"killpoint-test-pg-{self.tag[:16]}"
+        """`killpoint-test-pg-<the test process's pid>-<tag>`: a killed test process's is found by the next
+        test run's (`reap_stale_roots`)."""
+        return self._pg_base / f"{PG_ROOT_PREFIX}{self.owner}-{self.tag[:16]}"
 
     @property
     def out(self) -> Path:

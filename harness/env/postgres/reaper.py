@@ -444,11 +444,12 @@ def destroy(path: Path) -> bool:
     return True
 
 
-def reap_orphans() -> list[str]:
+def reap_orphans(roots: list[Path] | None = None) -> list[str]:
     """Destroy every cluster folder of ours whose owner is dead, and the staging folders of dead template
-    builders; return the names of the cluster folders reaped."""
+    builders, in `roots` (the default ones, `reapable_roots`, unless given); return the names of the cluster
+    folders reaped."""
     reaped: list[str] = []
-    for root in reapable_roots():
+    for root in reapable_roots() if roots is None else roots:
         reaped += _reap_root(root)
     return reaped
 
