@@ -155,6 +155,15 @@ class Sandbox:
         return any(e.get("type") == "inc.start" and not str(e.get("run_id", "")).startswith("baseline")
                    for e in self.events())
 
+    def until_faulted_run(self, proc: subprocess.Popen[str], timeout: float = 180) -> None:
+        """Wait until `proc`, a harness this sandbox started, has begun a faulted run; fail with its output
+        if it ended first."""
+        from tests.helpers.agents import wait_for
+
+        wait_for(lambda: self.faulted_run_began() or proc.poll() is not None, timeout=timeout,
+                 what="a faulted run to begin")
+        assert proc.poll() is None, proc.communicate()
+
     def survivors(self) -> list[str]:
         """Live processes the sandbox's harness started (directly or not), as 'pid name cmdline'."""
         out = []

@@ -55,9 +55,7 @@ def test_a_vital_process_killed_mid_run_ends_it_in_one_line(sandbox: Sandbox, vi
     proc = sandbox.start("run", "--scenario", "crash-points", "--postgres", "local", "--quiet",
                          "--out", str(sandbox.out))
     try:
-        wait_for(lambda: sandbox.faulted_run_began() or proc.poll() is not None, timeout=180,
-                 what="a faulted run to begin")
-        assert proc.poll() is None, proc.communicate()
+        sandbox.until_faulted_run(proc)
         victim(psutil.Process(proc.pid), sandbox).kill()
         out, err = proc.communicate(timeout=25)
     finally:

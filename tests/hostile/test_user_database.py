@@ -89,8 +89,7 @@ def test_a_sigkilled_sessions_schema_is_reaped_by_the_next_run(sandbox: Sandbox,
     before = snapshot(user_db)
     proc = sandbox.start("run", "--scenario", "fleet", *_args(sandbox, user_db))
     try:
-        wait_for(lambda: sandbox.faulted_run_began() or proc.poll() is not None, timeout=120, what="a faulted run to begin")
-        assert proc.poll() is None, "the run ended before it could be killed"
+        sandbox.until_faulted_run(proc, timeout=120)
         proc.kill()
         proc.communicate(timeout=60)
     finally:

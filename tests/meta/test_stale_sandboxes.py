@@ -25,9 +25,7 @@ def test_a_dead_test_process_s_cluster_root_is_removed_with_its_server(tmp_path:
         proc = dead.start("run", "--scenario", "crash-points", "--postgres", "local", "--quiet",
                           "--out", str(dead.out))
         try:
-            wait_for(lambda: dead.faulted_run_began() or proc.poll() is not None, timeout=180,
-                     what="a faulted run to begin")
-            assert proc.poll() is None, proc.communicate()
+            dead.until_faulted_run(proc)
             assert any(dead.pg_root.iterdir()), "the harness's cluster folder"
             proc.kill()
             proc.communicate()
