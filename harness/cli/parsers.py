@@ -14,6 +14,7 @@ from collections.abc import Callable
 from killpoint.cli import validate
 from killpoint.cli.args import add_common
 from killpoint.faults.shard import parse as parse_shard
+from killpoint.run.catalog import known
 
 
 def _later(name: str) -> Callable[[argparse.Namespace], int]:
@@ -42,8 +43,9 @@ def add_search_options(p: argparse.ArgumentParser) -> None:
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run the crash suite (all scenarios, or --scenario NAME)")
-    p.add_argument("--scenario", action="append", default=None, help="a scenario to run (repeatable)")
-    p.add_argument("--skip-scenario", action="append", default=None, metavar="NAME",
+    p.add_argument("--scenario", action="append", default=None, type=known,
+                   help="a scenario to run (repeatable)")
+    p.add_argument("--skip-scenario", action="append", default=None, metavar="NAME", type=known,
                    help="a scenario not to run (repeatable)")
     p.add_argument("--seed", type=validate.seed, default=None,
                    help="base seed of the randomised parts (default: a random one, printed at the start)")
@@ -53,7 +55,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_later("cmd_run"))
 
     p = sub.add_parser("replay", help="replay one schedule (or the schedule of a seed)")
-    p.add_argument("--scenario", required=True)
+    p.add_argument("--scenario", required=True, type=known)
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--schedule", type=validate.schedule_text,
                    help=f"faults, e.g. 'email:effect.applied:kill' (at most {validate.MAX_FAULTS})")
@@ -62,7 +64,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_later("cmd_replay"), budget=60.0, shard=None, no_store=False, allow_empty_shard=False)
 
     p = sub.add_parser("explore", help="explore faults: every single fault, or N random schedules")
-    p.add_argument("--scenario", required=True)
+    p.add_argument("--scenario", required=True, type=known)
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--exhaustive", action="store_true",
                    help="every step x point x action, one fault each (at each time the crash-free run reached "

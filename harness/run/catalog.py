@@ -9,14 +9,21 @@ Importing a scenario module imports the harness behind it (psycopg, the environm
    assigns them string literals.
 3. An entry whose source cannot be read that way (no source, another kind of object, a computed summary)
    is imported and asked, as `scenario.registry` does: the answer is the same, only slower.
+4. The list is read once per process (installed packages do not change under a run): `killpoint run` asks
+   for every scenario it runs by name.
+5. `known(name)` is that name, or the one-line refusal of a misspelt one, naming the scenarios there are:
+   what `--scenario` and `--skip-scenario` are checked by while the command line is parsed.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
+
+from killpoint.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -28,13 +35,23 @@ class Entry:
     entry_point: EntryPoint
 
 
+@functools.cache
 def entries() -> dict[str, Entry]:
-    """Every registered scenario by name, sorted (flow steps 1-3)."""
+    """Every registered scenario by name, sorted (flow steps 1-4)."""
     out: dict[str, Entry] = {}
     for ep in entry_points(group="killpoint.scenarios"):
         found = _from_source(ep) or _from_import(ep)
         out[found.name] = found
     return dict(sorted(out.items()))
+
+
+def known(name: str) -> str:
+    """`name`, if a scenario is registered under it; else the refusal (flow step 5)."""
+    names = entries()
+    if name not in names:
+        raise UsageError("unknown-scenario", f"no scenario named {name!r}",
+                         f"use one of: {', '.join(names) or '(none registered: pip install -e .)'}")
+    return name
 
 
 def _from_source(ep: EntryPoint) -> Entry | None:

@@ -18,7 +18,6 @@ from typing import Literal
 
 from killpoint.checkers import CRASH_CHECKERS, CheckerRef
 from killpoint.env.stepmodule import DEFAULT_STEPS, AgentSpec, load
-from killpoint.errors import UsageError
 from killpoint.faults.points import base
 from killpoint.faults.schedule import MAX_OCCURRENCES, Schedule, exhaustive, fault_budget, random_schedules
 from killpoint.run.context import Context
@@ -277,13 +276,9 @@ def registry() -> dict[str, Scenario]:
 
 def find(name: str) -> Scenario:
     """The registered scenario `name`; a misspelt name is refused from the catalog, importing none."""
-    from killpoint.run.catalog import entries
+    from killpoint.run.catalog import entries, known
 
-    known = entries()
-    if name not in known:
-        raise UsageError("unknown-scenario", f"no scenario named {name!r}",
-                         f"use one of: {', '.join(known) or '(none registered: pip install -e .)'}")
-    obj = known[name].entry_point.load()
+    obj = entries()[known(name)].entry_point.load()
     return obj() if isinstance(obj, type) else obj
 
 

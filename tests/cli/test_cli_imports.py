@@ -65,3 +65,13 @@ def test_listing_and_help_do_not_import_the_suite(argv: list[str]) -> None:
     code, _lines, imported = probe(argv, SUITE)
     assert code == "0"
     assert imported == []
+
+
+@pytest.mark.parametrize("argv", [["run", "--scenario", "no-such-scenario"], ["run", "--skip-scenario", "nope"],
+                                  ["replay", "--scenario", "nope", "--seed", "1"],
+                                  ["explore", "--scenario", "nope", "--random", "3"]])
+def test_a_misspelt_scenario_is_refused_before_the_suite_is_imported(argv: list[str]) -> None:
+    """Checked against the catalog while the line is parsed (`run.catalog.known`): exit 2, no runner."""
+    code, _lines, imported = probe(argv, SUITE)
+    assert code == "2"
+    assert imported == []
