@@ -42,17 +42,19 @@ PG_ROOT_PREFIX = "killpoint-test-pg-"
 
 def reap_stale_roots(bases: list[Path] | None = None) -> list[Path]:
     """Remove the cluster roots of sandboxes whose test process is dead (SIGKILLed, or a test run stopped
-    hard: `Sandbox.close` never ran), with any cluster still in them (`reaper.reap_orphans`, which stops
-    its server); returns the roots removed. A root whose process lives (another pytest worker) is left."""
+    hard: `Sandbox.close` never ran): the clusters in them whose harness is dead too (`reaper.reap_orphans`,
+    which stops their servers), then the root if that emptied it; returns the roots removed. A root whose
+    process lives (another pytest worker), or whose name carries no pid (another checkout's test run, of
+    an older naming), is left, and so is a cluster whose harness lives."""
     removed = []
     for base in bases or list(dict.fromkeys(p for p in (memory_dir(), Path(tempfile.gettempdir())) if p)):
         for root in sorted(base.glob(f"{PG_ROOT_PREFIX}*")):
             pid = root.name[len(PG_ROOT_PREFIX):].partition("-")[0]
-            if pid.isdigit() and psutil.pid_exists(int(pid)):
+            if not pid.isdigit() or psutil.pid_exists(int(pid)):
                 continue
             reap_orphans([root])
-            shutil.rmtree(root, ignore_errors=True)
-            if not root.exists():
+            with contextlib.suppress(OSError):
+                root.rmdir()  # only if empty: what is left is alive
                 removed.append(root)
     return removed
 
