@@ -168,7 +168,9 @@ def guard() -> int:
     incarnation on stdin (`PID CTIME|- TAG SINCE`), and `- TAG` for one the launcher released (ended, and what
     it left killed when its run's evidence was read: forgotten, so a long session's guard holds its live
     incarnations, not every one it was told of); at end of input, SIGKILLs everything those it holds left
-    (`kill_all`). Terminal signals do not reach it (it has its own process group and ignores SIGINT)."""
+    (`kill_all`), then removes what libfaketime left in /dev/shm for each of them (`worker_clock.remove_leftovers`:
+    the harness that would have is gone). Terminal signals do not reach it (it has its own process group and
+    ignores SIGINT)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     incs: dict[str, Incarnation] = {}
     for line in sys.stdin:
@@ -181,6 +183,8 @@ def guard() -> int:
                                     since=float(since), leader_ctime=None if ctime == "-" else float(ctime),
                                     exited=ctime == "-")  # unidentified: never trust its pid alone
     kill_all(list(incs.values()))
+    for inc in incs.values():
+        worker_clock.remove_leftovers(inc.pid)
     return 0
 
 

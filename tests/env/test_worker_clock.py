@@ -135,3 +135,41 @@ def test_an_exec_d_worker_under_libfaketime_leaves_nothing_in_dev_shm(how: str, 
         assert [p for p in pair if os.path.exists(p)] == []
     finally:
         launcher.close()
+
+
+@pytest.mark.skipif(worker_clock.faketime_library() is None, reason="libfaketime is not installed here")
+def test_the_exec_guard_removes_libfaketime_s_files_of_what_it_kills() -> None:
+    """A harness SIGKILLed mid-run cannot remove what libfaketime made for its exec'd workers: the guard
+    (`python -m killpoint.env.exec_launcher`), which kills them at its input's end, removes those too."""
+    import os
+    import subprocess
+    import sys
+    import time
+    import uuid
+
+    import psutil
+
+    from killpoint.env.proctable import TAG_VAR
+
+    tag = uuid.uuid4().hex
+    env = {**os.environ, **worker_clock.clock_env(3600.0, black_box=True), TAG_VAR: tag}
+    env.pop("FAKETIME_SHARED", None)
+    since = time.time()
+    worker = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
+                              env=env, process_group=0, stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout is not None
+        said = worker.stdout.readline()  # libfaketime's constructor ran before the interpreter started
+        pair = worker_clock.leftovers(worker.pid)
+        assert said == "ready\n" and all(os.path.exists(p) for p in pair), pair
+        guard = subprocess.Popen([sys.executable, "-m", "killpoint.env.exec_launcher"], stdin=subprocess.PIPE,
+                                 process_group=0)
+        line = f"{worker.pid} {psutil.Process(worker.pid).create_time()!r} {tag} {since!r}\n"
+        guard.communicate(line.encode(), timeout=60)
+        assert guard.returncode == 0 and worker.wait(timeout=30) == -9
+        assert [p for p in pair if os.path.exists(p)] == []
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        worker_clock.remove_leftovers(worker.pid)
