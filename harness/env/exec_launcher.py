@@ -94,7 +94,7 @@ class ExecLauncher(Launcher):
         self._started(incarnation)  # before the thread that reports its exit
         with self._lock:
             self._procs.append((proc, incarnation))
-        faked = worker_clock.SHIFT_VAR in env and "FAKETIME_SHARED" not in env  # it makes a pair of its own
+        faked = worker_clock.makes_own_pair(env)
         threading.Thread(target=self._wait, args=(proc, incarnation, faked), daemon=True).start()
         return incarnation
 
@@ -113,19 +113,17 @@ class ExecLauncher(Launcher):
             try:
                 _, status = os.waitpid(proc.pid, os.WUNTRACED | os.WCONTINUED)
             except ChildProcessError:
-                if faked:
-                    worker_clock.remove_leftovers(proc.pid)
-                self._finish(incarnation, proc.returncode, None)
-                return
+                code, sig = proc.returncode, None
+                break
             if os.WIFSTOPPED(status) or os.WIFCONTINUED(status):
                 self._stop_state(incarnation, os.WIFSTOPPED(status))
-            else:
-                code, sig = decode_status(status)
-                proc.returncode = code if code is not None else -(sig or 0)
-                if faked:
-                    worker_clock.remove_leftovers(proc.pid)
-                self._finish(incarnation, code, sig)
-                return
+                continue
+            code, sig = decode_status(status)
+            proc.returncode = code if code is not None else -(sig or 0)
+            break
+        if faked:
+            worker_clock.remove_leftovers(proc.pid)
+        self._finish(incarnation, code, sig)
 
     def release(self, run_id: str) -> None:
         with self._lock:

@@ -54,7 +54,7 @@ class _ForkServer:
             raise
         finally:
             os.close(wfd)
-        self._faked = worker_clock.SHIFT_VAR in env and "FAKETIME_SHARED" not in env  # the clock servers
+        self._faked = worker_clock.makes_own_pair(env)  # the clock servers
         self._said = os.fdopen(rfd, "rb")
         self._on_message = on_message
         self.spawned: queue.Queue[dict] = queue.Queue()

@@ -50,6 +50,7 @@ import glob
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 
 from killpoint.env import cshim
 
@@ -119,6 +120,14 @@ def _faketime_vars(offset: float, preload: str) -> dict[str, str]:
 
 SHM_DIR = "/dev/shm"
 """Where glibc's `shm_open` and `sem_open` put their files (Linux)."""
+SHARED_VAR = "FAKETIME_SHARED"
+"""Where libfaketime names the pair it made for what a process execs (the module doc)."""
+
+
+def makes_own_pair(env: Mapping[str, str]) -> bool:
+    """Whether a process started with `env` makes a libfaketime pair of its own (the module doc): it runs
+    under a shift and no pair is named for it yet. Its starter then removes that pair (`remove_leftovers`)."""
+    return SHIFT_VAR in env and SHARED_VAR not in env
 
 
 def leftovers(pid: int, shm_dir: str = SHM_DIR) -> list[str]:
@@ -144,7 +153,7 @@ def remove_leftovers(pid: int, shm_dir: str = SHM_DIR) -> list[str]:
 def _sleep_result(preload: str) -> str:
     """What `_PROBE` prints under `preload` with a shift of a day ('' when the probe could not run)."""
     env = {**os.environ, **_faketime_vars(86400.0, preload)}
-    env.pop("FAKETIME_SHARED", None)
+    env.pop(SHARED_VAR, None)
     try:
         with subprocess.Popen([sys.executable, "-c", _PROBE], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, text=True) as proc:

@@ -107,33 +107,34 @@ def test_the_probe_sees_this_libfaketimes_monotonic_sleep_as_it_is() -> None:
 def test_an_exec_d_worker_under_libfaketime_leaves_nothing_in_dev_shm(how: str, tmp_path) -> None:  # noqa: ANN001
     """libfaketime makes a semaphore and a shared memory object named after the worker's pid and removes them
     at a normal exit only: the launcher removes a SIGKILLed worker's once it has ended (a normal exit's are
-    gone either way). Waits on the worker's own note and its end, not on time."""
+    gone either way). Waits on the worker's own note (a FIFO) and its end, not on time."""
     import os
+    import select
     import signal
     import sys
 
     from killpoint.env.exec_launcher import ExecLauncher
 
     ready = tmp_path / "ready"
-    script = (f"import time, pathlib; time.time(); pathlib.Path({str(ready)!r}).write_text('x')\n"
+    os.mkfifo(ready)  # the worker's note, read as it is written: libfaketime's constructor ran long before it
+    note = os.open(ready, os.O_RDONLY | os.O_NONBLOCK)
+    script = (f"import time; time.time(); open({str(ready)!r}, 'w').write('x')\n"
               + ("time.sleep(60)\n" if how == "killed" else ""))
     launcher = ExecLauncher([sys.executable, "-c", script])
     try:
         env = {**os.environ, **worker_clock.clock_env(3600.0, black_box=True)}
-        env.pop("FAKETIME_SHARED", None)
+        env.pop(worker_clock.SHARED_VAR, None)
         inc = launcher.spawn("w-1", "run-faketime", "worker", [], env, None)
         pair = worker_clock.leftovers(inc.pid)
+        assert select.select([note], [], [], 60)[0] and os.read(note, 1) == b"x"
         if how == "killed":
-            for _ in range(6000):  # the worker's note: libfaketime's constructor ran long before it
-                if ready.exists():
-                    break
-                inc.ended.wait(0.01)
-            assert ready.exists() and all(os.path.exists(p) for p in pair), pair  # made, as the module doc says
+            assert all(os.path.exists(p) for p in pair), pair  # made, as the module doc says
             inc.send(signal.SIGKILL)
         assert inc.ended.wait(60)
-        assert (inc.signal == signal.SIGKILL) == (how == "killed") and ready.exists()
+        assert (inc.signal == signal.SIGKILL) == (how == "killed")
         assert [p for p in pair if os.path.exists(p)] == []
     finally:
+        os.close(note)
         launcher.close()
 
 
@@ -153,7 +154,7 @@ def test_the_exec_guard_removes_libfaketime_s_files_of_what_it_kills() -> None:
 
     tag = uuid.uuid4().hex
     env = {**os.environ, **worker_clock.clock_env(3600.0, black_box=True), TAG_VAR: tag}
-    env.pop("FAKETIME_SHARED", None)
+    env.pop(worker_clock.SHARED_VAR, None)
     since = time.time()
     worker = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"],
                               env=env, process_group=0, stdout=subprocess.PIPE, text=True)
