@@ -11,8 +11,9 @@ value of any variable below: each is removed, and the ones killpoint has a fake 
 3. `FAKE_KEYS`: the fake value each SDK served by a fake gets instead (contracts.md section 2).
 4. `NEUTRAL`: variables set so an SDK finds no credential file of the user's either (AWS's shared files).
 5. `scrubbed(env)`: a copy of `env` without 1 and 2, with 3 and 4 set.
-6. `hidden()`: for the block, the harness's own `os.environ` is scrubbed the same way (the harness
-   imports the step module itself to check it, `killpoint.env.stepmodule.load`); put back after.
+6. `hidden()`: for the block, the harness's own `os.environ` is scrubbed the same way (the child that
+   checks a step module inherits it, and the harness imports the module itself where it must call it,
+   `killpoint.env.stepmodule`); put back after.
 """
 
 from __future__ import annotations

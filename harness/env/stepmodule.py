@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -59,6 +59,11 @@ class AgentSpec:
     path: str | None = None
     """Where this version of `module` is imported from, first on the import path, when it is not the one
     installed (an earlier version taken from git, `killpoint.env.previous`); None: the ordinary import."""
+    script: str | None = None
+    """Its `MODEL_SCRIPT` as JSON ("null": it has none), as its probe read it; None: read it from the module,
+    imported here (`model_script`): a script that is a function, or a module the probe did not import."""
+    has_invariants: bool = True
+    """Whether it may declare `INVARIANTS` (False only when its probe saw none: no import here to look)."""
 
     @property
     def key(self) -> str:
@@ -105,9 +110,19 @@ def import_env(agent: AgentSpec) -> dict[str, str]:
 
 
 def model_script(agent: AgentSpec) -> object:
-    """The step module's `MODEL_SCRIPT` (how the model fakes answer its requests, docs/tools.md), or None."""
+    """The step module's `MODEL_SCRIPT` (how the model fakes answer its requests, docs/tools.md), or None:
+    as its probe read it where that was data, else from the module imported here."""
+    if agent.script is not None:
+        return json.loads(agent.script)
+    return getattr(imported(agent), "MODEL_SCRIPT", None)
+
+
+def imported(agent: AgentSpec) -> ModuleType:
+    """The module of `agent`, imported in this process if it is not yet: what the harness itself calls of it
+    (`setup(conn)`, a `MODEL_SCRIPT` function, `INVARIANTS`). A module `load` probed was imported without
+    error in a child already; here it is imported as a worker does (`_import_here`)."""
     with isolated(agent.module, agent.path):
-        return getattr(importlib.import_module(agent.module), "MODEL_SCRIPT", None)
+        return sys.modules.get(agent.module) or _import_here(agent.module)
 
 
 def load(module: str, path: str | None = None) -> AgentSpec:
@@ -119,14 +134,27 @@ def load(module: str, path: str | None = None) -> AgentSpec:
         with isolated(module, path):
             spec = load(module)
         return replace(spec, path=path)
-    limit = timelimit.import_seconds()
     if module not in sys.modules and not ours(module):  # the user's code: first where it cannot hang or end us
-        with credentials.hidden():  # the child sees no real key either (docs/contracts.md section 8)
-            probe(module, limit)
+        key = (module, tuple(sys.path))
+        if key not in _probed:
+            with credentials.hidden():  # the child sees no real key either (docs/contracts.md section 8)
+                _probed[key] = probe(module, timelimit.import_seconds())  # as the child checked it: not imported here
+        return _probed[key]
+    return check(_import_here(module), module)
+
+
+_probed: dict[tuple[str, tuple[str, ...]], AgentSpec] = {}
+"""The specs `probe` read, by module and import path: a module is probed once per process, as it would be
+imported once."""
+
+
+def _import_here(module: str) -> ModuleType:
+    """Import `module` in this process as in a worker (no real key, no connection off the machine,
+    docs/contracts.md) and within the import limit; each way it can fail is one UsageError naming it."""
+    limit = timelimit.import_seconds()
     try:
-        # imported here as in a worker: no real key, no connection off the machine (docs/contracts.md)
         with credentials.hidden(), egress.guarding():
-            mod = timelimit.within(limit, lambda: import_step_module(module))
+            return timelimit.within(limit, lambda: import_step_module(module))
     except BadStepModule as exc:
         raise UsageError("bad-steps-module", exc.message, exc.fix) from None
     except timelimit.TimedOut:
@@ -137,7 +165,6 @@ def load(module: str, path: str | None = None) -> AgentSpec:
         raise UsageError("steps-import-exit", f"step module {module!r} called sys.exit({exc.code!r}) while being "
                          "imported", "remove the exit from module level (guard it with "
                          "`if __name__ == '__main__':`)") from None
-    return check(mod, module)
 
 
 def ours(module: str) -> bool:
@@ -153,10 +180,12 @@ STARTUP_SECONDS = 10.0
 _PROBE = "import sys; from killpoint.env.stepmodule import probe_child; probe_child(sys.argv[1], sys.argv[2])"
 
 
-def probe(module: str, limit: float) -> None:
-    """Import `module` first in a child process (`timelimit.in_child`), bounded from outside: a module that
-    ignores SIGALRM, swallows BaseException, raises KeyboardInterrupt or GeneratorExit, or ends its process
-    at import (`os._exit`, a signal) is one UsageError naming it, never a hang or the harness's own exit."""
+def probe(module: str, limit: float) -> AgentSpec:
+    """Import and check `module` in a child process (`timelimit.in_child`), bounded from outside, and return
+    its spec as the child read it: the harness itself need not import it (a framework's import costs
+    seconds, and the fork servers import it anyway). A module that ignores SIGALRM, swallows BaseException,
+    raises KeyboardInterrupt or GeneratorExit, or ends its process at import (`os._exit`, a signal) is one
+    UsageError naming it, never a hang or the harness's own exit; so is each violation of the contract."""
     child = timelimit.in_child([sys.executable, "-c", _PROBE, module, json.dumps(sys.path)],
                                limit + STARTUP_SECONDS)
     try:
@@ -182,6 +211,15 @@ def probe(module: str, limit: float) -> None:
     if "raised" in report:
         raise UsageError("bad-steps-module", f"step module {module!r} raised {report['raised']} while being "
                          "imported", f"run `python -c 'import {module}'` to see the full error")
+    if "refused" in report:
+        raise UsageError(*report["refused"])
+    try:
+        spec = report["spec"]
+        return AgentSpec(**{**spec, "steps": tuple(spec["steps"]), "nondeterministic": tuple(spec["nondeterministic"])})
+    except (KeyError, TypeError):  # the child wrote something else (a module that writes to our pipe?)
+        raise UsageError("bad-steps-module", f"step module {module!r}: its check in a child process reported "
+                         "nothing readable", f"run `python -c 'import {module}'` and check what it prints "
+                         "or writes at import") from None
 
 
 def probe_child(module: str, path: str) -> None:
@@ -190,9 +228,9 @@ def probe_child(module: str, path: str) -> None:
     sys.path[:] = json.loads(path)
     report: dict[str, object]
     try:
-        with egress.guarding():  # no connection off the machine, as in the harness's own import below
-            timelimit.within(timelimit.import_seconds(), lambda: import_step_module(module))
-        report = {"ok": True}
+        with egress.guarding():  # no connection off the machine, as in a worker's import
+            mod = timelimit.within(timelimit.import_seconds(), lambda: import_step_module(module))
+        report = _checked(mod, module)
     except BadStepModule as exc:
         report = {"bad": [exc.message, exc.fix]}
     except timelimit.TimedOut:
@@ -203,6 +241,29 @@ def probe_child(module: str, path: str) -> None:
         report = {"raised": _first_line(exc).rstrip(": ")}
     os.write(int(os.environ[timelimit.REPORT_FD]), json.dumps(report).encode())
     os._exit(0)
+
+
+def _checked(mod: ModuleType, module: str) -> dict[str, object]:
+    """The probe's report of an imported module: its spec (`check`) with what the harness would otherwise
+    import it for (its `MODEL_SCRIPT` as JSON where it is data; whether it has `INVARIANTS`), or the
+    contract's refusal."""
+    try:
+        spec = asdict(check(mod, module))
+    except UsageError as exc:
+        return {"refused": [exc.code, exc.message, exc.fix]}
+    spec["script"] = None  # by default the harness imports the module to read it (a function runs there)
+    try:
+        script = getattr(mod, "MODEL_SCRIPT", None)
+        text = json.dumps(script)
+        if json.loads(text) == script:  # data that JSON carries as it is (no tuple, no non-string key)
+            spec["script"] = text
+    except Exception:  # noqa: BLE001, S110 - a function, an object, a raising attribute: read in the harness
+        pass
+    try:
+        spec["has_invariants"] = getattr(mod, "INVARIANTS", None) is not None
+    except Exception:  # noqa: BLE001 - a raising attribute: looked for in the harness, which says why
+        spec["has_invariants"] = True
+    return {"ok": True, "spec": spec}
 
 
 def _timed_out(module: str, limit: float, why: str) -> UsageError:
@@ -288,8 +349,11 @@ def prepare(conn: psycopg.Connection, agent: AgentSpec) -> None:
                              "CREATE TABLE IF NOT EXISTS ...)") from None
     if agent.has_setup:
         try:
+            module = imported(agent)  # UsageError for an import that fails here (past the probe)
             with isolated(agent.module, agent.path):
-                importlib.import_module(agent.module).setup(conn)
+                module.setup(conn)
+        except UsageError:
+            raise
         except Exception as exc:  # a user's setup may fail in any way
             raise UsageError("bad-agent-schema", f"step module {agent.module!r}: setup(conn) raised {_first_line(exc)}",
                              f"fix {agent.module}.setup (it runs once per database, before any run)") from None

@@ -26,9 +26,7 @@ Threads: the driver's handlers on the barrier, service and launcher threads; the
 from __future__ import annotations
 
 import contextlib
-import importlib
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -42,7 +40,7 @@ from killpoint.checkers.invariants import FACTS, Invariant, declared, facts
 from killpoint.env.environment import Environment
 from killpoint.env.launcher import Incarnation
 from killpoint.env.procutil import cpu_wait, cpu_wait_since
-from killpoint.env.stepmodule import AgentSpec
+from killpoint.env.stepmodule import AgentSpec, imported
 from killpoint.faults.plan import FaultPlan
 from killpoint.faults.schedule import Schedule
 from killpoint.run.driver import Driver, Route, kill_all
@@ -297,8 +295,10 @@ class Fleet:
 
 def agent_invariants(agent: AgentSpec) -> tuple[Invariant, ...]:
     """The invariants the agent's step module declares (`INVARIANTS`; none for a black-box worker)."""
+    if not agent.has_invariants:  # its probe saw none: no import here to look
+        return ()
     try:
-        module = sys.modules.get(agent.module) or importlib.import_module(agent.module)
+        module = imported(agent)
     except Exception:  # noqa: BLE001 - a module the harness cannot import here declares nothing it can measure
         return ()
     return declared(getattr(module, "INVARIANTS", None), agent.module)

@@ -94,7 +94,7 @@ from killpoint.env import stepmodule
 probed = []
 real = stepmodule.probe
 stepmodule.probe = lambda module, limit: (probed.append(module), real(module, limit))
-for module in sys.argv[1:]:
+for module in sys.argv[1:] * 2:  # a second load of each reads the first's probe
     stepmodule.load(module)
 print(json.dumps(probed))
 """
@@ -102,7 +102,8 @@ print(json.dumps(probed))
 
 def test_only_a_users_step_module_is_imported_first_in_a_probe(sandbox: Sandbox) -> None:
     """killpoint's own agent runs none of the user's code: a session on it starts without the probe's child
-    interpreter (~0.25 s of start-up); a user's module, and a killpoint look-alike name, are still probed."""
+    interpreter (~0.25 s of start-up); a user's module, and a killpoint look-alike name, are still probed,
+    once each however often the session loads them (the probe's spec is kept: the harness does not import them)."""
     (sandbox.cwd / "killpointish.py").write_text("from killpoint.reference_agent.invoice_agent import *  # noqa\n"
                                                  "from killpoint.reference_agent.invoice_agent import STEPS, START, "
                                                  "STATE_VERSION, MIGRATIONS, OWN_EFFECTS_SQL, initial_state\n")
@@ -111,3 +112,42 @@ def test_only_a_users_step_module_is_imported_first_in_a_probe(sandbox: Sandbox)
                           cwd=sandbox.cwd, env=sandbox.env(), timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, describe(done)
     assert json.loads(done.stdout.strip().splitlines()[-1]) == ["killpointish", "tests.gallery.variants.no_email_key"]
+
+
+LOADS = """
+import json, sys
+from killpoint.env import stepmodule
+agent = stepmodule.load(sys.argv[1])
+seen = {"after_load": sys.argv[1] in sys.modules, "steps": list(agent.steps)}
+seen["script"] = stepmodule.model_script(agent)
+seen["after_script"] = sys.argv[1] in sys.modules
+print(json.dumps(seen, default=lambda f: f"function {f.__name__}"))
+"""
+
+SCRIPTED = """
+import os
+from killpoint.reference_agent.invoice_agent import STEPS, START, STATE_VERSION, MIGRATIONS, initial_state
+open(os.path.join(os.path.dirname(__file__), "imported.txt"), "a").write(f"{os.getpid()}\\n")
+MODEL_SCRIPT = {SCRIPT}
+"""
+
+
+@pytest.mark.parametrize("script", ["[{'say': 'ok'}]", "None", "lambda request: {'say': 'ok'}"],
+                         ids=["table", "none", "function"])
+def test_a_users_module_is_read_from_its_probe_not_imported_by_the_harness(sandbox: Sandbox, script: str) -> None:
+    """The probe's child imports and checks a user's step module once, and its report is the module's spec
+    (steps, digest, a MODEL_SCRIPT that is data): the harness does not import it again (a framework's import
+    is seconds: issue 28). Only what must run in the harness (a MODEL_SCRIPT function; `setup`) imports it."""
+    (sandbox.cwd / "scripted_agent.py").write_text(SCRIPTED.replace("{SCRIPT}", script))
+    done = subprocess.run([sys.executable, "-c", LOADS, "scripted_agent"], capture_output=True, text=True,
+                          cwd=sandbox.cwd, env=sandbox.env(), timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, describe(done)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["steps"] == list(invoice_agent.STEPS) and seen["after_load"] is False, seen
+    imports = (sandbox.cwd / "imported.txt").read_text().split()
+    if script == "lambda request: {'say': 'ok'}":  # a function answers in the harness's fakes: imported there
+        assert seen["script"] == "function <lambda>" and seen["after_script"] is True, seen
+        assert len(imports) == 2, imports  # the probe's, then the harness's
+    else:
+        assert seen["script"] == eval(script) and seen["after_script"] is False, seen  # noqa: S307 - our literal
+        assert len(imports) == 1, imports  # the probe's only
