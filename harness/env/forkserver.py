@@ -44,7 +44,7 @@ from typing import Any
 
 import psutil
 
-from killpoint.env import egress, pymain
+from killpoint.env import egress, pymain, worker_clock
 from killpoint.env.postgres import conninfo
 from killpoint.env.procutil import become_subreaper, decode_status, die_with_parent, huge_heap, wait_gone
 
@@ -122,7 +122,7 @@ def _take(env: dict[str, str], log: str | None) -> None:
     egress guard."""
     if log:
         _output_to(log)
-    _environ_to(env)
+    _environ_to(worker_clock.sharing(env, os.environ))  # a clock server's pair named for what it runs
     egress.install_from_env()  # this incarnation's hosts (the server's were the session's: the same)
     egress.flush()  # what the server's import of the agent tried, reported to this run
 

@@ -40,7 +40,9 @@ removes them at its normal exit only: not when it is killed (a SIGKILLed worker,
 nor when it exec'd another program (a shell or pyenv's shim that execs python: the program after the exec
 finds them named in `FAKETIME_SHARED`, as not its own). So whoever started such a process removes its pair
 once it has ended (`remove_leftovers`): the exec launcher for an incarnation's leader, the fork launcher for
-a clock server (whose forks inherit its pair, made before the fork), the probe below for itself.
+a clock server (whose forks inherit its pair, made before the fork), the probe below for itself. A child
+forked from a clock server takes its incarnation's environment with the server's `FAKETIME_SHARED` kept
+(`sharing`), so a program it starts uses that pair and makes none that its death would leave.
 """
 
 from __future__ import annotations
@@ -128,6 +130,16 @@ def makes_own_pair(env: Mapping[str, str]) -> bool:
     """Whether a process started with `env` makes a libfaketime pair of its own (the module doc): it runs
     under a shift and no pair is named for it yet. Its starter then removes that pair (`remove_leftovers`)."""
     return SHIFT_VAR in env and SHARED_VAR not in env
+
+
+def sharing(env: dict[str, str], server: Mapping[str, str]) -> dict[str, str]:
+    """The environment a child forked from a clock server takes (`env`, an incarnation's), with the server's
+    `FAKETIME_SHARED` kept where `env` runs under a shift: a program the incarnation starts under the
+    inherited preload then uses the server's pair (which the fork launcher removes) instead of making one of
+    its own, which it would leave in /dev/shm if it were killed with the incarnation."""
+    if SHIFT_VAR in env and SHARED_VAR in server and SHARED_VAR not in env:
+        return {**env, SHARED_VAR: server[SHARED_VAR]}
+    return env
 
 
 def leftovers(pid: int, shm_dir: str = SHM_DIR) -> list[str]:

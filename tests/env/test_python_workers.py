@@ -241,6 +241,32 @@ def test_an_incarnation_under_a_clock_shift_is_forked_with_its_own_wall_clock(tm
     assert not any("exec'd" in s for s in w.said), w.said
 
 
+CHILD = ("(lambda p: [p.stdout.readline() and p.pid, os.environ.get('FAKETIME_SHARED')])(__import__('subprocess')"
+         ".Popen([sys.executable, '-c', 'print(1, flush=True); import time; time.sleep(600)'], stdout=-1))")
+"""What the worker reports as its `lib`: the pid of a program it started (under its preload; started: it has
+printed a line) and left running, and the `FAKETIME_SHARED` it was given."""
+
+
+@pytest.mark.skipif(worker_clock.unsupported(black_box=True) is not None,
+                    reason="libfaketime cannot move a clock here")
+def test_a_program_a_shifted_forked_incarnation_starts_and_is_killed_leaves_nothing_in_dev_shm(
+        tmp_path: Path, workers: list[Workers]) -> None:
+    """An incarnation forked from a clock server is given the server's `FAKETIME_SHARED`: a program it starts
+    under the inherited preload uses the server's pair, which the launcher removes, and makes none of its own,
+    which it could not remove once SIGKILLed with its incarnation (before: it left two files in /dev/shm)."""
+    w = Workers(tmp_path, {"mylib": "X = 1\n"}, uses=CHILD)
+    workers.append(w)
+    report, _, code, forked = w.run(**worker_clock.clock_env(3600.0, black_box=True))
+    child, shared = report["lib"]
+    program = psutil.Process(child)
+    program.kill()
+    program.wait(timeout=30)
+    left = [path for path in worker_clock.leftovers(child) if os.path.exists(path)]
+    for path in left:  # a failure leaves nothing behind either
+        os.unlink(path)
+    assert forked and code == 3 and not left and shared, (report, left)
+
+
 @pytest.mark.skipif(worker_clock.unsupported(black_box=True) is not None,
                     reason="libfaketime cannot move a clock here")
 def test_the_clock_servers_outlive_the_thread_whose_spawn_started_them(tmp_path: Path,
