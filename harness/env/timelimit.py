@@ -24,9 +24,10 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from killpoint.env import zygote
+if TYPE_CHECKING:
+    from killpoint.env import zygote
 
 T = TypeVar("T")
 IMPORT_SECONDS = 60.0
@@ -75,6 +76,9 @@ class Child:
 
 def in_child(argv: Sequence[str], seconds: float) -> Child:
     """Flow step 4: run `argv` for at most `seconds`."""
+    # imported here: psutil and the launchers, ~35 ms that every CLI start would pay (cli/args.py)
+    from killpoint.env import zygote
+
     read_end, write_end = os.pipe()
     env = {**os.environ, REPORT_FD: str(write_end)}
     try:
