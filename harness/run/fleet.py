@@ -107,7 +107,10 @@ class Fleet:
     def new(cls, session: Session, name: str, runs: int, options: RunOptions, agent: AgentSpec,
             plan: FaultPlan) -> tuple[Fleet, Evidence]:
         """A fleet of `runs` new runs named after `name` (a scenario), and the crash-free baseline of the
-        agent with these options, to judge them by."""
+        agent with these options, to judge them by. The agent's module is imported here first: a fleet runs
+        the runtime's sweeper and submits runs in this process, as the agent's own code, so whatever its
+        module changes of the runtime at import applies here too (a module that patches the sweeper)."""
+        imported(agent)
         base = session.baseline(options, agent)
         run_ids = [session.next_run_id(name) for _ in range(runs)]
         fleet = cls(session.env, session.history, session.next_run_id(f"{name}-fleet"), run_ids, options, agent,

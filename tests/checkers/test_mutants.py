@@ -68,7 +68,7 @@ def test_every_mutant_module_is_catalogued_and_names_its_bug() -> None:
     modules = {p.stem for p in MUTANTS_DIR.glob("*.py") if p.stem != "__init__"}
     previous = {m.rsplit(".", 1)[1] for m in PREVIOUS_CODE}
     assert modules - previous == set(BY_NAME), "a mutant module is missing from the catalog, or the reverse"
-    assert len(MUTANTS) == 37
+    assert len(MUTANTS) == 39
     for m in MUTANTS:
         source = (MUTANTS_DIR / f"{m.name}.py").read_text()
         assert "# BUG:" in source, f"{m.name} does not name its bug in a comment"
@@ -168,6 +168,18 @@ def test_run_finds_a_mutant_and_its_printed_replay_reproduces(sandbox: Sandbox, 
     again = sandbox.run(*cli_args(line), *dsn_args, timeout=120)
     assert again.returncode == 1, describe(again)
     assert mutant.checker in failing_checkers(again.stdout), describe(again)
+    assert not sandbox.survivors(), "the harness left processes behind"
+
+
+def test_a_correct_agent_that_replaces_the_sweepers_enqueue_passes(sandbox: Sandbox, dsn_args: list[str]) -> None:
+    """The look-alike of the sweeper mutants (sweeper_no_dedupe, resume_id_per_sweep, resume_upserted): its
+    module also replaces the runtime's `enqueue_resume` at import, in the harness's process too (where
+    stalled-sweep races the sweepers), but keeps the dedupe: the same catching trial passes."""
+    schedule = BY_NAME["resume_upserted"].schedule
+    proc = sandbox.run("replay", "--scenario", "stalled-sweep", "--schedule", schedule, "--steps",
+                       "tests.gallery.variants.sweeper_counted", *dsn_args, timeout=120)
+    assert proc.returncode == 0, describe(proc)
+    assert re.search(r"^PASS\s+stalled-sweep\s+1 schedules .* 1 resume jobs", proc.stdout, re.MULTILINE), describe(proc)
     assert not sandbox.survivors(), "the harness left processes behind"
 
 
