@@ -17,6 +17,7 @@ leader, from its `inc.end` (`cpu`): killed ones and those that ended on their ow
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import sys
@@ -96,8 +97,13 @@ def _fmt(values: list[float]) -> str:
 
 
 def main(argv: list[str]) -> int:
-    if not argv:
-        print("usage: python bench/spans.py RUN_DIR [RUN_DIR...]", file=sys.stderr)
+    parser = argparse.ArgumentParser(prog="python bench/spans.py", description=__doc__.split("\n")[0])
+    parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="a run directory (holds history.jsonl)")
+    argv = parser.parse_args(argv).run_dirs
+    missing = [d for d in argv if not (Path(d) / "history.jsonl").is_file()]
+    if missing:
+        print(f"spans: no history.jsonl in {', '.join(missing)}. Fix: give run directories "
+              "(killpoint prints its own as 'run directory: ...')", file=sys.stderr)
         return 2
     tables = [spans(Path(d) / "history.jsonl") for d in argv]
     width = max(map(len, SPANS))
