@@ -122,7 +122,12 @@ def imported(agent: AgentSpec) -> ModuleType:
     (`setup(conn)`, a `MODEL_SCRIPT` function, `INVARIANTS`). A module `load` probed was imported without
     error in a child already; here it is imported as a worker does (`_import_here`)."""
     with isolated(agent.module, agent.path):
-        return sys.modules.get(agent.module) or _import_here(agent.module)
+        return _loaded(agent.module)
+
+
+def _loaded(module: str) -> ModuleType:
+    """`module` as this process has it, imported first if it is not (`_import_here`)."""
+    return sys.modules.get(module) or _import_here(module)
 
 
 def load(module: str, path: str | None = None) -> AgentSpec:
@@ -134,11 +139,12 @@ def load(module: str, path: str | None = None) -> AgentSpec:
         with isolated(module, path):
             spec = load(module)
         return replace(spec, path=path)
+    key = (module, tuple(sys.path))
+    if key in _probed:  # the same spec however often it is loaded, even once the harness has imported it
+        return _probed[key]
     if module not in sys.modules and not ours(module):  # the user's code: first where it cannot hang or end us
-        key = (module, tuple(sys.path))
-        if key not in _probed:
-            with credentials.hidden():  # the child sees no real key either (docs/contracts.md section 8)
-                _probed[key] = probe(module, timelimit.import_seconds())  # as the child checked it: not imported here
+        with credentials.hidden():  # the child sees no real key either (docs/contracts.md section 8)
+            _probed[key] = probe(module, timelimit.import_seconds())  # as the child checked it: not imported here
         return _probed[key]
     return check(_import_here(module), module)
 
@@ -348,15 +354,14 @@ def prepare(conn: psycopg.Connection, agent: AgentSpec) -> None:
                              "fix the SQL (it runs once per database, before any run, so make it idempotent: "
                              "CREATE TABLE IF NOT EXISTS ...)") from None
     if agent.has_setup:
-        try:
-            module = imported(agent)  # UsageError for an import that fails here (past the probe)
-            with isolated(agent.module, agent.path):
+        with isolated(agent.module, agent.path):
+            module = _loaded(agent.module)  # UsageError for an import that fails here (past the probe)
+            try:
                 module.setup(conn)
-        except UsageError:
-            raise
-        except Exception as exc:  # a user's setup may fail in any way
-            raise UsageError("bad-agent-schema", f"step module {agent.module!r}: setup(conn) raised {_first_line(exc)}",
-                             f"fix {agent.module}.setup (it runs once per database, before any run)") from None
+            except Exception as exc:  # a user's setup may fail in any way
+                raise UsageError("bad-agent-schema", f"step module {agent.module!r}: setup(conn) raised "
+                                 f"{_first_line(exc)}", f"fix {agent.module}.setup (it runs once per database, "
+                                 "before any run)") from None
     if agent.own_effects_sql:
         try:
             with conn.transaction():

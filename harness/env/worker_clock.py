@@ -137,7 +137,7 @@ def sharing(env: dict[str, str], server: Mapping[str, str]) -> dict[str, str]:
     `FAKETIME_SHARED` kept where `env` runs under a shift: a program the incarnation starts under the
     inherited preload then uses the server's pair (which the fork launcher removes) instead of making one of
     its own, which it would leave in /dev/shm if it were killed with the incarnation."""
-    if SHIFT_VAR in env and SHARED_VAR in server and SHARED_VAR not in env:
+    if makes_own_pair(env) and SHARED_VAR in server:
         return {**env, SHARED_VAR: server[SHARED_VAR]}
     return env
 
