@@ -256,6 +256,7 @@ def session_config(config: pytest.Config, steps: str, tmp_path_factory: pytest.T
                          postgres="dsn" if dsn else config.getoption("--killpoint-postgres"),
                          spawn=config.getoption("--killpoint-spawn"),
                          jobs=max(1, config.getoption("--killpoint-jobs") or default_jobs()),
+                         widen=not config.getoption("--killpoint-jobs"),
                          effects=effects, run_id_suffix=f".{worker}" if worker else "")
 
 

@@ -94,12 +94,13 @@ class DeployDrain(Scenario):
                  (Schedule((Fault(effect_steps[-1], first_point(points, effect_steps[-1]), "term"),)), SHORT_GRACES[1])]
         plan = in_shard(self, ctx, plan, lambda item: (item[0] if item[1] is None else f"{item[0]} grace {item[1]:g}", None))
         # Concurrently under -j: a trial spends its seconds in the steps' deliberate delays, not on a core. Not
-        # a black-box worker's: each of its incarnations starts by importing its framework, seconds of CPU
-        # (measured: LangGraph's ReAct agent 5 s, Pydantic AI with DBOS 8 s), and eight at once on two cores
-        # outran the runs' time budget.
+        # a black-box worker that is exec'd: each of its incarnations starts by importing its framework, seconds
+        # of CPU (measured: LangGraph's ReAct agent 5 s, Pydantic AI with DBOS 8 s), and eight at once on two
+        # cores outran the runs' time budget. Forked from servers that preloaded it, one starts in milliseconds.
+        env = ctx.session.env
         return run_each(ctx, self.name, plan, lambda item, run_id: self.trial(ctx, item[0], grace=item[1], run_id=run_id),
                         lambda item, t: f"{item[0]} grace {t.evidence.knobs.grace}s ({_ending(t)})",
-                        concurrent=not ctx.session.env.black_box)
+                        concurrent=not env.black_box or env.black_box_forked)
 
     def exhaustive(self, ctx: Context) -> list[Trial]:
         return self.run(ctx)

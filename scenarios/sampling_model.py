@@ -74,14 +74,20 @@ class SamplingModel(Scenario):
         extra.update(session.replay_flags(schedule, ctx.explicit))  # the replay line runs the same worker
         ev = ctl.evidence(agent.own_effects_sql, extra)
         answers = final_answers(ev)
-        judge_by = self.counterfactual(ctx, answers, base) if answers else base
+        judge_by = self.counterfactual(ctx, run_id, answers, base) if answers else base
         trial = session.judge(run_id, schedule, seed, ev, judge_by, self.checkers)
         trial.steps, trial.run_dir = agent.module, session.env.run_dir
         return trial
 
-    def counterfactual(self, ctx: Context, answers: dict[str, str], base: Evidence) -> Evidence:
+    def concurrent(self) -> bool:
+        """Its trials run side by side under `-j`: each is runs of its own ids (the sampled answers and the
+        pinned ones are keyed by run id in the fake model), and a counterfactual's id is its trial's."""
+        return True
+
+    def counterfactual(self, ctx: Context, run_id: str, answers: dict[str, str], base: Evidence) -> Evidence:
         """A crash-free run whose model answers these requests with these texts: what a run that heard the
-        faulted run's final answers from the start ends as (with the crash-free run's volatile fields)."""
+        faulted run's final answers from the start ends as (with the crash-free run's volatile fields). Its
+        id is `<run_id>-counterfactual`: named by the trial, not by the order in which trials ran."""
         session, agent = ctx.session, self.agent(ctx)
         options = self.options(session.options)
         services = session.env.services
@@ -90,8 +96,7 @@ class SamplingModel(Scenario):
             services.pin_answers(rid, answers)
             return {"pinned_answers": len(answers), "volatile": sorted(base.volatile)}
 
-        ctl, extra = session.drive(session.next_run_id(f"{self.name}-counterfactual"), Schedule(), options,
-                                   pinned, agent)
+        ctl, extra = session.drive(f"{run_id}-counterfactual", Schedule(), options, pinned, agent)
         return ctl.evidence(agent.own_effects_sql, extra)
 
     def figures(self, trials: list[Trial]) -> str:

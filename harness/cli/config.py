@@ -68,6 +68,7 @@ def invocation(args: argparse.Namespace, command: str, label: str | None = None)
         effects=effects,
         allow_egress=tuple(getattr(args, "allow_egress", ()) or ()),
         options=RunOptions(grace=args.grace, time_budget=args.run_timeout, exit_codes=exit_codes), jobs=args.jobs or default_jobs(),
+        widen=args.jobs is None,
         skip_checkers=skip_checkers, previous_steps=args.previous_steps, previous_code=True)
     named = args.scenario or ()
     return Invocation(session=session, seed=args.seed or 0, budget=args.budget,

@@ -212,6 +212,13 @@ class Environment:
         return bool(self._worker_cmd)
 
     @property
+    def black_box_forked(self) -> bool:
+        """True when a black-box worker's incarnations are forked from servers that preloaded its libraries
+        (harness/env/pyfork_launcher.py): one starts in milliseconds of CPU, not an interpreter importing
+        its framework. False for the reference worker and for black-box workers that are exec'd."""
+        return isinstance(self.launcher, PythonForkLauncher) and self.launcher.forking
+
+    @property
     def worker_cmd(self) -> str | None:
         """The user's `--worker-cmd`, if incarnations are black-box workers."""
         return self._worker_cmd

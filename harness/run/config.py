@@ -41,6 +41,9 @@ class SessionConfig:
     """The run options every trial starts from (grace, exit-code convention)."""
     jobs: int = 1
     """Schedules of a scenario that may run at the same time (`-j`); 1 under an adapter that cannot."""
+    widen: bool = False
+    """Whether more than `jobs` schedules may run at once while the cores idle (`run.pool.WhileIdle`): when
+    `-j` was not given, and `jobs` is the cores'."""
     skip_checkers: frozenset[str] = frozenset()
     """Checkers left out of every trial's judgement (`--skip-checker`)."""
     previous_steps: str | None = None

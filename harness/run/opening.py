@@ -10,8 +10,8 @@ wired, for the command line, the pytest plugin and the points cache.
 4. Start the environment (Postgres, the fake services, the fork server or the black-box worker's adapter).
 5. Yield the `Session`, given everything at construction: options, jobs (1 under an adapter that cannot
    drive runs at the same time, and no more than a `--dsn` database's connection limit allows, each said
-   through `say`), the run-id suffix, the skipped checkers, the
-   previous code.
+   through `say`), how many more may run while the cores idle when `-j` was not given (`run.pool.widest`,
+   within the same limit), the run-id suffix, the skipped checkers, the previous code.
 6. Interrupted (Ctrl-C, SIGTERM, an exit), the history says so (`session.interrupted`, by `interrupted_by`)
    before everything is torn down. On every path the environment stops, the history closes and the
    checkouts of earlier code are removed.
@@ -47,6 +47,7 @@ def open_session(config: SessionConfig, say: Say | None = None) -> Iterator[Sess
     from killpoint.env.previous import Checkouts, PreviousCode, is_git
     from killpoint.env.stepmodule import ensure_schema, load, model_script
     from killpoint.run.history import History
+    from killpoint.run.pool import widest
     from killpoint.run.trial import Session
 
     agent = load(config.steps)
@@ -73,8 +74,10 @@ def open_session(config: SessionConfig, say: Say | None = None) -> Iterator[Sess
                 if say is not None:
                     say(f"--dsn: {fit} run(s) at a time (the database's connection limit allows no more)")
                 jobs = fit
-            yield Session(env, history, agent, config.options, jobs=jobs, run_id_suffix=config.run_id_suffix,
-                          skip_checkers=config.skip_checkers, previous_code=previous)
+            most = max(jobs, env.pg.jobs_that_fit(widest(jobs))) if config.widen and jobs > 1 else jobs
+            yield Session(env, history, agent, config.options, jobs=jobs, jobs_most=most,
+                          run_id_suffix=config.run_id_suffix, skip_checkers=config.skip_checkers,
+                          previous_code=previous)
     except (KeyboardInterrupt, SystemExit) as exc:
         history.append("session.interrupted", run_id=None, by=interrupted_by(exc))
         raise

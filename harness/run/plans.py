@@ -136,7 +136,7 @@ def run_plan(scenario: Planned, ctx: Context, plan: list[tuple[int | None, Sched
             return None
         return scenario.trial(ctx, schedule, seed, run_id=run_id)
 
-    ordered([lambda s=s, r=r: task(*s, r) for s, r in zip(plan, ids, strict=True)], ctx.session.jobs, done)
+    ordered([lambda s=s, r=r: task(*s, r) for s, r in zip(plan, ids, strict=True)], ctx.session.width(), done)
     return _cut(scenario, ctx, trials, plan, stop_on_budget)
 
 

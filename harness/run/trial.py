@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # the machinery (psycopg, the environment) is imported when a
     from killpoint.env.launcher import Incarnation
     from killpoint.env.previous import PreviousCode
     from killpoint.run.controller import RunController
+    from killpoint.run.pool import Width
 
 Setup = Callable[["psycopg.Connection", str], dict | None]
 """Prepares the database before a trial's first incarnation (e.g. seeds an old checkpoint); may
@@ -404,7 +405,7 @@ class Session:
     """Shared state of the trials of one harness invocation."""
 
     def __init__(self, env: Environment, history: History, agent: AgentSpec, options: RunOptions, *,
-                 jobs: int = 1, run_id_suffix: str = "", skip_checkers: frozenset[str] = frozenset(),
+                 jobs: int = 1, jobs_most: int | None = None, run_id_suffix: str = "", skip_checkers: frozenset[str] = frozenset(),
                  previous_code: PreviousCode | None = None) -> None:
         self.env = env
         self.history = history
@@ -416,6 +417,8 @@ class Session:
         self._spool: Spool | None = None
         self.jobs = jobs
         """How many schedules of a scenario may run at the same time (`-j`); 1: one after another."""
+        self.jobs_most = max(jobs, jobs_most or jobs)
+        """How many may run at once while the cores idle (`width`); `jobs` when `-j` was given."""
         self.run_id_suffix = run_id_suffix
         """Ends every run id (`crash-points-3.gw1`): sessions sharing one database (pytest-xdist workers)
         each name their runs apart, since an id one takes is not yet in the database when another looks."""
@@ -441,6 +444,13 @@ class Session:
         if self.env.worker_cmd:
             return f"--worker-cmd {self.env.worker_cmd!r}"
         return (agent or self.agent).module
+
+    def width(self) -> int | Width:
+        """How many of a plan's trials may run at once (`run.pool.ordered`): `jobs`, or, when more may run
+        while the cores idle (`jobs_most`), a `WhileIdle` of its own for this plan."""
+        from killpoint.run.pool import WhileIdle
+
+        return self.jobs if self.jobs_most <= self.jobs else WhileIdle(self.jobs, self.jobs_most)
 
     def next_run_id(self, prefix: str) -> str:
         """`prefix-N` (then `run_id_suffix`), N counting this session's runs. On a database that already saw

@@ -16,7 +16,7 @@ import pytest
 
 from killpoint.cli.args import jobs
 from killpoint.env.postgres import PostgresHandle
-from killpoint.run.pool import ordered
+from killpoint.run.pool import WhileIdle, ordered
 from tests.helpers.checks import describe
 from tests.helpers.harness import BROKEN_AGENT
 from tests.helpers.sandbox import Sandbox
@@ -36,27 +36,29 @@ def normalised_verdicts(run_dir: Path) -> list[dict]:
     return scenarios
 
 
-@pytest.mark.slow  # two CLI sweeps of 5 random schedules (and a shrink) each
-def test_jobs_2_gives_what_jobs_1_gives(pg_server: PostgresHandle, sandbox: Sandbox) -> None:
+@pytest.mark.slow  # three CLI sweeps of 5 random schedules (and a shrink) each
+def test_jobs_2_and_the_default_give_what_jobs_1_gives(pg_server: PostgresHandle, sandbox: Sandbox) -> None:
+    """-j 2 and the default (the cores, and more while they idle: `run.pool.WhileIdle`) give what -j 1 gives."""
     seen = {}
-    for j in ("1", "2"):
+    for j in ("1", "2", "default"):
         dsn = pg_server.create_database(f"test_jobs_{j}")  # a fresh database each: the same run ids are free
         try:
             out = sandbox.out / f"j{j}"
             proc = sandbox.run("explore", "--scenario", "crash-points", "--random", "5", "--seed", "3",
                                "--steps", BROKEN_AGENT, "--dsn", dsn, "--allow-any-dsn", "--out", str(out),
-                               "--no-store", "-j", j)
+                               "--no-store", *(("-j", j) if j != "default" else ()))
         finally:
             pg_server.drop_database(f"test_jobs_{j}")
         assert proc.returncode == 1, describe(proc)
         (run_dir,) = list(out.iterdir())
         seen[j] = (normalised_stdout(proc.stdout, run_dir), proc.stderr.splitlines(), normalised_verdicts(run_dir))
-    (out1, progress1, verdicts1), (out2, progress2, verdicts2) = seen["1"], seen["2"]
+    out1, progress1, verdicts1 = seen["1"]
     assert "replay:   killpoint replay --scenario crash-points" in out1 and "FAIL" in out1
     assert {t["outcome"] for s in verdicts1 for t in s["trials"]} == {"pass", "fail"}
-    assert out2 == out1
-    assert [ln for ln in progress2 if "random [" in ln] == [ln for ln in progress1 if "random [" in ln]
-    assert verdicts2 == verdicts1  # run ids, schedules, seeds, every checker's outcome and reason
+    for out2, progress2, verdicts2 in (seen["2"], seen["default"]):
+        assert out2 == out1
+        assert [ln for ln in progress2 if "random [" in ln] == [ln for ln in progress1 if "random [" in ln]
+        assert verdicts2 == verdicts1  # run ids, schedules, seeds, every checker's outcome and reason
     assert sandbox.survivors() == [] and sandbox.leftover_dirs() == []
 
 
@@ -92,14 +94,17 @@ def test_ordered_hands_results_back_in_order_whatever_ends_first() -> None:
     assert said == [0, 10, 20]
 
 
-def test_ordered_submits_a_window_of_tasks_not_the_whole_plan() -> None:
-    """When task 0 is handed back, only the window (`AHEAD` x jobs, and the one that refills it) has been
-    taken from the plan; the rest are taken as results come back, and every result still comes in order."""
+def test_ordered_takes_a_window_of_tasks_not_the_whole_plan() -> None:
+    """While task 0 runs, only the window (`AHEAD` x the width) is taken from the plan and started: task 0
+    ends once index AHEAD*2-1 is taken, and when it is handed back nothing after that index has been taken.
+    The rest are taken as results come back, and every result still comes in order."""
+    import threading
     from collections.abc import Sequence
 
     from killpoint.run.pool import AHEAD
 
     taken: list[int] = []
+    window_full = threading.Event()
     seen_at_first: list[int] = []
 
     class Plan(Sequence):
@@ -110,7 +115,9 @@ def test_ordered_submits_a_window_of_tasks_not_the_whole_plan() -> None:
             if not 0 <= i < 100:
                 raise IndexError(i)
             taken.append(i)
-            return lambda: i
+            if i == AHEAD * 2 - 1:
+                window_full.set()
+            return (lambda: window_full.wait(timeout=30) and 0) if i == 0 else (lambda: i)
 
     said: list[int] = []
 
@@ -121,8 +128,58 @@ def test_ordered_submits_a_window_of_tasks_not_the_whole_plan() -> None:
 
     ordered(Plan(), 2, first)
     assert said == list(range(100))
-    assert seen_at_first == [AHEAD * 2]  # indices 0..AHEAD*2-1 submitted first, one more as task 0 came back
+    assert seen_at_first == [AHEAD * 2 - 1]  # the window, and not one more while task 0 was not handed back
     assert sorted(taken) == list(range(100))
+
+
+def looked_at_every_call(least: int, most: int, busy: list[float]) -> WhileIdle:
+    """A `WhileIdle` whose cores read as `busy[0]` (the test changes it), looked at on every call."""
+    width = WhileIdle(least, most, busy=lambda: busy[0])
+    width.recheck = 0  # (the pool then waits for an end without a timeout)
+    return width
+
+
+def test_while_idle_lets_one_more_start_per_look_while_the_cores_idle_and_none_while_they_are_busy() -> None:
+    busy = [0.0]
+    width = looked_at_every_call(2, 8, busy)
+    assert [width.now(n) for n in (0, 2, 3, 7, 8)] == [2, 3, 4, 8, 8]  # never under 2, never over 8
+    busy[0] = 1.8  # 0.2 of 2 cores idle: less than half a core
+    assert [width.now(n) for n in (0, 2, 5)] == [2, 2, 5]  # what runs keeps running; an end is not replaced
+    busy[0] = 1.4
+    assert width.now(5) == 6
+
+
+@pytest.mark.parametrize(("busy", "widened"), [(0.0, True), (2.0, False)], ids=["idle", "busy"])
+def test_ordered_under_while_idle_runs_more_than_the_cores_only_while_they_idle(busy: float, widened: bool) -> None:
+    """Tasks that each wait until four of them run at once (a barrier, no sleep): with idle cores the pool
+    widens from two to four and they all end; with busy cores it keeps to two, and the barrier's timeout
+    breaks it (each task then ends at once)."""
+    import threading
+
+    barrier = threading.Barrier(4, timeout=30 if widened else 1)
+    at_once: list[int] = []
+    running = [0]
+    lock = threading.Lock()
+
+    def task(i: int) -> int:
+        with lock:
+            running[0] += 1
+            at_once.append(running[0])
+        try:
+            barrier.wait()
+            return i
+        except threading.BrokenBarrierError:
+            return -1
+        finally:
+            with lock:
+                running[0] -= 1
+
+    said: list[int] = []
+    ordered([lambda i=i: task(i) for i in range(8)], looked_at_every_call(2, 4, [busy]), lambda _i, r: said.append(r))
+    if widened:
+        assert said == list(range(8)) and max(at_once) == 4
+    else:
+        assert max(at_once) == 2 and -1 in said
 
 
 def test_ordered_stops_at_the_first_error_and_raises_it() -> None:
