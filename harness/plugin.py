@@ -96,7 +96,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--killpoint-spawn", action="store", default="fork", choices=["fork", "exec"],
                     help="incarnations from a preloaded fork server (fast) or fresh interpreters")
     group.addoption("--killpoint-jobs", action="store", type=int, default=None,
-                    help="schedules of a scenario run at the same time (default: the number of cores)")
+                    help="schedules of a scenario run at the same time (default: the number of cores, and up to 4 "
+                         "per core while the cores idle)")
     group.addoption("--killpoint-effect", action="append", default=None, metavar="NAME=URL[,id=PATH]",
                     help="record the effects sent to an HTTP service through a proxy (repeatable), as the CLI's "
                          "--effect: the worker gets the run's URL in KILLPOINT_EFFECT_<NAME>_URL; id=PATH says "

@@ -65,7 +65,8 @@ def open_session(config: SessionConfig, say: Say | None = None) -> Iterator[Sess
                          adapter=adapter, model_script=model_script(agent),
                          allow_egress=config.allow_egress, worker_preload=config.worker_preload) as env:
             jobs = config.jobs
-            if adapter is not None and not adapter.concurrent_runs and jobs > 1:
+            serial = adapter is not None and not adapter.concurrent_runs
+            if serial and jobs > 1:
                 if say is not None:
                     say(f"--adapter {adapter.name}: one run at a time ({adapter.serial_reason})")
                 jobs = 1
@@ -74,7 +75,7 @@ def open_session(config: SessionConfig, say: Say | None = None) -> Iterator[Sess
                 if say is not None:
                     say(f"--dsn: {fit} run(s) at a time (the database's connection limit allows no more)")
                 jobs = fit
-            most = max(jobs, env.pg.jobs_that_fit(widest(jobs))) if config.widen and jobs > 1 else jobs
+            most = max(jobs, env.pg.jobs_that_fit(widest(jobs))) if config.widen and not serial else jobs
             yield Session(env, history, agent, config.options, jobs=jobs, jobs_most=most,
                           run_id_suffix=config.run_id_suffix, skip_checkers=config.skip_checkers,
                           previous_code=previous)

@@ -184,14 +184,15 @@ def test_keyed_langgraph_react_agent_passes_the_whole_suite(sandbox: Sandbox) ->
 
 
 @pytest.mark.slow
-def test_keyed_pydantic_ai_dbos_agent_passes_the_whole_suite_two_runs_at_a_time(sandbox: Sandbox) -> None:
-    """`killpoint run --budget 1 -j 2` on the keyed Pydantic AI DBOS agent: exit 0, every scenario PASS or SKIP,
-    no UNKNOWN. Its runs go two at a time on one DBOS system database, kept apart by the adapter's fence
-    (harness/adapters/dbos.py, point 7): a resumed run's workflow, re-enqueued by DBOS's recovery, is left to
-    that run's own process, never run by the other run's (which would make its refund under the wrong run)."""
+def test_keyed_pydantic_ai_dbos_agent_passes_the_whole_suite_runs_side_by_side(sandbox: Sandbox) -> None:
+    """`killpoint run --budget 1` on the keyed Pydantic AI DBOS agent: exit 0, every scenario PASS or SKIP,
+    no UNKNOWN. Its runs go two at a time or more (the default `-j`: more while DBOS's polling leaves the
+    cores idle) on one DBOS system database, kept apart by the adapter's fence (harness/adapters/dbos.py,
+    point 7): a resumed run's workflow, re-enqueued by DBOS's recovery, is left to that run's own process,
+    never run by another run's (which would make its refund under the wrong run)."""
     example = next(e for e in EXAMPLES_UNDER_TEST if e.name == "pydantic-ai-dbos")
     needs(example)
-    proc = killpoint(sandbox, "run", "--seed", "1", "--budget", "1", "-j", "2", *example.keyed)
+    proc = killpoint(sandbox, "run", "--seed", "1", "--budget", "1", *example.keyed)
     outcomes = {name: outcome for outcome, name in SCENARIO_LINE.findall(proc.stdout)}
     assert proc.returncode == 0, describe(proc)
     assert outcomes and set(outcomes.values()) <= {"PASS", "SKIP"} and "UNKNOWN" not in proc.stdout, describe(proc)
