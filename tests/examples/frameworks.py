@@ -3,12 +3,14 @@ sandbox, and the checks of what it printed."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
+from killpoint.cli.args import default_jobs
 from tests.helpers import REPO
 from tests.helpers.checks import describe, failing_checkers
 from tests.helpers.sandbox import Sandbox
@@ -59,9 +61,28 @@ KEYED_SKIP = ("fleet", "stalled-sweep", "schema-upgrade", "stored-checkpoints", 
 """Scenarios that do not apply to a black-box worker: skipped, with their reason."""
 
 
+def most_at_once(run_dir: Path, scenario: str) -> int:
+    """The most runs of `scenario` (ids `<scenario>-N`) going at once in a run directory's history, each from
+    its first event to its last."""
+    spans: dict[str, list[float]] = {}
+    for line in (run_dir / "history.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        run_id = event.get("run_id") or ""
+        if re.fullmatch(rf"{re.escape(scenario)}-\d+(\.\w+)?", run_id):
+            spans.setdefault(run_id, []).append(event["t"])
+    edges = sorted([(min(t), 1) for t in spans.values()] + [(max(t), -1) for t in spans.values()])
+    most = going = 0
+    for _, step in edges:
+        going += step
+        most = max(most, going)
+    return most
+
+
 def assert_keyed_passes(box: Sandbox, adapter: str, example: str) -> dict[str, str]:
     """`killpoint run` on the keyed variant: every scenario PASS or SKIP (with its reason), no UNKNOWN, exit
-    0; returns {scenario: outcome}."""
+    0; returns {scenario: outcome}. On more than one core, the trials of `deploy-drain` and `sampling-model`
+    ran side by side (the worker is forked from servers that preloaded its framework: nothing holds them to
+    one at a time)."""
     proc = cli(box, "run", "--seed", "1", "--budget", "2", "--adapter", adapter,
                "--worker-cmd", worker_cmd(example, keyed=True), timeout=3600)
     outcomes = {name: outcome for outcome, name in SCENARIO_LINE.findall(proc.stdout)}
@@ -72,6 +93,10 @@ def assert_keyed_passes(box: Sandbox, adapter: str, example: str) -> dict[str, s
         assert outcomes.get(name) == "PASS", (name, outcomes)
     for name in KEYED_SKIP:
         assert outcomes.get(name) == "SKIP", (name, outcomes)
+    if default_jobs() > 1:
+        (run_dir,) = run_dirs(box)
+        for name in ("deploy-drain", "sampling-model"):
+            assert most_at_once(run_dir, name) >= 2, name
     assert not box.survivors(), box.survivors()
     return outcomes
 

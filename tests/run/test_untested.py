@@ -25,7 +25,7 @@ def only_at_exit() -> Evidence:
 
 
 def ctx(base: Evidence, adapter: str, said: list[str]) -> Context:
-    session = SimpleNamespace(baseline=lambda *_a, **_k: base, options=None, agent=None, jobs=1,
+    session = SimpleNamespace(baseline=lambda *_a, **_k: base, options=None, agent=None, jobs=1, width=lambda: 1,
                               env=SimpleNamespace(adapter=get(adapter), pg=SimpleNamespace(owned=True)))
     return Context(session=session, say=said.append)  # type: ignore[arg-type]
 

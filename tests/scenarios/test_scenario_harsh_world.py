@@ -52,8 +52,12 @@ def test_sampling_model_passes_decisions_checkpointed_before_their_effects(sessi
     ctx = Context(session=session)
     trial = scenario.trial(ctx, Schedule.parse(schedule, scenario.agent(ctx).steps))
     assert trial.outcome == "pass", why([trial])
-    if steps is None:  # the resumed step heard another answer, and was judged against its counterfactual
-        assert final_answers(trial.evidence)
+    if steps is None:  # the resumed step heard another answer, and was judged against its counterfactual,
+        assert final_answers(trial.evidence)  # a crash-free run named by the trial (so trials may run at once)
+        with session.env.pooled() as conn:
+            named = conn.execute("SELECT count(*) FROM killpoint_audit WHERE run_id = %s",
+                                 (f"{trial.run_id}-counterfactual",)).fetchone()
+        assert named is not None and named[0] > 0, trial.run_id
 
 
 def test_sampling_model_finds_a_charge_made_on_a_replaced_approval(session: Session) -> None:
