@@ -10,6 +10,7 @@ from killpoint.cli import validate
 from killpoint.env.postgres import KINDS
 from killpoint.env.stepmodule import DEFAULT_STEPS  # light: psycopg is imported on use only
 from killpoint.errors import UsageError
+from killpoint.run.config import MAX_JOBS
 
 
 def add_postgres_options(p: argparse.ArgumentParser) -> None:
@@ -22,7 +23,6 @@ def add_postgres_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-MAX_JOBS = 64
 
 
 def jobs(text: str) -> int:

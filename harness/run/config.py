@@ -11,6 +11,10 @@ from pathlib import Path
 
 from killpoint.run.options import RunOptions
 
+MAX_JOBS = 64
+"""The most schedules of a scenario that ever run at once: `-j`'s limit, and the widened default's
+(`run.pool.widest`)."""
+
 
 @dataclass(frozen=True)
 class SessionConfig:

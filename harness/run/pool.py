@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Protocol, TypeVar
 
+from killpoint.run.config import MAX_JOBS
+
 T = TypeVar("T")
 
 AHEAD = 4
@@ -35,14 +37,13 @@ waits for work while an earlier, slower task holds up the hand-back, few enough 
 
 
 IDLE_WIDTH = 4
-"""At most this many tasks per core run at once while the cores idle (`WhileIdle`)."""
-MOST = 64
-"""...and never more than this many (`-j`'s own limit)."""
+"""At most this many tasks per core run at once while the cores idle (`WhileIdle`), and never more than
+`-j`'s own limit (`run.config.MAX_JOBS`)."""
 
 
 def widest(cores: int) -> int:
     """The most a `WhileIdle` over `cores` cores lets run at once."""
-    return min(MOST, IDLE_WIDTH * cores)
+    return min(MAX_JOBS, IDLE_WIDTH * cores)
 
 
 class Width(Protocol):
@@ -77,9 +78,9 @@ class WhileIdle:
 
     Each look (every `recheck` seconds at most, the first one `recheck` after construction: build one per
     plan) reads how many of `least` cores were busy since the last one (the whole machine's: another
-    process's work counts), `busy()`. With at least `SPARE` of a core
-    idle, one more task than run now may start; else only as many as run now (down to `least`): a task that
-    ends is not replaced until the cores idle again. It never stops a running task.
+    process's work counts), `busy()`. With at least `SPARE` of a core idle, one more task than run now may
+    start; else only as many as run now (down to `least`): a task that ends is not replaced until the cores
+    idle again. It never stops a running task.
     """
 
     SPARE = 0.5
