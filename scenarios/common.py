@@ -25,7 +25,8 @@ def run_each(ctx: Context, name: str, plan: Sequence[T], one: Callable[[T, str |
     `-j 1`): the run ids (`name-N`) are taken in plan order before any trial starts and the lines come out
     in plan order, so ids, lines and verdicts are those of `-j 1`. Only for trials that share nothing but
     the session (each is runs of its own id) and that spend their time waiting (deliberately slow steps),
-    not on the cores: that is why more of them than cores run at once."""
+    not on the cores: that is why more of them than cores run at once, and why they take no slot of the
+    session's gate (`run.gate`) beside the scenarios that run at the same time."""
     from killpoint.run.pool import ordered
 
     trials: list[Trial] = []

@@ -8,5 +8,6 @@ from killpoint.run.scenario import Scenario
 
 class CrashPoints(Scenario):
     name = "crash-points"
+    side_by_side = True  # its trials are runs of their own ids, their faults reach only them
     cost = 11.4  # seconds, reference agent, -j 1 (bench/shards.py)
     summary = "every single kill/term at every step and kill point, then random multi-fault schedules"

@@ -38,6 +38,7 @@ from killpoint.run.trial import Trial
 
 class MixedFaults(Scenario):
     name = "mixed-faults"
+    side_by_side = True  # its trials are runs of their own ids, their faults reach only them
     cost = 18.1  # seconds, reference agent, -j 1 (bench/shards.py)
     summary = ("a 5xx or a lost answer and a kill in the same run, outages that outlast the retries, "
                "a resume with the clock moved")

@@ -30,6 +30,7 @@ def is_webhook_duplicate(trial: Trial) -> bool:
 
 class NonIdempotentDownstream(Scenario):
     name = "non-idempotent-downstream"
+    side_by_side = True  # its trials are runs of their own ids, their faults reach only them
     cost = 9.6  # seconds, reference agent, -j 1 (bench/shards.py)
     summary = ("killpoint self-check (its own webhook agent, not yours): a negative control; the harness must find "
                "the duplicate window")

@@ -92,6 +92,7 @@ def refusal_explained(ev: Evidence, base: Evidence | None = None) -> Verdict:
 
 class RollbackRefusal(Scenario):
     name = "rollback-refusal"
+    side_by_side = True  # its trials are runs of their own ids, their faults reach only them
     cost = 0.3  # seconds, reference agent, -j 1 (bench/shards.py)
     summary = "a checkpoint from newer code, or one that does not parse, is refused: exit 3, nothing touched"
     black_box_reason = "it plants checkpoints of the seeds' shape from newer code, and a framework keeps its own"

@@ -24,6 +24,7 @@ _HOW = {0: "finished the run itself", 3: "refused", 4: "fenced", 5: "lease lost"
 
 class ZombieWorker(Scenario):
     name = "zombie-worker"
+    side_by_side = True  # its trials are runs of their own ids, their faults reach only them
     cost = 9.9  # seconds, reference agent, -j 1 (bench/shards.py)
     summary = "SIGSTOP a worker at every point, let a successor take over, thaw it: it must be fenced"
     actions = ("stop",)

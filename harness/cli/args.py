@@ -44,8 +44,9 @@ def default_jobs() -> int:
 def add_common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("environment")
     g.add_argument("-j", "--jobs", type=jobs, default=None, metavar="N",
-                   help="schedules of a scenario run at the same time (default: the number of cores, and up to "
-                        "4 per core while the cores idle); ids, verdicts and output are those of -j 1")
+                   help="schedules run at the same time, whichever scenario's: killpoint run runs the scenarios "
+                        "that may share the machine side by side above 1 (default: the number of cores, and up to "
+                        "4 per core while the cores idle); ids, verdicts and each scenario's lines are those of -j 1")
     g.add_argument("--steps", default=DEFAULT_STEPS, help=f"step module of the agent (default {DEFAULT_STEPS})")
     g.add_argument("--spawn", default="fork", choices=["fork", "exec"],
                    help="incarnations from a preloaded fork server (fast) or fresh interpreters")

@@ -32,6 +32,7 @@ from killpoint.run.opening import interrupted_by, open_session
 from killpoint.run.plans import weigh_shards
 from killpoint.run.scenario import Context, Scenario, ScenarioResult, find, registry, replay_command
 from killpoint.run.shrinking import with_shrunk
+from killpoint.run.side_by_side import run_all
 from killpoint.run.store import FailureStore, remember
 from killpoint.run.store import replay as replay_stored
 from killpoint.run.trial import CrashFreeFailure, Session
@@ -232,6 +233,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for name in skip:
         find(name)  # a misspelt name is a usage error, not a silent no-op
     scenarios = [sc for sc in scenarios if sc.name not in skip]
+    names_in_order = [sc.name for sc in scenarios]
     refuse_empty(scenarios, actions_option(args.actions), "--skip-scenario " + ",".join(sorted(skip)))
     base_seed(args)
     inv = invocation(args, "run")
@@ -245,34 +247,49 @@ def cmd_run(args: argparse.Namespace) -> int:
         if code is not None:
             return code
         inv = replace(inv, shard=weigh_shards(scenarios, _context(inv, s, display)))  # shares by estimated cost
-        for scenario in scenarios:
-            started = time.monotonic()
-            ctx = _context(inv, s, display)
-            progress.begin(scenario.name, s)
-            ctx.say(f"{scenario.name}: {scenario.summary}")
-            try:
-                skipped = scenario.skipped(ctx, started)
-                if skipped is not None:
-                    results.append(skipped)
-                    continue
-                stored = replay_stored(failure_store(inv), scenario, ctx)
-                trials = with_shrunk(scenario, ctx, stored + scenario.run(ctx))
-                remember(failure_store(inv), scenario, ctx, trials)
-                results.append(scenario.result(trials, started))
-                if display is not None:
-                    display.ended(results[-1])  # a scenario with no per-trial progress gets its line
-            except CrashFreeFailure as exc:  # the scenario's own agent fails without faults
-                ctx.say(f"{scenario.name}: {exc.message}")
-                results.append(ScenarioResult(scenario.name, "fail", [], time.monotonic() - started,
-                                              reason="; ".join([exc.message, *exc.details[:3]])))
-            except KillpointError as exc:  # one scenario's error never costs the others
-                if isinstance(exc, vitals.EnvironmentGone) or vitals.check(s.env) is not None:
-                    raise  # ...but a dead Postgres or fork server costs them all
-                ctx.say(f"{scenario.name}: error: {exc.message}")
-                results.append(ScenarioResult(scenario.name, "error", [], time.monotonic() - started,
-                                              reason=f"{exc.code}: {exc.message} ({exc.fix})"))
+        run_all(scenarios, side_by_side(s), lambda sc: results.append(one_scenario(inv, s, sc, progress, display)),
+                s.gate)
+        results.sort(key=lambda r: names_in_order.index(r.name))  # the summary in the suite's order
         keep_checkpoints(inv, s)
         return tested(results, finish(inv, s, results, meta, display), args.allow_empty_shard)
+
+
+def side_by_side(s: Session) -> bool:
+    """Whether `killpoint run` runs its side-by-side scenarios at once (`run.side_by_side`): when more than one
+    trial may run at once, and not for a black-box worker exec'd afresh per incarnation (each imports its
+    framework: beside other scenarios' trials, a timed drain would measure the imports)."""
+    return s.jobs_most > 1 and not (s.env.black_box and not s.env.black_box_forked)
+
+
+def one_scenario(inv: Invocation, s: Session, scenario: Scenario, progress: Progress,
+                 display: TrialProgress | None) -> ScenarioResult:
+    """Run one scenario of `killpoint run` to its result: skipped with its reason, its trials (stored failures
+    first, shrunk after), or its own error as an `error` result (a dead environment is raised)."""
+    started = time.monotonic()
+    ctx = _context(inv, s, display)
+    progress.begin(scenario.name, s)
+    ctx.say(f"{scenario.name}: {scenario.summary}")
+    try:
+        skipped = scenario.skipped(ctx, started)
+        if skipped is not None:
+            return skipped
+        stored = replay_stored(failure_store(inv), scenario, ctx)
+        trials = with_shrunk(scenario, ctx, stored + scenario.run(ctx))
+        remember(failure_store(inv), scenario, ctx, trials)
+        result = scenario.result(trials, started)
+        if display is not None:
+            display.ended(result)  # a scenario with no per-trial progress gets its line
+        return result
+    except CrashFreeFailure as exc:  # the scenario's own agent fails without faults
+        ctx.say(f"{scenario.name}: {exc.message}")
+        return ScenarioResult(scenario.name, "fail", [], time.monotonic() - started,
+                              reason="; ".join([exc.message, *exc.details[:3]]))
+    except KillpointError as exc:  # one scenario's error never costs the others
+        if isinstance(exc, vitals.EnvironmentGone) or vitals.check(s.env) is not None:
+            raise  # ...but a dead Postgres or fork server costs them all
+        ctx.say(f"{scenario.name}: error: {exc.message}")
+        return ScenarioResult(scenario.name, "error", [], time.monotonic() - started,
+                              reason=f"{exc.code}: {exc.message} ({exc.fix})")
 
 
 def start_one(inv: Invocation, s: Session, scenario: Scenario, progress: Progress, command: str,

@@ -1,9 +1,9 @@
 """What a Ctrl-C or SIGTERM leaves the user: the findings so far, on disk and on screen.
 
-1. A command keeps a ``Progress``: the scenarios it finished (their ``ScenarioResult``) and the one it is
-   in, with the number of the session's judged trials when that one began (``begin``/``done``).
+1. A command keeps a ``Progress``: the scenarios it finished (their ``ScenarioResult``) and those it is
+   in, each with the number of the session's judged trials when it began (``begin``).
 2. When the command is interrupted, ``report(...)`` runs after the environment is torn down: the finished
-   scenarios keep their outcomes, the one in progress becomes ``interrupted`` with the trials it judged so
+   scenarios keep their outcomes, each one in progress becomes ``interrupted`` with the trials it judged so
    far, and ``verdicts.json`` and ``meta.json`` are written with an ``interrupted`` mark (meta:
    ``{"interrupted": "SIGINT"}``; the scenario's ``reason`` says after how many trials).
 3. The summary lines and the replay line of every failing (or undecided) trial found so far are printed,
@@ -23,27 +23,28 @@ from killpoint.run.scenario import ScenarioResult
 
 @dataclass
 class Progress:
-    """Scenarios finished, and the one in progress (flow step 1)."""
+    """Scenarios finished, and those in progress (flow step 1): one at a time, or several side by side
+    (`run.side_by_side`)."""
 
     results: list[ScenarioResult] = field(default_factory=list)
     """The command's own list of results: a scenario is finished once its result is appended here."""
-    current: str | None = None
-    first_trial: int = 0
-    finished: int = 0
-    started: float = 0.0
+    begun: dict[str, tuple[int, float]] = field(default_factory=dict)
+    """Each scenario begun: (how many trials the session had judged when it began, when it began)."""
 
     def begin(self, name: str, session: Any) -> None:
-        """Scenario ``name`` starts now; the session's trials judged from here on are its."""
-        self.current, self.first_trial, self.started = name, len(_trials(session)), time.monotonic()
-        self.finished = len(self.results)
+        """Scenario ``name`` starts now; the session's trials judged from here on with its run ids are its."""
+        self.begun[name] = (len(_trials(session)), time.monotonic())
 
     def so_far(self, session: Any, by: str) -> list[ScenarioResult]:
-        """The finished results, then the one in progress marked ``interrupted`` (flow step 2)."""
+        """The finished results, then each one in progress marked ``interrupted`` (flow step 2) with its trials:
+        those judged since it began, and, when several ran at once, of its own run ids (`<name>-N`)."""
         out = list(self.results)
-        if self.current is not None and len(self.results) == self.finished:
-            trials = _trials(session)[self.first_trial:]
-            out.append(ScenarioResult(self.current, "interrupted", trials,
-                                      time.monotonic() - self.started,
+        finished = {r.name for r in out}
+        going = [(name, first, started) for name, (first, started) in self.begun.items() if name not in finished]
+        judged = _trials(session)
+        for name, first, started in going:
+            trials = [t for t in judged[first:] if len(going) == 1 or t.run_id.startswith(f"{name}-")]
+            out.append(ScenarioResult(name, "interrupted", trials, time.monotonic() - started,
                                       reason=f"interrupted by {by} after {len(trials)} trials"))
         return out
 

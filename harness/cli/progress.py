@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from typing import Any
 
@@ -50,6 +51,7 @@ class TrialProgress:
         self._failures: dict[str, int] = {}
         self._done: dict[str, int] = {}  # per scenario, the trials counted so far (every phase)
         self._base: dict[str, int] = {}  # per scenario, the trials of its phases before the current one
+        self._lock = threading.Lock()  # scenarios side by side count from their own threads
 
     @classmethod
     def for_terminal(cls, console: Console) -> TrialProgress:
@@ -57,6 +59,10 @@ class TrialProgress:
 
     def __call__(self, scenario: str, done: int, total: int, outcome: str) -> None:
         """Flow steps 2-3: one more trial of `scenario` was judged `outcome` (`done` of `total` of its phase)."""
+        with self._lock:
+            self._count(scenario, done, total, outcome)
+
+    def _count(self, scenario: str, done: int, total: int, outcome: str) -> None:
         if done == 1 and scenario in self._done:  # a new phase: count on from the earlier ones
             self._base[scenario] = self._done[scenario]
         base = self._base.get(scenario, 0)
@@ -66,6 +72,10 @@ class TrialProgress:
 
     def ended(self, result: Any) -> None:  # noqa: ANN401  (a ScenarioResult)
         """Flow step 4: `result`'s scenario ended; if it never counted a trial here, show its trials now."""
+        with self._lock:
+            self._ended(result)
+
+    def _ended(self, result: Any) -> None:  # noqa: ANN401
         if result.name in self._done or not result.trials:
             return
         self._started[result.name] = time.monotonic() - result.elapsed

@@ -10,8 +10,10 @@ and what a time budget cut.
    trials together) or a `whole` scenario is one unit: one shard runs all of it (`Shard.holder`).
 2. `run_plan(scenario, ctx, plan, line, stop_on_budget)`: the shard's items of `plan` (seed, schedule), each
    `scenario.trial`, said as `line(i, seed, schedule, trial)` and counted by `ctx.on_trial`, in plan order.
-   When `scenario.concurrent()`, up to `ctx.session.jobs` at a time (`run.pool.ordered`), the run ids taken
-   in plan order first, so that ids, lines and verdicts are those of `-j 1`.
+   When `scenario.concurrent()`, as many at a time as the session's gate lets run (`run.gate`: `-j`, shared
+   with the scenarios running beside this one; `run.pool.ordered` hands the results back in order), the run
+   ids taken in plan order first, so that ids, lines and verdicts are those of `-j 1`. Each trial, concurrent
+   or not, holds a slot of the gate while it runs.
 3. `weigh_shards(scenarios, ctx)`: the session's shard with its whole units placed (a negative control
    that runs in this session, a `whole` scenario) and the weights that leave the shards holding them less
    of every dealt plan (`Shard.placing`; `cost` is each scenario's estimated seconds, counted only for the
@@ -125,18 +127,23 @@ def run_plan(scenario: Planned, ctx: Context, plan: list[tuple[int | None, Sched
 
     if not scenario.concurrent():
         for i, (seed, schedule) in enumerate(plan):
-            if stop_on_budget and ctx.over_budget():
-                break
-            done(i, scenario.trial(ctx, schedule) if seed is None else scenario.trial(ctx, schedule, seed))
+            with ctx.session.gate.slot():
+                if stop_on_budget and ctx.over_budget():
+                    break
+                trial = scenario.trial(ctx, schedule) if seed is None else scenario.trial(ctx, schedule, seed)
+            done(i, trial)
         return _cut(scenario, ctx, trials, plan, stop_on_budget)
     ids = [ctx.session.next_run_id(scenario.name) for _ in plan]
 
-    def task(seed: int | None, schedule: Schedule, run_id: str) -> Trial | None:
-        if stop_on_budget and ctx.over_budget():
-            return None
-        return scenario.trial(ctx, schedule, seed, run_id=run_id)
+    gate = ctx.session.gate
 
-    ordered([lambda s=s, r=r: task(*s, r) for s, r in zip(plan, ids, strict=True)], ctx.session.width(), done)
+    def task(seed: int | None, schedule: Schedule, run_id: str) -> Trial | None:
+        with gate.slot():  # the session's width, shared with the scenarios running beside this one
+            if stop_on_budget and ctx.over_budget():
+                return None
+            return scenario.trial(ctx, schedule, seed, run_id=run_id)
+
+    ordered([lambda s=s, r=r: task(*s, r) for s, r in zip(plan, ids, strict=True)], gate.most, done)
     return _cut(scenario, ctx, trials, plan, stop_on_budget)
 
 

@@ -73,6 +73,14 @@ class Scenario:
     """Whether the scenario's plan is one trial whatever the agent (a fleet, a set of concurrent runs):
     `--shard` places it whole on one shard with the negative controls, and deals the rest around them."""
 
+    side_by_side = False
+    """Whether `killpoint run` may run this scenario beside other such scenarios (when more than one trial may
+    run at once: `-j` above 1, or not given on more than one core), the session's width shared between them
+    (`run.gate`). Only for a scenario whose runs touch nothing another scenario's runs read: each trial is
+    runs of its own ids, its faults reach only them (no server they share is killed, no sweeper takes
+    another's stalled run, no table is read or changed as a whole). False (the default, and what a scenario
+    of one's own gets unless it says so): it runs alone, before the side-by-side ones."""
+
     cost = 2.0
     """Estimated seconds of the whole scenario on the reference agent at -j 1 (measured with bench/shards.py):
     only what `--shard` weighs its shares by (`run.plans.weigh_shards`), never a limit."""

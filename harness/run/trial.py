@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # the machinery (psycopg, the environment) is imported when a
     from killpoint.env.launcher import Incarnation
     from killpoint.env.previous import PreviousCode
     from killpoint.run.controller import RunController
-    from killpoint.run.pool import Width
+    from killpoint.run.gate import Gate
 
 Setup = Callable[["psycopg.Connection", str], dict | None]
 """Prepares the database before a trial's first incarnation (e.g. seeds an old checkpoint); may
@@ -412,7 +412,8 @@ class Session:
         self.agent = agent
         self.options = options
         self._baselines: dict[str, Evidence] = {}
-        self._counter = 0
+        self._counters: dict[str, int] = {}  # the last N of each run id prefix (`next_run_id`)
+        self._gate: Gate | None = None
         self._prepared: set[str] = set()
         self._spool: Spool | None = None
         self.jobs = jobs
@@ -445,23 +446,31 @@ class Session:
             return f"--worker-cmd {self.env.worker_cmd!r}"
         return (agent or self.agent).module
 
-    def width(self) -> int | Width:
-        """How many of a plan's trials may run at once (`run.pool.ordered`): `jobs`, or, when more may run
-        while the cores idle (`jobs_most`), a `WhileIdle` of its own for this plan."""
-        from killpoint.run.pool import WhileIdle
+    @property
+    def gate(self) -> Gate:
+        """How many of the session's trials run at once, whichever scenario's (`run.gate`): `jobs`, or, when
+        more may run while the cores idle (`jobs_most`), a `WhileIdle` from `jobs` to `jobs_most`. Made on
+        first use, so its first look at the cores is a trial's, not the session's start."""
+        with self._ids:
+            if self._gate is None:
+                from killpoint.run.gate import Gate
+                from killpoint.run.pool import WhileIdle
 
-        return self.jobs if self.jobs_most <= self.jobs else WhileIdle(self.jobs, self.jobs_most)
+                self._gate = Gate(self.jobs if self.jobs_most <= self.jobs else WhileIdle(self.jobs, self.jobs_most))
+            return self._gate
 
     def next_run_id(self, prefix: str) -> str:
-        """`prefix-N` (then `run_id_suffix`), N counting this session's runs. On a database that already saw
-        that id (a `--dsn` database kept from an earlier invocation) N moves on, so a run never resumes
+        """`prefix-N` (then `run_id_suffix`), N counting this session's runs of that prefix (a scenario's name):
+        a scenario's ids are the same whichever scenarios ran before or beside it. On a database that already
+        saw that id (a `--dsn` database kept from an earlier invocation) N moves on, so a run never resumes
         another's checkpoint."""
         with self._ids, self.env.pooled() as conn:
-            self._counter += 1
+            n = self._counters.get(prefix, 0) + 1
             while conn.execute("SELECT 1 FROM killpoint_audit WHERE run_id = %s LIMIT 1",
-                               (f"{prefix}-{self._counter}{self.run_id_suffix}",)).fetchone():
-                self._counter += 1
-            return f"{prefix}-{self._counter}{self.run_id_suffix}"
+                               (f"{prefix}-{n}{self.run_id_suffix}",)).fetchone():
+                n += 1
+            self._counters[prefix] = n
+            return f"{prefix}-{n}{self.run_id_suffix}"
 
     def check_steps(self, schedule: Schedule, agent: AgentSpec) -> None:
         """A fault must name a step of the agent it runs on (ScheduleError naming the valid ones); a black-box

@@ -78,11 +78,30 @@ def most_at_once(run_dir: Path, scenario: str) -> int:
     return most
 
 
+def scenario_spans(run_dir: Path) -> dict[str, list[tuple[float, float]]]:
+    """Each scenario's runs in a run directory's history (ids `<scenario>-N`), each (first event, last event)."""
+    times: dict[str, list[float]] = {}
+    for line in (run_dir / "history.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        match = re.fullmatch(r"([a-z-]+?)-\d+(\.\w+)?", event.get("run_id") or "")
+        if match and match.group(1) != "baseline":
+            times.setdefault(event["run_id"], []).append(event["t"])
+    out: dict[str, list[tuple[float, float]]] = {}
+    for run_id, ts in times.items():
+        out.setdefault(re.sub(r"-\d+(\.\w+)?$", "", run_id), []).append((min(ts), max(ts)))
+    return out
+
+
+def overlapped(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> bool:
+    """Whether a run of `a` was going while a run of `b` was."""
+    return any(x0 < y1 and y0 < x1 for x0, x1 in a for y0, y1 in b)
+
+
 def assert_keyed_passes(box: Sandbox, adapter: str, example: str) -> dict[str, str]:
     """`killpoint run` on the keyed variant: every scenario PASS or SKIP (with its reason), no UNKNOWN, exit
     0; returns {scenario: outcome}. On more than one core, the trials of `deploy-drain` and `sampling-model`
     ran side by side (the worker is forked from servers that preloaded its framework: nothing holds them to
-    one at a time)."""
+    one at a time), and so did the side-by-side scenarios, `db-crash` beside none."""
     proc = cli(box, "run", "--seed", "1", "--budget", "2", "--adapter", adapter,
                "--worker-cmd", worker_cmd(example, keyed=True), timeout=3600)
     outcomes = {name: outcome for outcome, name in SCENARIO_LINE.findall(proc.stdout)}
@@ -97,6 +116,11 @@ def assert_keyed_passes(box: Sandbox, adapter: str, example: str) -> dict[str, s
         (run_dir,) = run_dirs(box)
         for name in ("deploy-drain", "sampling-model"):
             assert most_at_once(run_dir, name) >= 2, name
+        spans = scenario_spans(run_dir)  # scenarios side by side (`run.side_by_side`); db-crash alone
+        beside = [name for name in spans if name != "db-crash"]
+        assert any(overlapped(spans[a], spans[b]) for a in beside for b in beside if a < b), sorted(spans)
+        for name, runs in spans.items():
+            assert name == "db-crash" or not overlapped(spans["db-crash"], runs), name
     assert not box.survivors(), box.survivors()
     return outcomes
 

@@ -126,10 +126,13 @@ class Sandbox:
         """`python -m killpoint.cli.main ARGS`: the checkout's CLI, installed or not."""
         return [sys.executable, "-m", "killpoint.cli.main", *args]
 
-    def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, timeout: float = 300, path_first: tuple[Path, ...] = ()) -> subprocess.CompletedProcess[str]:
         """`killpoint ARGS` to its end, output captured: forked from the test process's zygote where one can
-        stand in (it imported the harness's modules once: `forked_run`), else a fresh interpreter."""
+        stand in (it imported the harness's modules once: `forked_run`), else a fresh interpreter.
+        `path_first`: folders put before the checkout on PYTHONPATH (a user's step module's package)."""
         env = self.env()
+        if path_first:
+            env["PYTHONPATH"] = os.pathsep.join([*map(str, path_first), env["PYTHONPATH"]])
         done = forked_run(self.argv(*args), env, self.cwd, timeout)
         if done is not None:
             return done

@@ -11,6 +11,7 @@ from killpoint.adapters import get
 from killpoint.checkers.evidence import Evidence
 from killpoint.events import Point
 from killpoint.run.context import Context
+from killpoint.run.gate import Gate
 from killpoint.run.scenario import Scenario
 from killpoint.run.untested import late_checkpoint, nothing_to_test
 from killpoint.scenarios.db_crash import DbCrash
@@ -25,7 +26,7 @@ def only_at_exit() -> Evidence:
 
 
 def ctx(base: Evidence, adapter: str, said: list[str]) -> Context:
-    session = SimpleNamespace(baseline=lambda *_a, **_k: base, options=None, agent=None, jobs=1, width=lambda: 1,
+    session = SimpleNamespace(baseline=lambda *_a, **_k: base, options=None, agent=None, jobs=1, gate=Gate(1),
                               env=SimpleNamespace(adapter=get(adapter), pg=SimpleNamespace(owned=True)))
     return Context(session=session, say=said.append)  # type: ignore[arg-type]
 
