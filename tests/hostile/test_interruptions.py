@@ -89,3 +89,37 @@ def test_the_printed_replay_line_of_an_interrupted_run_reproduces_the_failure(sa
                            text=True, cwd=sandbox.cwd, env=sandbox.env(), timeout=300, stdin=subprocess.DEVNULL)
     assert again.returncode == 1 and "FAIL" in again.stdout, again.stdout[-2000:] + again.stderr[-2000:]
     assert sandbox.survivors() == []
+
+
+def _judged(sandbox: Sandbox, scenario: str) -> bool:
+    """True once a history under the sandbox's out holds a verdict of one of `scenario`'s runs."""
+    return any(e.get("type") == "verdict" and str(e.get("run_id", "")).startswith(f"{scenario}-")
+               for e in sandbox.events())
+
+
+def test_a_ctrl_c_stops_scenarios_running_side_by_side_and_keeps_each_ones_findings(sandbox: Sandbox) -> None:
+    """Two scenarios side by side (`-j 2`, `run.side_by_side`) when Ctrl-C comes: both end `interrupted`, each
+    with the trials of its own run ids, the failure found so far printed with its replay line, nothing left."""
+    proc = sandbox.start("run", "--scenario", "crash-points", "--scenario", "zombie-worker", "--steps", MUTANT,
+                         "-j", "2", "--quiet", "--out", str(sandbox.out))
+    try:
+        wait_for(lambda: (_failed_trial(sandbox) and _judged(sandbox, "zombie-worker")) or proc.poll() is not None,
+                 timeout=240, what="a failing trial and a judged zombie-worker trial")
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, (proc.returncode, err[-2000:])
+    assert "Traceback" not in err, err[-3000:]
+    verdicts = {r["scenario"]: r for r in json.loads((_run_dir(sandbox) / "verdicts.json").read_text())}
+    for name in ("crash-points", "zombie-worker"):
+        assert verdicts[name]["outcome"] == "interrupted", verdicts[name]
+        trials = verdicts[name]["trials"]
+        assert trials and all(t["run_id"].startswith(f"{name}-") for t in trials), (name, trials)
+    failing = [name for name, r in verdicts.items() if any(t["outcome"] == "fail" for t in r["trials"])]
+    assert failing and all(f"replay: killpoint replay --scenario {name}" in out for name in failing), out[-3000:]
+    assert sandbox.survivors() == []
+    assert sandbox.leftover_dirs() == []
