@@ -247,8 +247,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if code is not None:
             return code
         inv = replace(inv, shard=weigh_shards(scenarios, _context(inv, s, display)))  # shares by estimated cost
-        run_all(scenarios, side_by_side(s), lambda sc: results.append(one_scenario(inv, s, sc, progress, display)),
-                s.gate)
+        run_all(scenarios, side_by_side(s),
+                lambda sc, beside: results.append(one_scenario(inv, s, sc, progress, display, beside)), s.gate)
         results.sort(key=lambda r: names_in_order.index(r.name))  # the summary in the suite's order
         keep_checkpoints(inv, s)
         return tested(results, finish(inv, s, results, meta, display), args.allow_empty_shard)
@@ -262,11 +262,14 @@ def side_by_side(s: Session) -> bool:
 
 
 def one_scenario(inv: Invocation, s: Session, scenario: Scenario, progress: Progress,
-                 display: TrialProgress | None) -> ScenarioResult:
+                 display: TrialProgress | None, beside: bool = False) -> ScenarioResult:
     """Run one scenario of `killpoint run` to its result: skipped with its reason, its trials (stored failures
-    first, shrunk after), or its own error as an `error` result (a dead environment is raised)."""
+    first, shrunk after), or its own error as an `error` result (a dead environment is raised). `beside`: it
+    runs beside other scenarios, and measures its budget in its share of the session's time (`Context.share`)."""
     started = time.monotonic()
     ctx = _context(inv, s, display)
+    if beside:
+        ctx.share = lambda: s.gate.share(scenario.name)
     progress.begin(scenario.name, s)
     ctx.say(f"{scenario.name}: {scenario.summary}")
     try:

@@ -45,5 +45,14 @@ class Context:
         """True when the user named scenario `name` (not merely ran the whole suite)."""
         return name in self.named
 
+    share: Callable[[], float] | None = None
+    """When the scenario runs beside others (`run.side_by_side`): its share of the session's time so far
+    (`run.gate.Gate.share`), in which its budget is measured instead of the wall clock since `started`:
+    sharing the machine leaves it the random exploration it would have had alone. None: the wall clock."""
+
+    def spent(self) -> float:
+        """The seconds of its budget the scenario has spent (`share`, else the wall clock since `started`)."""
+        return self.share() if self.share is not None else time.monotonic() - self.started
+
     def over_budget(self) -> bool:
-        return time.monotonic() - self.started > self.budget
+        return self.spent() > self.budget

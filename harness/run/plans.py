@@ -127,7 +127,7 @@ def run_plan(scenario: Planned, ctx: Context, plan: list[tuple[int | None, Sched
 
     if not scenario.concurrent():
         for i, (seed, schedule) in enumerate(plan):
-            with ctx.session.gate.slot():
+            with ctx.session.gate.slot(scenario.name):
                 if stop_on_budget and ctx.over_budget():
                     break
                 trial = scenario.trial(ctx, schedule) if seed is None else scenario.trial(ctx, schedule, seed)
@@ -138,7 +138,7 @@ def run_plan(scenario: Planned, ctx: Context, plan: list[tuple[int | None, Sched
     gate = ctx.session.gate
 
     def task(seed: int | None, schedule: Schedule, run_id: str) -> Trial | None:
-        with gate.slot():  # the session's width, shared with the scenarios running beside this one
+        with gate.slot(scenario.name):  # the session's width, shared with the scenarios running beside this one
             if stop_on_budget and ctx.over_budget():
                 return None
             return scenario.trial(ctx, schedule, seed, run_id=run_id)

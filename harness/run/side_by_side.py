@@ -4,10 +4,11 @@
    alone (`Scenario.side_by_side` false: a server they kill, a sweeper that takes any stalled run, tables
    read as a whole), in their order, one at a time; then every side-by-side scenario at once. Not wide, or
    fewer than two side by side: every scenario in its order, one at a time, as before.
-2. `run_all(scenarios, wide, one, gate)` calls `one(scenario)` for each, in that shape: the alone ones on the
-   calling thread, the side-by-side ones each on a thread of its own. What limits the trials in flight is the
-   session's gate (`run.gate`), which the side-by-side scenarios share: `-j 2` is two trials at once, not two
-   per scenario.
+2. `run_all(scenarios, wide, one, gate)` calls `one(scenario, beside)` for each, in that shape: the alone
+   ones on the calling thread (`beside` false), the side-by-side ones each on a thread of its own (`beside`
+   true: the scenario then measures its time budget in its share of the gate's time, `Context.share`). What
+   limits the trials in flight is the session's gate (`run.gate`), which the side-by-side scenarios share:
+   `-j 2` is two trials at once, not two per scenario.
 3. The first exception, in `one` or in the calling thread while it waits (a Ctrl-C, a SIGTERM), closes the
    gate: no other trial starts (those waiting for a slot raise `GateClosed`), the trials running end as they
    would, every thread is waited for, and that exception is raised again. A thread that stopped only because
@@ -44,12 +45,12 @@ def lanes(scenarios: Sequence[S], wide: bool) -> tuple[list[S], list[S]]:
     return [sc for sc in scenarios if not sc.side_by_side], beside
 
 
-def run_all(scenarios: Sequence[S], wide: bool, one: Callable[[S], None], gate: Gate) -> None:
+def run_all(scenarios: Sequence[S], wide: bool, one: Callable[[S, bool], None], gate: Gate) -> None:
     """Flow steps 2-3."""
     alone, beside = lanes(scenarios, wide)
     try:
         for sc in alone:
-            one(sc)
+            one(sc, False)
     except BaseException:
         gate.close()
         raise
@@ -59,7 +60,7 @@ def run_all(scenarios: Sequence[S], wide: bool, one: Callable[[S], None], gate: 
 
     def body(sc: S) -> None:
         try:
-            one(sc)
+            one(sc, True)
         except GateClosed:
             pass  # stopped for another's exception, which is the one raised
         except BaseException as exc:  # noqa: BLE001 - handed to the calling thread, raised there

@@ -158,7 +158,7 @@ def test_the_first_error_stops_the_other_scenarios_and_is_raised_once_they_end()
     zombie_in, closed = threading.Event(), threading.Event()
     ran: list[str] = []
 
-    def one(sc: Sc) -> None:
+    def one(sc: Sc, _beside: bool) -> None:
         if sc.name == "crash-points":
             assert zombie_in.wait(WAIT)
             with gate.slot():
@@ -200,3 +200,36 @@ def test_an_interrupted_run_splits_its_trials_by_the_scenarios_in_progress() -> 
     assert [t.run_id for t in out["crash-points"].trials] == ["crash-points-1", "crash-points-2", "crash-points-3"]
     assert [t.run_id for t in out["zombie-worker"].trials] == ["zombie-worker-1", "zombie-worker-2"]
     assert out["zombie-worker"].outcome == "interrupted" and "after 2 trials" in out["zombie-worker"].reason
+
+
+def test_a_scenarios_share_of_the_time_is_divided_by_the_trials_in_flight() -> None:
+    """On a clock the test moves: A alone for 2 s (2 s of A's), then A and B one trial each for 2 s (1 s each),
+    then B with two trials beside A's one for 3 s (A 1 s, B 2 s), then nothing runs for 5 s (no one's)."""
+    now = [0.0]
+    gate = Gate(4, clock=lambda: now[0])
+    a1 = gate.slot("crash-points")
+    a1.__enter__()
+    now[0] = 2.0
+    b1, b2 = gate.slot("zombie-worker"), gate.slot("zombie-worker")
+    b1.__enter__()
+    now[0] = 4.0
+    b2.__enter__()
+    now[0] = 7.0
+    for held in (a1, b1, b2):
+        held.__exit__(None, None, None)
+    now[0] = 12.0
+    assert gate.share("crash-points") == pytest.approx(2 + 1 + 1)
+    assert gate.share("zombie-worker") == pytest.approx(1 + 2)
+    assert gate.share("flaky-services") == 0.0
+
+
+def test_a_scenario_beside_others_spends_its_budget_in_its_share_not_the_wall_clock() -> None:
+    from killpoint.run.context import Context
+
+    share = [0.0]
+    ctx = Context(session=SimpleNamespace(), budget=4.0, started=0.0)  # type: ignore[arg-type]
+    assert ctx.over_budget()  # the wall clock: a monotonic clock is far past 4 s since 0
+    ctx.share = lambda: share[0]
+    assert not ctx.over_budget()
+    share[0] = 4.5
+    assert ctx.over_budget()
