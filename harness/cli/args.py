@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Sequence
 
 from killpoint.cli import validate
@@ -37,15 +36,19 @@ def jobs(text: str) -> int:
 
 
 def default_jobs() -> int:
-    """The default of `--jobs`: the cores this process may use."""
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    """The default of `--jobs`: the cores this process may use (its affinity, within its cgroup's CPU quota:
+    `run.cores.usable`)."""
+    from killpoint.run.cores import usable
+
+    return usable()
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("environment")
     g.add_argument("-j", "--jobs", type=jobs, default=None, metavar="N",
                    help="schedules run at the same time, whichever scenario's: killpoint run runs the scenarios "
-                        "that may share the machine side by side above 1 (default: the number of cores, and up to "
+                        "that may share the machine side by side above 1 (default: the cores this process may use, "
+                        "within its cgroup's CPU quota, and up to "
                         "4 per core while the cores idle); ids, verdicts and each scenario's lines are those of -j 1")
     g.add_argument("--steps", default=DEFAULT_STEPS, help=f"step module of the agent (default {DEFAULT_STEPS})")
     g.add_argument("--spawn", default="fork", choices=["fork", "exec"],

@@ -76,9 +76,9 @@ class WhileIdle:
     `most`: for trials that spend their time waiting (a framework's own polling, a sampled answer's retry, a
     grace waited out) rather than on a core, which `least` at a time leave the machine idle through.
 
-    Each look (every `recheck` seconds at most, the first one `recheck` after construction: build one per
-    plan) reads how many of `least` cores were busy since the last one (the whole machine's: another
-    process's work counts), `busy()`. With at least `SPARE` of a core idle, one more task than run now may
+    Each look (every `recheck` seconds at most, the first one `recheck` after construction) reads how many
+    of `least` cores were busy since the last one, `busy()` (`run.cores.BusyCores`: the machine's, another
+    process's work counting; under a CPU quota, the cgroup's own). With at least `SPARE` of a core idle, one more task than run now may
     start; else only as many as run now (down to `least`): a task that ends is not replaced until the cores
     idle again. It never stops a running task.
     """
@@ -88,7 +88,11 @@ class WhileIdle:
 
     def __init__(self, least: int, most: int, busy: Callable[[], float] | None = None) -> None:
         self.least, self.most = least, max(least, most)
-        self._busy = busy or BusyCores()
+        if busy is None:
+            from killpoint.run.cores import BusyCores
+
+            busy = BusyCores()
+        self._busy = busy
         self._last = (time.monotonic(), least)  # (when the cores were last looked at, what that allowed)
 
     def now(self, running: int) -> int:
@@ -99,27 +103,6 @@ class WhileIdle:
         allowed = max(self.least, min(self.most, running + 1) if idle >= self.SPARE else running)
         self._last = (time.monotonic(), allowed)
         return allowed
-
-
-class BusyCores:
-    """How many cores the machine kept busy (user, system, irq...: all but idle and iowait) on average since
-    the last call, from the kernel's counters (`psutil.cpu_times`); the first call measures from construction."""
-
-    def __init__(self) -> None:
-        self._last = self._read()
-
-    @staticmethod
-    def _read() -> tuple[float, float]:
-        import psutil
-
-        t = psutil.cpu_times()
-        idle = t.idle + getattr(t, "iowait", 0.0)
-        return time.monotonic(), sum(t) - idle
-
-    def __call__(self) -> float:
-        (then, busy_then), (now, busy_now) = self._last, self._read()
-        self._last = (now, busy_now)
-        return (busy_now - busy_then) / (now - then) if now > then else 0.0
 
 
 def ordered(tasks: Sequence[Callable[[], T]], width: int | Width, done: Callable[[int, T], None]) -> None:

@@ -1,0 +1,150 @@
+"""How many cores this process may use, and how busy they were: the default `-j` and `WhileIdle`'s look.
+
+1. `quota(root, own)`: the CPU quota of the cgroup this process is in, if any (cgroup v2 `cpu.max`, v1
+   `cpu.cfs_quota_us` / `cpu.cfs_period_us`; the tightest of its cgroup and that cgroup's ancestors), as
+   cores (`Quota.cores`, e.g. 2.0 for "200000 100000"), with the file that counts the CPU the cgroup used.
+   None when no quota applies or nothing can be read (no cgroup file system, another OS).
+2. `usable()`: the cores the scheduler lets this process run on (`sched_getaffinity`), and no more than its
+   quota rounded up: a CI job given 2 CPUs on a 64-core host runs `-j 2`, not `-j 64`.
+3. `BusyCores()`: on average since its last call, how many cores were busy: the cgroup's own use under a
+   quota (the host's idle cores are not ours to widen into), else the whole machine's (`psutil.cpu_times`:
+   another process's work counts).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+OWN_CGROUP = Path("/proc/self/cgroup")
+
+
+@dataclass(frozen=True)
+class Quota:
+    """A CPU quota (flow step 1)."""
+
+    cores: float
+    """The quota in cores (quota / period)."""
+    usage: Path | None
+    """The file counting the cgroup's CPU time (v2 `cpu.stat`, its `usage_usec`; v1 `cpuacct.usage`, in
+    nanoseconds), or None when it cannot be read."""
+
+    def used(self) -> float | None:
+        """The cgroup's CPU time so far, in seconds (None when it cannot be read)."""
+        if self.usage is None:
+            return None
+        try:
+            text = self.usage.read_text()
+        except OSError:
+            return None
+        if self.usage.name == "cpu.stat":
+            for line in text.splitlines():
+                key, _, value = line.partition(" ")
+                if key == "usage_usec":
+                    return int(value) / 1e6
+            return None
+        return int(text.split()[0]) / 1e9
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _lineage(mount: Path, inner: str) -> list[Path]:
+    """The cgroup's folder under `mount` and its ancestors up to `mount`, the cgroup first. A path that is
+    not there (a container sees its own cgroup as the mount's root) leaves the mount's root alone."""
+    parts = [p for p in inner.strip("/").split("/") if p]
+    folders = [mount.joinpath(*parts[:n]) for n in range(len(parts), -1, -1)]
+    return [f for f in folders if f.is_dir()] or [mount]
+
+
+def _v2(root: Path, inner: str) -> Quota | None:
+    best: Quota | None = None
+    for folder in _lineage(root, inner):
+        text = _read(folder / "cpu.max")
+        if not text:
+            continue
+        limit, _, period = text.partition(" ")
+        if limit == "max" or not limit.isdigit() or not period.strip().isdigit() or int(period) <= 0:
+            continue
+        cores = int(limit) / int(period)
+        if best is None or cores < best.cores:
+            best = Quota(cores, folder / "cpu.stat" if (folder / "cpu.stat").exists() else None)
+    return best
+
+
+def _v1(root: Path, inner: str) -> Quota | None:
+    mount = next((root / name for name in ("cpu,cpuacct", "cpu") if (root / name).is_dir()), None)
+    if mount is None:
+        return None
+    best: Quota | None = None
+    for folder in _lineage(mount, inner):
+        limit, period = _read(folder / "cpu.cfs_quota_us"), _read(folder / "cpu.cfs_period_us")
+        if not limit or not period or not limit.lstrip("-").isdigit() or not period.isdigit():
+            continue
+        if int(limit) <= 0 or int(period) <= 0:
+            continue
+        cores = int(limit) / int(period)
+        if best is None or cores < best.cores:
+            acct = next((p for p in (folder / "cpuacct.usage",
+                                     root / "cpuacct" / folder.relative_to(mount) / "cpuacct.usage") if p.exists()), None)
+            best = Quota(cores, acct)
+    return best
+
+
+def quota(root: Path = CGROUP_ROOT, own: Path = OWN_CGROUP) -> Quota | None:
+    """Flow step 1."""
+    text = _read(own)
+    if not text:
+        return None
+    v1_path = None
+    for line in text.splitlines():
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, inner = rest.partition(":")
+        if hierarchy == "0" and not controllers:  # cgroup v2 (or the unified half of a hybrid)
+            found = _v2(root, inner)
+            if found is not None:
+                return found
+        elif "cpu" in controllers.split(","):
+            v1_path = inner
+    return _v1(root, v1_path) if v1_path is not None else None
+
+
+def usable(root: Path = CGROUP_ROOT, own: Path = OWN_CGROUP) -> int:
+    """Flow step 2."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    limit = quota(root, own)
+    if limit is not None:
+        cores = min(cores, math.ceil(limit.cores - 1e-9))
+    return max(1, cores)
+
+
+class BusyCores:
+    """Flow step 3: how many cores were busy on average since the last call (the first call measures from
+    construction)."""
+
+    def __init__(self, limit: Quota | None = None) -> None:
+        limit = limit if limit is not None else quota()
+        self._quota = limit if limit is not None and limit.used() is not None else None  # else the machine's
+        self._last = self._read()
+
+    def _read(self) -> tuple[float, float]:
+        if self._quota is not None:
+            return time.monotonic(), self._quota.used() or self._last[1]
+        import psutil
+
+        t = psutil.cpu_times()
+        idle = t.idle + getattr(t, "iowait", 0.0)
+        return time.monotonic(), sum(t) - idle
+
+    def __call__(self) -> float:
+        (then, busy_then), (now, busy_now) = self._last, self._read()
+        self._last = (now, busy_now)
+        return (busy_now - busy_then) / (now - then) if now > then else 0.0
