@@ -3,6 +3,7 @@ budget, named scenarios, actions, shard), and where to say how it goes."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -49,6 +50,11 @@ class Context:
     """When the scenario runs beside others (`run.side_by_side`): its share of the session's time so far
     (`run.gate.Gate.share`), in which its budget is measured instead of the wall clock since `started`:
     sharing the machine leaves it the random exploration it would have had alone. None: the wall clock."""
+
+    def slot(self, owner: str) -> contextlib.AbstractContextManager[None]:
+        """A slot of the session's gate for one trial of `owner` (`run.gate`); none to wait for without a
+        session (a plan dealt or counted on its own, as the shard tests do)."""
+        return self.session.gate.slot(owner) if self.session is not None else contextlib.nullcontext()
 
     def spent(self) -> float:
         """The seconds of its budget the scenario has spent (`share`, else the wall clock since `started`)."""

@@ -127,7 +127,7 @@ def run_plan(scenario: Planned, ctx: Context, plan: list[tuple[int | None, Sched
 
     if not scenario.concurrent():
         for i, (seed, schedule) in enumerate(plan):
-            with ctx.session.gate.slot(scenario.name):
+            with ctx.slot(scenario.name):
                 if stop_on_budget and ctx.over_budget():
                     break
                 trial = scenario.trial(ctx, schedule) if seed is None else scenario.trial(ctx, schedule, seed)
@@ -135,15 +135,13 @@ def run_plan(scenario: Planned, ctx: Context, plan: list[tuple[int | None, Sched
         return _cut(scenario, ctx, trials, plan, stop_on_budget)
     ids = [ctx.session.next_run_id(scenario.name) for _ in plan]
 
-    gate = ctx.session.gate
-
     def task(seed: int | None, schedule: Schedule, run_id: str) -> Trial | None:
-        with gate.slot(scenario.name):  # the session's width, shared with the scenarios running beside this one
+        with ctx.slot(scenario.name):  # the session's width, shared with the scenarios running beside this one
             if stop_on_budget and ctx.over_budget():
                 return None
             return scenario.trial(ctx, schedule, seed, run_id=run_id)
 
-    ordered([lambda s=s, r=r: task(*s, r) for s, r in zip(plan, ids, strict=True)], gate.most, done)
+    ordered([lambda s=s, r=r: task(*s, r) for s, r in zip(plan, ids, strict=True)], ctx.session.gate.most, done)
     return _cut(scenario, ctx, trials, plan, stop_on_budget)
 
 
