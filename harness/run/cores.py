@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,38 +66,47 @@ def _lineage(mount: Path, inner: str) -> list[Path]:
     return [f for f in folders if f.is_dir()] or [mount]
 
 
-def _v2(root: Path, inner: str) -> Quota | None:
+def _tightest(folders: list[Path], limit: Callable[[Path], float | None],
+              usage: Callable[[Path], Path | None]) -> Quota | None:
+    """The smallest quota among `folders` (`limit(folder)`: its quota in cores, None where it has none), with
+    the CPU counter of the folder that sets it."""
     best: Quota | None = None
-    for folder in _lineage(root, inner):
-        text = _read(folder / "cpu.max")
-        if not text:
-            continue
-        limit, _, period = text.partition(" ")
-        if limit == "max" or not limit.isdigit() or not period.strip().isdigit() or int(period) <= 0:
-            continue
-        cores = int(limit) / int(period)
-        if best is None or cores < best.cores:
-            best = Quota(cores, folder / "cpu.stat" if (folder / "cpu.stat").exists() else None)
+    for folder in folders:
+        cores = limit(folder)
+        if cores is not None and (best is None or cores < best.cores):
+            best = Quota(cores, usage(folder))
     return best
+
+
+def _v2_limit(folder: Path) -> float | None:
+    """`cpu.max` ("200000 100000": 2 cores; "max 100000": none)."""
+    limit, _, period = (_read(folder / "cpu.max") or "").partition(" ")
+    if not limit.isdigit() or not period.strip().isdigit() or int(period) <= 0:
+        return None
+    return int(limit) / int(period)
+
+
+def _v1_limit(folder: Path) -> float | None:
+    """`cpu.cfs_quota_us` / `cpu.cfs_period_us` (a quota of -1: none)."""
+    limit, period = _read(folder / "cpu.cfs_quota_us") or "", _read(folder / "cpu.cfs_period_us") or ""
+    if not limit.lstrip("-").isdigit() or not period.isdigit() or int(limit) <= 0 or int(period) <= 0:
+        return None
+    return int(limit) / int(period)
+
+
+def _v2(root: Path, inner: str) -> Quota | None:
+    return _tightest(_lineage(root, inner), _v2_limit,
+                     lambda folder: folder / "cpu.stat" if (folder / "cpu.stat").exists() else None)
 
 
 def _v1(root: Path, inner: str) -> Quota | None:
     mount = next((root / name for name in ("cpu,cpuacct", "cpu") if (root / name).is_dir()), None)
     if mount is None:
         return None
-    best: Quota | None = None
-    for folder in _lineage(mount, inner):
-        limit, period = _read(folder / "cpu.cfs_quota_us"), _read(folder / "cpu.cfs_period_us")
-        if not limit or not period or not limit.lstrip("-").isdigit() or not period.isdigit():
-            continue
-        if int(limit) <= 0 or int(period) <= 0:
-            continue
-        cores = int(limit) / int(period)
-        if best is None or cores < best.cores:
-            acct = next((p for p in (folder / "cpuacct.usage",
-                                     root / "cpuacct" / folder.relative_to(mount) / "cpuacct.usage") if p.exists()), None)
-            best = Quota(cores, acct)
-    return best
+    return _tightest(_lineage(mount, inner), _v1_limit,
+                     lambda folder: next((p for p in (folder / "cpuacct.usage",
+                                                      root / "cpuacct" / folder.relative_to(mount) / "cpuacct.usage")
+                                          if p.exists()), None))
 
 
 def quota(root: Path = CGROUP_ROOT, own: Path = OWN_CGROUP) -> Quota | None:
