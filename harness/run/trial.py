@@ -6,6 +6,7 @@ baselines) and hands out deterministic run ids, so the same session replayed giv
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from array import array
@@ -524,17 +525,27 @@ class Session:
                 self._baselines[key] = self._crash_free(options, agent)
             return self._baselines[key]
 
+    def baseline_prefix(self, options: RunOptions, agent: AgentSpec) -> str:
+        """The run ids' prefix of a crash-free run: `baseline` for the session's own agent and parameters, else
+        `baseline-<digest>` of the module's name and the parameters. Which scenario asks first (scenarios side
+        by side, a subset of the suite) never renames a crash-free run, and the digest holds no path, so it is
+        the same on any machine; two versions of one module (schema-upgrade's) share the prefix and count on."""
+        if agent.key == self.agent.key and options.params == self.options.params:
+            return "baseline"
+        named = json.dumps([agent.module, options.params], sort_keys=True).encode()
+        return f"baseline-{hashlib.sha256(named).hexdigest()[:6]}"
+
     def _crash_free(self, options: RunOptions, agent: AgentSpec) -> Evidence:
         """Two crash-free runs, each of which must finish (else `CrashFreeFailure`). The second is the
         reference: the fields in which it differs from the first (and those the module declares) are
         recorded with it, once, as `volatile`: left out of every comparison, and listed where they are."""
         from killpoint.run import evidence as evidence_mod
 
-        quiet = replace(options, step_delay=0.0)
-        ctl, _ = self.drive(self.next_run_id("baseline"), Schedule(), quiet, agent=agent)
+        quiet, prefix = replace(options, step_delay=0.0), self.baseline_prefix(options, agent)
+        ctl, _ = self.drive(self.next_run_id(prefix), Schedule(), quiet, agent=agent)
         first = ctl.evidence(agent.own_effects_sql)
         self._raise_unless_finished(agent, first, ctl.incarnations)
-        ctl, _ = self.drive(self.next_run_id("baseline"), Schedule(), quiet, agent=agent)
+        ctl, _ = self.drive(self.next_run_id(prefix), Schedule(), quiet, agent=agent)
         gathered = evidence_mod.gather(self.env, ctl.run_id, ctl.incarnations, agent.own_effects_sql,
                                        limit=ctl.limit)
         recorded = evidence_mod.recorded_options(quiet)

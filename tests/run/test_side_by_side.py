@@ -233,3 +233,24 @@ def test_a_scenario_beside_others_spends_its_budget_in_its_share_not_the_wall_cl
     assert not ctx.over_budget()
     share[0] = 4.5
     assert ctx.over_budget()
+
+
+def test_a_crash_free_run_is_named_by_what_it_runs_not_by_who_asked_first() -> None:
+    """Two side-by-side scenarios that need different crash-free runs (non-idempotent-downstream's own agent,
+    shared-account's parameters) ask for them in whichever order their threads get there: the ids' prefix is
+    a digest of module and parameters, pinned here so it is the same on any machine."""
+    from killpoint.env.stepmodule import AgentSpec
+    from killpoint.run.options import RunOptions
+    from killpoint.run.trial import Session
+
+    def agent(module: str, path: str | None = None) -> AgentSpec:
+        return AgentSpec(module, "plan", ("plan",), 1, "d" * 64, None, path=path)
+
+    own, webhook = agent("acme.steps"), agent("acme.webhook")
+    session = SimpleNamespace(agent=own, options=RunOptions(params={"month": "2026-11"}))
+    prefix = lambda options, a: Session.baseline_prefix(session, options, a)  # noqa: E731
+    assert prefix(RunOptions(params={"month": "2026-11"}, budget_cap=40.0), own) == "baseline"  # a cap is no other run
+    other = prefix(RunOptions(), webhook)
+    assert other == prefix(RunOptions(), webhook) == "baseline-b000eb", other
+    assert prefix(RunOptions(params={"month": "2026-12"}), own) not in ("baseline", other)
+    assert prefix(session.options, agent("acme.steps", "/tmp/v1")) == prefix(session.options, agent("acme.steps", "/x"))
