@@ -68,9 +68,13 @@ def parse_ready(lines: Iterable[str]) -> tuple[str, str] | None:
 def run(postgres: str, say: Callable[[str], None]) -> int:
     """Serve until a signal ends it (flow steps 1-4); the exit code is then `main`'s (130 or 143)."""
     from killpoint.env.postgres import provide  # noqa: PLC0415
+    from killpoint.env.postgres.capacity import server_connections  # noqa: PLC0415
     from killpoint.env.zygote import Zygotes  # noqa: PLC0415
+    from killpoint.run.cores import usable  # noqa: PLC0415
+    from killpoint.run.pool import widest  # noqa: PLC0415
 
-    with Zygotes() as zygotes, provide(kind=postgres, on_choice=say) as pg:
+    # room for a session that widens over every core here (a session asking more is held to what fits)
+    with Zygotes() as zygotes, provide(kind=postgres, on_choice=say, connections=server_connections(widest(usable()))) as pg:
         dsn = pg.create_database(DATABASE)
         if not zygotes.wait(READY_TIMEOUT):
             raise EnvironmentProblem("zygote-not-ready", f"the zygotes did not finish their imports within "

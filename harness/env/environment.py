@@ -26,7 +26,7 @@ from killpoint.env.fakes_env import import_env
 from killpoint.env.fork_launcher import ForkLauncher
 from killpoint.env.launcher import Incarnation, Launcher
 from killpoint.env.listener import RunListener
-from killpoint.env.postgres import provide
+from killpoint.env.postgres import capacity, provide
 from killpoint.env.postgres.reaper import destroy, new_cluster_dir
 from killpoint.env.pycommand import PythonCommand
 from killpoint.env.pyfork_launcher import PythonForkLauncher
@@ -55,10 +55,11 @@ class Environment:
                  run_dir: Path, say: Callable[[str], None] | None = None, schema: Callable | None = None,
                  effects: Mapping[str, str] | None = None, adapter: Adapter | None = None,
                  model_script: object = None, allow_egress: tuple[str, ...] = (),
-                 worker_preload: tuple[str, ...] | None = None) -> None:
+                 worker_preload: tuple[str, ...] | None = None, connections: int | None = None) -> None:
         self._postgres, self._dsn, self._allow_any_dsn = postgres, dsn, allow_any_dsn
         self._spawn, self._worker_cmd, self._preload = spawn, worker_cmd, preload or []
         self._worker_preload = worker_preload
+        self._connections = connections  # an owned server's max_connections (None: Postgres's default)
         """`--worker-preload`: a black-box Python worker's preload (None: chosen, `pycommand.auto_preload`;
         (): no forking)."""
         self.run_dir = run_dir
@@ -125,7 +126,8 @@ class Environment:
         if pyforks is not None:
             stack.callback(pyforks.close)
         self.pg = stack.enter_context(provide(kind=self._postgres, dsn=self._dsn, allow_any_dsn=self._allow_any_dsn,
-                                              on_choice=self._say))
+                                              on_choice=self._say,
+                                              connections=self._connections or capacity.DEFAULT_SERVER))
         isolate = getattr(self.pg, "isolate", None)  # a --dsn server: DBOS's `dbos` schema goes in a database of its own
         if isolate is not None and getattr(self.adapter, "system_schemas", ()):
             isolate(tuple(self.adapter.system_schemas), self._say)

@@ -7,9 +7,11 @@ wired, for the command line, the pytest plugin and the points cache.
 2. Make the run directory and open its history (`history.jsonl`).
 3. When the config asks for it, what the session knows of the previous code (`env.previous.PreviousCode`:
    a bad `git:REF` is refused here; the default is looked up on first use).
-4. Start the environment (Postgres, the fake services, the fork server or the black-box worker's adapter).
+4. Start the environment (Postgres, the fake services, the fork server or the black-box worker's adapter); a
+   server killpoint starts gets room for the most runs the session may hold at once
+   (`capacity.server_connections`).
 5. Yield the `Session`, given everything at construction: options, jobs (1 under an adapter that cannot
-   drive runs at the same time, and no more than a `--dsn` database's connection limit allows, each said
+   drive runs at the same time, and no more than the server's connection limit allows, each said
    through `say`), how many more may run while the cores idle when `-j` was not given (`run.pool.widest`,
    within the same limit), the run-id suffix, the skipped checkers, the previous code.
 6. Interrupted (Ctrl-C, SIGTERM, an exit), the history says so (`session.interrupted`, by `interrupted_by`)
@@ -44,6 +46,7 @@ def open_session(config: SessionConfig, say: Say | None = None) -> Iterator[Sess
     """A session opened as `config` says, for the `with` block (the flow above)."""
     from killpoint.adapters import get
     from killpoint.env.environment import Environment
+    from killpoint.env.postgres.capacity import server_connections
     from killpoint.env.previous import Checkouts, PreviousCode, is_git
     from killpoint.env.stepmodule import ensure_schema, load, model_script
     from killpoint.run.history import History
@@ -59,13 +62,15 @@ def open_session(config: SessionConfig, say: Say | None = None) -> Iterator[Sess
     try:
         previous = PreviousCode(agent, config.previous_steps, checkouts) if config.previous_code else None
         adapter = get(config.adapter) if config.adapter is not None else None
+        serial = adapter is not None and not adapter.concurrent_runs
+        at_most = 1 if serial else widest(config.jobs) if config.widen else config.jobs
         with Environment(postgres=config.postgres, dsn=config.dsn, allow_any_dsn=config.allow_any_dsn,
                          spawn=config.spawn, worker_cmd=config.worker_cmd, preload=[agent.module],
                          run_dir=config.run_dir, say=say, schema=ensure_schema, effects=config.effects,
                          adapter=adapter, model_script=model_script(agent),
-                         allow_egress=config.allow_egress, worker_preload=config.worker_preload) as env:
+                         allow_egress=config.allow_egress, worker_preload=config.worker_preload,
+                         connections=server_connections(at_most)) as env:
             jobs = config.jobs
-            serial = adapter is not None and not adapter.concurrent_runs
             if serial and jobs > 1:
                 if say is not None:
                     say(f"--adapter {adapter.name}: one run at a time ({adapter.serial_reason})")
@@ -73,7 +78,8 @@ def open_session(config: SessionConfig, say: Say | None = None) -> Iterator[Sess
             fit = max(1, env.pg.jobs_that_fit(jobs))  # a --dsn database's connection limit (one run fits: checked at open)
             if fit < jobs:
                 if say is not None:
-                    say(f"--dsn: {fit} run(s) at a time (the database's connection limit allows no more)")
+                    say(f"{'--dsn' if env.pg.kind == 'dsn' else f'postgres {env.pg.kind}'}: {fit} run(s) at a time "
+                        "(the database's connection limit allows no more)")
                 jobs = fit
             most = max(jobs, env.pg.jobs_that_fit(widest(jobs))) if config.widen and not serial else jobs
             yield Session(env, history, agent, config.options, jobs=jobs, jobs_most=most,

@@ -194,3 +194,12 @@ def test_ordered_stops_at_the_first_error_and_raises_it() -> None:
     with pytest.raises(ValueError, match="boom"):
         ordered([lambda i=i: task(i) for i in range(4)], 1, lambda _i, _r: None)
     assert started == [0, 1]  # -j 1: nothing after the failing task starts
+
+
+def test_the_server_a_session_starts_has_room_for_its_jobs(sandbox: Sandbox) -> None:
+    """`-j 12` starts its Postgres with `capacity.needed(12)` = 124 connection slots, and says so where it says
+    which Postgres it chose (Postgres's default 100 ran out at `-j 64` and refused workers mid-run)."""
+    proc = sandbox.run("explore", "--scenario", "rollback-refusal", "--exhaustive", "-j", "12", "--no-store")
+    assert proc.returncode == 0, describe(proc)
+    assert re.search(r"(local|docker|embedded) Postgres at \S+, max_connections 124\)", proc.stderr), describe(proc)
+    assert sandbox.survivors() == [] and sandbox.leftover_dirs() == []

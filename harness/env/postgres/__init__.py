@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from killpoint.env.postgres.capacity import DEFAULT_SERVER
 from killpoint.env.postgres.handle import KINDS, PostgresHandle
 
 __all__ = ["PostgresHandle", "provide", "open_server", "KINDS"]
@@ -35,13 +36,14 @@ def open_server(
     dsn: str | None = None,
     allow_any_dsn: bool = False,
     on_choice: Callable[[str], None] | None = None,
+    connections: int = DEFAULT_SERVER,
 ) -> PostgresHandle:
     """Reap orphans, then start/open a server (see ``auto.open_server``). Close it yourself, or use ``provide``."""
     from killpoint.env.postgres.auto import open_server as _open_server  # noqa: PLC0415
     from killpoint.env.postgres.cleanup import reap_all  # noqa: PLC0415
 
     reap_all()
-    handle = _open_server(kind, dsn, allow_any_dsn, on_choice)
+    handle = _open_server(kind, dsn, allow_any_dsn, on_choice, connections)
     with _lock:
         _open.add(handle)
     return handle
@@ -62,14 +64,16 @@ def provide(
     dsn: str | None = None,
     allow_any_dsn: bool = False,
     on_choice: Callable[[str], None] | None = None,
+    connections: int = DEFAULT_SERVER,
 ) -> Iterator[PostgresHandle]:
     """A started server for the ``with`` block; always torn down on the way out. An owned one (no ``dsn``)
-    is started, used and stopped with libpq's variables out of the environment (see the module doc)."""
+    is started with room for ``connections``, used and stopped with libpq's variables out of the
+    environment (see the module doc)."""
     from killpoint.env.postgres import libpq_env  # noqa: PLC0415
 
     owned = kind not in ("auto", "dsn") or (kind == "auto" and not dsn)
     with libpq_env.ignored() if owned else contextlib.nullcontext():
-        handle = open_server(kind, dsn, allow_any_dsn, on_choice)
+        handle = open_server(kind, dsn, allow_any_dsn, on_choice, connections)
         try:
             yield handle
         finally:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from killpoint.env.postgres import docker, embedded
 from killpoint.env.postgres.binaries import find_local
+from killpoint.env.postgres.capacity import DEFAULT_SERVER
 from killpoint.env.postgres.dsn import DsnServer
 from killpoint.env.postgres.handle import KINDS, PostgresHandle
 from killpoint.env.postgres.local import LocalServer
@@ -41,20 +42,21 @@ PROBES: dict[str, Callable[[], str | None]] = {
 }
 
 
-def start_kind(kind: str) -> PostgresHandle:
-    """Start an owned server of ``kind`` (docker | local | embedded); ``EnvironmentProblem`` if unavailable."""
+def start_kind(kind: str, connections: int = DEFAULT_SERVER) -> PostgresHandle:
+    """Start an owned server of ``kind`` (docker | local | embedded) with room for ``connections``;
+    ``EnvironmentProblem`` if unavailable."""
     reason = PROBES[kind]()
     if reason is not None:
         raise EnvironmentProblem(
             f"no-{kind}", f"--postgres {kind} is not available here: {reason}", FIXES[kind]
         )
     if kind == "docker":
-        return docker.DockerServer.start()
+        return docker.DockerServer.start(connections)
     if kind == "local":
         bins = find_local()
         assert bins is not None
-        return LocalServer.start(bins, kind="local")
-    return LocalServer.start(embedded.find(), kind="embedded")
+        return LocalServer.start(bins, kind="local", connections=connections)
+    return LocalServer.start(embedded.find(), kind="embedded", connections=connections)
 
 
 def open_server(
@@ -62,8 +64,10 @@ def open_server(
     dsn: str | None = None,
     allow_any_dsn: bool = False,
     on_choice: Callable[[str], None] | None = None,
+    connections: int = DEFAULT_SERVER,
 ) -> PostgresHandle:
-    """Start or open the server ``kind`` names (see module doc). The caller must ``close()`` it."""
+    """Start or open the server ``kind`` names (see module doc); one killpoint starts gets room for
+    ``connections`` (``capacity.server_connections``). The caller must ``close()`` it."""
     say = on_choice or (lambda _msg: None)
     if kind not in KINDS:
         raise UsageError(
@@ -84,13 +88,13 @@ def open_server(
                 f"--dsn was given with --postgres {kind}, which starts its own server and would ignore it",
                 "drop --dsn, or use --postgres dsn (or auto) to use that database",
             )
-        server = start_kind(kind)
+        server = start_kind(kind, connections)
         say(f"postgres: {server.describe()}")
         return server
     passed: list[str] = []
     for candidate in AUTO_ORDER:
         try:
-            server = start_kind(candidate)
+            server = start_kind(candidate, connections)
         except EnvironmentProblem as exc:
             reason = exc.message.split(": ", 1)[1] if exc.code == f"no-{candidate}" else exc.message
             passed.append(f"{candidate}: {reason}")

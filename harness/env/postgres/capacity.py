@@ -12,6 +12,7 @@ connections it may open and refuses, in one line, when that is fewer than it nee
 2. ``room(conn)``: the tightest of the three limits on ``conn``'s role and database, each less the
    connections already open against it (``conn`` itself among them, so it is counted back); a superuser is
    bound by ``max_connections`` alone (Postgres exempts it from the others). ``None`` when nothing binds.
+   ``server_connections(jobs)`` is what a server killpoint starts itself gets: room for ``needed(jobs)``.
 3. ``check(conn, jobs)``: ``EnvironmentProblem("dsn-too-few-connections")`` naming both numbers and the
    limit found, when ``room`` is below ``needed``; ``jobs_that_fit(conn, jobs)`` is the largest number of
    runs at once, at most ``jobs``, that the room holds (0 if not even one).
@@ -33,9 +34,26 @@ PER_JOB = 10
 5, fleet at 7; fleet at ``-j 2`` at 7), sampled from ``pg_stat_activity``."""
 
 
+DEFAULT_SERVER = 100
+"""``max_connections`` of an owned server for a few runs at once: Postgres's own default."""
+
+
 def needed(jobs: int = 1) -> int:
     """The connections a session running ``jobs`` runs at once may hold together."""
     return BASE + PER_JOB * max(1, jobs)
+
+
+def server_connections(jobs: int = 1) -> int:
+    """``max_connections`` for a server killpoint starts for sessions of up to ``jobs`` runs at once:
+    ``DEFAULT_SERVER``, or ``needed(jobs)`` where that is more (``-j 64`` on a 64-core machine: 644). An owned
+    server of 100 refused the 101st connection of a zombie-worker exploration at ``-j 64``, and the workers
+    it refused died as if the agent had failed."""
+    return max(DEFAULT_SERVER, needed(jobs))
+
+
+def fit_in(connections: int, jobs: int) -> int:
+    """The most runs at once, at most ``jobs``, that ``connections`` (a server's room) holds (0: not one)."""
+    return max(0, min(jobs, (connections - BASE) // PER_JOB))
 
 
 @dataclass(frozen=True)
@@ -84,8 +102,7 @@ def jobs_that_fit(conn: psycopg.Connection, jobs: int) -> int:
     found = room(conn)
     if found is None:
         return jobs
-    fit = (found.free - BASE) // PER_JOB
-    return max(0, min(jobs, fit))
+    return fit_in(found.free, jobs)
 
 
 def check(conn: psycopg.Connection, jobs: int = 1) -> None:

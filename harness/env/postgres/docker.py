@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from killpoint.env.postgres.capacity import DEFAULT_SERVER
 from killpoint.env.postgres.handle import PostgresHandle
 from killpoint.env.postgres.local import MAIN_DB, PORT_ATTEMPTS, free_port
 from killpoint.env.postgres.reaper import CONTAINER_FILE, container_labels, destroy, new_cluster_dir
@@ -81,8 +82,9 @@ class DockerServer(PostgresHandle):
         self._dsn: str | None = None
 
     @classmethod
-    def start(cls) -> DockerServer:
+    def start(cls, connections: int = DEFAULT_SERVER) -> DockerServer:
         server = cls()
+        server.connections = connections
         try:
             server._boot()
         except BaseException:
@@ -97,7 +99,7 @@ class DockerServer(PostgresHandle):
             port = free_port()
             tried.append(port)
             try:
-                self.container = self._run_container(port, container_labels(self.dir))
+                self.container = self._run_container(port, container_labels(self.dir), self.connections)
             except Exception as exc:  # noqa: BLE001 - port race (retry) or engine failure (report)
                 text = str(exc).lower()
                 if "address already in use" in text or "port is already allocated" in text:
@@ -132,16 +134,17 @@ class DockerServer(PostgresHandle):
         return self._dsn
 
     @staticmethod
-    def _run_container(port: int, labels: dict[str, str]) -> Any:
-        """Create and start the container, labelled ``labels``, bound to 127.0.0.1:``port``; remove it
-        again if that fails."""
+    def _run_container(port: int, labels: dict[str, str], connections: int = DEFAULT_SERVER) -> Any:
+        """Create and start the container, labelled ``labels``, bound to 127.0.0.1:``port``, with room for
+        ``connections``; remove it again if that fails."""
         from testcontainers.community.postgres import PostgresContainer  # noqa: PLC0415
 
         pc = PostgresContainer(
             image(), username="postgres", password="postgres", dbname="postgres", driver=None
         )
         pc.with_env("POSTGRES_HOST_AUTH_METHOD", "trust")
-        pc.with_command("postgres -c fsync=off -c full_page_writes=off -c synchronous_commit=on")
+        pc.with_command("postgres -c fsync=off -c full_page_writes=off -c synchronous_commit=on "
+                        f"-c max_connections={connections}")
         pc.ports["5432"] = ("127.0.0.1", port)  # replaces the random 0.0.0.0 binding PostgresContainer set
         # testcontainers adds its own org.testcontainers.* labels to these when it creates the container
         pc.with_kwargs(**{**getattr(pc, "_kwargs", {}), "labels": dict(labels)})

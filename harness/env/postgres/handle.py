@@ -13,6 +13,7 @@ from abc import ABC, abstractmethod
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from killpoint.env.postgres.capacity import DEFAULT_SERVER, fit_in
 from killpoint.errors import EnvironmentProblem, UsageError
 
 SAFE_NAME = re.compile(r"[^a-z0-9_]+")
@@ -66,8 +67,9 @@ class PostgresHandle(ABC):
         """A DSN for maintenance (``CREATE DATABASE``): the ``postgres`` database on owned servers."""
 
     def describe(self) -> str:
-        """One line for humans: kind and where."""
-        return f"{self.kind} Postgres at {urlsplit(self.dsn).netloc}"
+        """One line for humans: kind and where, and an owned server's room when it is not the default."""
+        room = f", max_connections {self.connections}" if self.owned and self.connections != DEFAULT_SERVER else ""
+        return f"{self.kind} Postgres at {urlsplit(self.dsn).netloc}{room}"
 
     def create_database(self, name: str) -> str:
         """Create a fresh, empty database (dropping one of the same name that killpoint made) and return its DSN."""
@@ -109,10 +111,14 @@ class PostgresHandle(ABC):
         """The database name ``create_database(name)`` uses (providers may add a prefix)."""
         return db_name(name)
 
+    connections: int = DEFAULT_SERVER
+    """``max_connections`` an owned server was started with (``capacity.server_connections``)."""
+
     def jobs_that_fit(self, jobs: int) -> int:
-        """The most runs at once, at most `jobs`, whose connections the server allows. An owned server is
-        started with room for any `-j`; a `--dsn` database may have a connection limit (`DsnServer`)."""
-        return jobs
+        """The most runs at once, at most `jobs`, whose connections the server allows: an owned server's
+        `connections` (started with room for the session's `-j`, `capacity.server_connections`); a `--dsn`
+        database's limits as it reports them (`DsnServer`). At least one."""
+        return max(1, fit_in(self.connections, jobs))
 
     def crash(self) -> None:
         """Stop the server at once, as a power cut would. Only owned servers; others raise ``UsageError``."""

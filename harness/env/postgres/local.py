@@ -26,6 +26,7 @@ from pathlib import Path
 import psutil
 
 from killpoint.env.postgres.binaries import PgBinaries, RunAs, run_as
+from killpoint.env.postgres.capacity import DEFAULT_SERVER
 from killpoint.env.postgres.handle import PostgresHandle
 from killpoint.env.postgres.process import kill_tree, popen_dying_with_us, remove_shm, stop_postmaster
 from killpoint.env.postgres.reaper import destroy, new_cluster_dir
@@ -48,7 +49,6 @@ SETTINGS = {
     # (posix) puts a 1 MB segment in /dev/shm per server start that a SIGKILLed postmaster (a db-crash, a
     # killed harness) never removes: 266 of them (137 MB of memory) had piled up here in two days.
     "dynamic_shared_memory_type": "mmap",
-    "max_connections": "100",
     "logging_collector": "off",
     "log_min_messages": "warning",
 }
@@ -87,10 +87,13 @@ class LocalServer(PostgresHandle):
     # -- construction -------------------------------------------------------------------------------
     @classmethod
     def start(
-        cls, bins: PgBinaries, kind: str = "local", port_chooser: Callable[[], int] = free_port
+        cls, bins: PgBinaries, kind: str = "local", port_chooser: Callable[[], int] = free_port,
+        connections: int = DEFAULT_SERVER,
     ) -> LocalServer:
-        """Start a fresh cluster; on any failure (or Ctrl-C) nothing is left behind."""
+        """Start a fresh cluster with room for `connections` (`max_connections`); on any failure (or Ctrl-C)
+        nothing is left behind."""
         server = cls(bins, kind=kind)
+        server.connections = connections
         try:
             server._boot(port_chooser)
         except BaseException:
@@ -161,7 +164,7 @@ class LocalServer(PostgresHandle):
         assert self.dir is not None
         sockets = str(self.dir) if len(os.fsencode(self.dir / f".s.PGSQL.{port}")) <= SOCKET_PATH_MAX else ""
         cmd = [self.bins.exe("postgres"), "-D", str(self.data), "-p", str(port), "-k", sockets]
-        for key, value in SETTINGS.items():
+        for key, value in {**SETTINGS, "max_connections": str(self.connections)}.items():
             cmd += ["-c", f"{key}={value}"]
         offset = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as out:

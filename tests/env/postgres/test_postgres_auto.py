@@ -45,13 +45,14 @@ def test_auto_passes_over_docker_and_picks_local(no_docker: None) -> None:
 def test_auto_order_prefers_docker_when_it_works(monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[str] = []
 
-    def fake_start(kind: str):  # noqa: ANN202
+    def fake_start(kind: str, connections: int):  # noqa: ANN202
         started.append(kind)
+        assert connections == 300  # every candidate is asked for the room the session needs
         raise EnvironmentProblem("x", f"{kind} broke", "nothing")
 
     monkeypatch.setattr(auto, "start_kind", fake_start)
     with pytest.raises(EnvironmentProblem) as info:
-        auto.open_server("auto")
+        auto.open_server("auto", connections=300)
     assert started == ["docker", "local", "embedded"]
     assert info.value.code == "no-postgres"
 

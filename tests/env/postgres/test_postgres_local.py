@@ -72,3 +72,23 @@ def test_create_database_is_fresh(pg_server, pg_dsn) -> None:
     assert again == pg_dsn
     with psycopg.connect(again) as conn:
         assert conn.execute("select to_regclass('only_here')").fetchone() == (None,)
+
+
+def test_a_server_for_many_runs_at_once_has_room_for_them_and_keeps_it_after_a_crash() -> None:
+    """A session of `-j 64` (or one that widens to 64) starts its server with `capacity.needed(64)` connection
+    slots: one of Postgres's default 100 refused the 101st connection of a zombie-worker exploration at
+    `-j 64` (177-194 at once, measured), and the workers it refused died as if the agent had failed. A
+    db-crash's restart keeps the room; a default server still holds 100 and says what fits in it."""
+    from killpoint.env.postgres.capacity import DEFAULT_SERVER, needed, server_connections
+
+    with provide("local", connections=server_connections(64)) as pg:
+        with psycopg.connect(pg.dsn) as conn:
+            assert conn.execute("show max_connections").fetchone() == (str(needed(64)),)
+        assert pg.jobs_that_fit(64) == 64
+        pg.crash(hard=True)
+        pg.restart()
+        with psycopg.connect(pg.dsn) as conn:
+            assert conn.execute("show max_connections").fetchone() == (str(needed(64)),)
+    with provide("local") as pg, psycopg.connect(pg.dsn) as conn:
+        assert conn.execute("show max_connections").fetchone() == (str(DEFAULT_SERVER),)
+        assert server_connections(2) == DEFAULT_SERVER and pg.jobs_that_fit(64) == 9  # (100 - 4) // 10
