@@ -19,6 +19,7 @@ from killpoint.checkers.faults import commits_survive, faults_injected, retries_
 from killpoint.checkers.invariants import invariants_hold, same_as_serial
 from killpoint.checkers.outcome import completes, cost_accounted, hung, same_final_state
 from killpoint.checkers.process import bounded_rework, drains_on_sigterm, fenced_zombie, no_orphans, no_rewind
+from killpoint.checkers.refused import refused
 from killpoint.checkers.verdict import Verdict, combine, unknown
 from killpoint.checkers.versions import migrates_older_version, refuses_newer_version
 
@@ -89,7 +90,8 @@ def resolve(name: str) -> Checker:
 
 def run_checkers(checkers: Iterable[CheckerRef], ev: Evidence, base: Evidence | None) -> list[Verdict]:
     """Run the checkers; one that raises (or cannot be found) becomes `unknown` naming the exception. If the
-    run hung (`outcome.hung`), every verdict but `completes` is `unknown`: the run never finished."""
+    run hung (`outcome.hung`), every verdict but `completes` is `unknown`: the run never finished. If the
+    database refused a worker a connection for want of slots (`refused.refused`), every `fail` is `unknown`."""
     out = []
     for checker in checkers:
         name = ref(checker)
@@ -103,6 +105,11 @@ def run_checkers(checkers: Iterable[CheckerRef], ev: Evidence, base: Evidence | 
         out = [v if v.checker == "completes" else
                unknown(v.checker, "the run hung (see completes): not judged as if it had finished")
                for v in out]
+    why = refused(ev)
+    failed = [v.checker for v in out if v.outcome == "fail"]
+    if why and failed:  # the environment ended a worker: a failure may be its doing, not the agent's
+        out = [v if v.outcome != "fail" else unknown(v.checker, why if v.checker == failed[0] else
+                                                     f"{why.split(' (', 1)[0]} (see {failed[0]})") for v in out]
     return out
 
 

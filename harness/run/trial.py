@@ -28,6 +28,7 @@ from killpoint.checkers import (
 )
 from killpoint.checkers.evidence import volatile_fields
 from killpoint.checkers.outcome import completes, hung, hung_lines
+from killpoint.checkers.refused import refused
 from killpoint.checkers.verdict import Outcome
 from killpoint.env.stepmodule import AgentSpec, import_env, prepare
 from killpoint.errors import KillpointError
@@ -100,7 +101,8 @@ class CrashFreeFailure(KillpointError):
     """The agent does not finish even with no faults: nothing a fault shows could be told apart from it,
     so no faulted trial runs. `details` are the lines that say why (the last traceback, the log);
     `starved` is set (why) when it only ran out of time on a machine too busy to run it (every hung worker
-    spent a large share of its life waiting for a CPU): no evidence against the agent, an unknown."""
+    spent a large share of its life waiting for a CPU), or the database refused a worker a connection for want
+    of slots (`checkers.refused`): no evidence against the agent, an unknown."""
 
     exit_code = 1
 
@@ -129,7 +131,7 @@ def crash_free_failure(agent: str, ev: Evidence, exits: list[str] | None = None,
         return None
     judged = completes(ev, None)
     return CrashFreeFailure(agent, reason, [*hung_lines(hung(ev)), *crash_lines(ev.crashes), *(exits or [])],
-                            starved=judged.reason if judged.outcome == "unknown" else "")
+                            starved=refused(ev) or (judged.reason if judged.outcome == "unknown" else ""))
 
 
 def crash_lines(crashes: dict[str, dict]) -> list[str]:
