@@ -256,7 +256,10 @@ class RunEvidence(Event):
     notes: list[str] | None = None
     """What the runtime's own records show it did that explains a failure (`Adapter.notes`); written only
     when there is some."""
-    OPTIONAL = frozenset({"notes"})
+    refused: dict[str, str] | None = None
+    """Workers that exited non-zero without a traceback whose log's end says the database refused them a
+    connection for want of slots (`checkers.refused`): incarnation id -> that line; written only when some did."""
+    OPTIONAL = frozenset({"notes", "refused"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

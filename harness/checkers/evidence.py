@@ -46,6 +46,9 @@ class Evidence:
     """Workers that died of an exception: incarnation id -> {"log": path, "tail": last traceback lines}."""
     notes: list[str] = field(default_factory=list)
     """What the runtime's own records show it did that explains a failure (`Adapter.notes`), one line each."""
+    refused: dict[str, str] = field(default_factory=dict)
+    """Workers that exited non-zero without a traceback (a worker not in Python, one that logs and exits) whose
+    log's end says the database refused them a connection for want of slots: incarnation id -> that line."""
     knobs: Knobs = field(default_factory=Knobs)
     volatile: frozenset[str] = frozenset()
     """Fields left out of comparisons with this (crash-free) run: they differed between two crash-free

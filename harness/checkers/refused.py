@@ -26,15 +26,21 @@ REFUSALS = (
 """Postgres's messages for SQLSTATE 53300 (src/backend/utils/init/postinit.c, storage/ipc/procarray.c)."""
 
 
+def refusal(lines: list[str]) -> str | None:
+    """The first of `lines` that says the database refused a connection for want of slots, or None."""
+    return next((line.strip() for line in lines if any(r in line for r in REFUSALS)), None)
+
+
 def refused(ev: Evidence) -> str:
     """Why `ev`'s run cannot be judged because the database refused one of its workers a connection for want
-    of slots (the first such worker, with the message), or '' when none died of that."""
-    for inc, crash in sorted(ev.crashes.items()):
-        for line in crash.get("tail") or []:
-            if any(refusal in line for refusal in REFUSALS):
-                said = line.strip()
-                return (f"the database refused {inc} a connection ({said[-160:]}): a worker refused for want of "
-                        "connection slots dies whatever the agent does (run with fewer -j, or give the server more "
-                        "max_connections or the role or database a higher CONNECTION LIMIT; if it happens at -j 1, "
-                        "the agent may hold more connections than it closes)")
+    of slots (the first such worker, with the message: in its traceback, or in what a worker that exited
+    without one last wrote, `Evidence.refused`), or '' when none died of that."""
+    found = {inc: refusal(crash.get("tail") or []) for inc, crash in ev.crashes.items()}
+    found.update(ev.refused)
+    for inc, said in sorted(found.items()):
+        if said:
+            return (f"the database refused {inc} a connection ({said[-160:]}): a worker refused for want of "
+                    "connection slots dies whatever the agent does (run with fewer -j, or give the server more "
+                    "max_connections or the role or database a higher CONNECTION LIMIT; if it happens at -j 1, "
+                    "the agent may hold more connections than it closes)")
     return ""

@@ -28,6 +28,7 @@ import psutil
 
 from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.knobs import split
+from killpoint.checkers.refused import refusal
 from killpoint.env import audit, launcher
 from killpoint.env.environment import Environment
 from killpoint.env.launcher import Incarnation
@@ -105,6 +106,17 @@ def exits(incs: Iterable[Incarnation], shown: dict[str, dict], lines: int = 5) -
     return out
 
 
+def refusals(incs: Iterable[Incarnation], shown: dict[str, dict]) -> dict[str, str]:
+    """The workers that exited non-zero without a traceback (`shown`: those with one) whose log's end says
+    the database refused them a connection for want of slots: incarnation id -> that line."""
+    out: dict[str, str] = {}
+    for inc, ended in exits(incs, shown).items():
+        line = refusal(ended["tail"])
+        if line is not None:
+            out[inc] = line
+    return out
+
+
 def crashes(incs: Iterable[Incarnation]) -> dict[str, dict]:
     """The incarnations that exited non-zero with a traceback in their log: where it is, and its end."""
     out = {}
@@ -157,9 +169,10 @@ def gather(env: Environment, run_id: str, incarnations: list[Incarnation], own_e
     svc = env.services
     watched = incarnations if watch is None else watch
     left = leftovers(watched)
+    died = crashes(incarnations)
     head = RunEvidence(
         run_id=run_id, final=row[0], final_raw=row[1], own_effects=own, limit=limit, leftovers=left,
-        crashes=crashes(incarnations), notes=said or None,
+        crashes=died, notes=said or None, refused=refusals(incarnations, died) or None,
         incarnations=[{"inc": i.inc, "role": i.role, "pid": i.pid, "exit_code": i.exit_code,
                        "signal": i.signal} for i in incarnations])
     if left:  # nothing alive was found: nothing of theirs can start any more (a dead process forks nothing)
@@ -226,6 +239,7 @@ def _evidence(run_id: str, control: list[Event], head: RunEvidence, records: lis
         leftovers=head.leftovers or [],
         crashes=head.crashes or {},
         notes=head.notes or [],
+        refused=head.refused or {},
         knobs=knobs,
         volatile=volatile,
         replay=replay,

@@ -7,11 +7,13 @@ failing agent. The agent of the end-to-end test has its own steps and table and 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from killpoint.checkers import Evidence, run_checkers
 from killpoint.checkers.verdict import failed, passed
+from killpoint.run.evidence import refusals
 from killpoint.run.trial import crash_free_failure
 from tests.helpers.checks import describe
 from tests.helpers.sandbox import Sandbox
@@ -67,6 +69,22 @@ def test_a_crash_free_run_refused_a_connection_is_an_unknown() -> None:
     assert refused is not None and refused.starved.startswith("the database refused crash-points-4#2")
     crashed = crash_free_failure("stock", died(INJECTED["db-crash"]))
     assert crashed is not None and crashed.starved == ""
+
+
+def test_a_worker_not_in_python_that_logged_a_refusal_and_exited_is_one_too(tmp_path: Path) -> None:
+    """A Go worker (pgx) that logs the error and exits 1 leaves no traceback: what it last wrote says it."""
+    def worker(name: str, text: str, exit_code: int, sig: int | None = None) -> SimpleNamespace:
+        log = tmp_path / f"{name}.log"
+        log.write_text(text)
+        return SimpleNamespace(inc=name, log=str(log), exit_code=exit_code, signal=sig)
+
+    go = "2026/12/05 13:10:02 connect: FATAL: sorry, too many clients already (SQLSTATE 53300)\n"
+    incs = [worker("run-1#1", "step charge\n", 0), worker("run-1#2", go, 1), worker("run-1#3", go, None, 9),
+            worker("run-1#4", "fenced: lease lost\n", 5), worker("run-1#5", go, 1)]
+    found = refusals(incs, shown={"run-1#5": {}})  # #5 died of an exception: its traceback is read instead
+    assert found == {"run-1#2": go.strip()}
+    out = judged(Evidence("run-1", refused=found))
+    assert out["completes"][0] == "unknown" and "the database refused run-1#2 a connection (2026/12/05" in out["completes"][1]
 
 
 @pytest.mark.slow  # one CLI replay
