@@ -181,7 +181,9 @@ def ours(module: str) -> bool:
 
 
 STARTUP_SECONDS = 10.0
-"""What a probe's interpreter may take to start, on top of the import limit (`probe`)."""
+"""What a probe's interpreter may take to start, before its import begins (`probe`)."""
+ALARM_GRACE_SECONDS = 2.0
+"""What a probe may take past the import limit to answer its alarm with a report, before it is killed."""
 
 _PROBE = "import sys; from killpoint.env.stepmodule import probe_child; probe_child(sys.argv[1], sys.argv[2])"
 
@@ -193,7 +195,7 @@ def probe(module: str, limit: float) -> AgentSpec:
     raises KeyboardInterrupt or GeneratorExit, or ends its process at import (`os._exit`, a signal) is one
     UsageError naming it, never a hang or the harness's own exit; so is each violation of the contract."""
     child = timelimit.in_child([sys.executable, "-c", _PROBE, module, json.dumps(sys.path)],
-                               limit + STARTUP_SECONDS)
+                               limit + ALARM_GRACE_SECONDS, started_within=STARTUP_SECONDS)
     try:
         report = json.loads(child.report) if child.report else None
     except ValueError:
@@ -233,6 +235,7 @@ def probe_child(module: str, path: str) -> None:
     write what happened to the report pipe as one JSON object; then end at once (no atexit of the user's)."""
     sys.path[:] = json.loads(path)
     report: dict[str, object]
+    timelimit.started()
     try:
         with egress.guarding():  # no connection off the machine, as in a worker's import
             mod = timelimit.within(timelimit.import_seconds(), lambda: import_step_module(module))

@@ -10,6 +10,11 @@
    stderr on /dev/null and ``KILLPOINT_REPORT_FD`` naming a pipe the child writes its report to; past
    ``seconds`` the whole group is killed (SIGKILL), and so is whatever the child left in it when it ends.
    It returns a ``Child``: the exit code (None when killed at the limit) and the report's bytes.
+5. ``in_child(argv, seconds, started_within=S)`` counts ``seconds`` from the moment the child says its timed
+   work begins (``started()``: one space, ``STARTED``, on the report pipe, which a JSON report may lead
+   with), not from its start: the child has ``S`` seconds to get there (an interpreter's start is slow on a
+   loaded machine), then ``seconds``. A child that ends or goes quiet before saying so is bounded by
+   ``S + seconds`` from its start, as without ``S``.
 
 ``KILLPOINT_IMPORT_TIMEOUT`` (seconds) overrides ``IMPORT_SECONDS``, the limit the harness uses for imports.
 """
@@ -18,10 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
@@ -33,6 +40,8 @@ T = TypeVar("T")
 IMPORT_SECONDS = 60.0
 REPORT_FD = "KILLPOINT_REPORT_FD"
 """The environment variable naming the pipe an `in_child` child writes its report to (flow step 4)."""
+STARTED = b" "
+"""What a child writes to its report pipe when its timed work begins (flow step 5)."""
 
 
 class TimedOut(BaseException):
@@ -74,8 +83,13 @@ class Child:
     report: bytes
 
 
-def in_child(argv: Sequence[str], seconds: float) -> Child:
-    """Flow step 4: run `argv` for at most `seconds`."""
+def started() -> None:
+    """In an `in_child` child: say that the timed work begins (flow step 5)."""
+    os.write(int(os.environ[REPORT_FD]), STARTED)
+
+
+def in_child(argv: Sequence[str], seconds: float, started_within: float | None = None) -> Child:
+    """Flow steps 4-5: run `argv` for at most `seconds` (after it said it `started`, within `started_within`)."""
     # imported here: psutil and the launchers, ~35 ms that every CLI start would pay (cli/args.py)
     from killpoint.env import zygote
 
@@ -90,7 +104,10 @@ def in_child(argv: Sequence[str], seconds: float) -> Child:
                               stderr=subprocess.DEVNULL, start_new_session=True, pass_fds=(write_end,), env=env)
     finally:
         os.close(write_end)
+    head = b""
     try:
+        if started_within is not None:
+            seconds, head = _after_start(read_end, started_within, seconds)
         code: int | None = proc.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
         code = None
@@ -98,7 +115,20 @@ def in_child(argv: Sequence[str], seconds: float) -> Child:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    return Child(code, _drain(read_end))
+    return Child(code, head + _drain(read_end))
+
+
+def _after_start(fd: int, started_within: float, seconds: float) -> tuple[float, bytes]:
+    """How long to wait for the child's end from now, and what was read of its report: `seconds` once it
+    has said `STARTED` on `fd` (waited for up to `started_within`), else what is left of `started_within +
+    seconds` (it wrote something else first, or ended: its end closes the pipe's last write end, unless it
+    left a process holding one) with what it wrote."""
+    begun = time.monotonic()
+    readable, _, _ = select.select([fd], [], [], started_within)
+    first = os.read(fd, len(STARTED)) if readable else b""
+    if first == STARTED:
+        return seconds, b""
+    return max(0.0, started_within + seconds - (time.monotonic() - begun)), first
 
 
 def _drain(fd: int) -> bytes:
