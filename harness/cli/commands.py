@@ -239,7 +239,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     inv = invocation(args, "run")
     results = []
     meta = {"command": "run", "seed": args.seed, "scenarios": names, "skipped_by_user": sorted(skip)}
-    progress = Progress(results)
+    progress = Progress(results, order=names_in_order)
     display = trial_progress(inv)
     with session(inv, progress, meta) as s:
         code = crash_free_first(inv, s, meta, next((sc.name for sc in scenarios if not sc.steps and not (

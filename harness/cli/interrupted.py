@@ -30,14 +30,18 @@ class Progress:
     """The command's own list of results: a scenario is finished once its result is appended here."""
     begun: dict[str, tuple[int, float]] = field(default_factory=dict)
     """Each scenario begun: (how many trials the session had judged when it began, when it began)."""
+    order: list[str] = field(default_factory=list)
+    """The scenarios in the suite's order, which `so_far` lists them in (side by side, they finish in
+    another); a name not in it goes after those that are, in the order found."""
 
     def begin(self, name: str, session: Any) -> None:
         """Scenario ``name`` starts now; the session's trials judged from here on with its run ids are its."""
         self.begun[name] = (len(_trials(session)), time.monotonic())
 
     def so_far(self, session: Any, by: str) -> list[ScenarioResult]:
-        """The finished results, then each one in progress marked ``interrupted`` (flow step 2) with its trials:
-        those judged since it began, and, when several ran at once, of its own run ids (`<name>-N`)."""
+        """The finished results and each one in progress marked ``interrupted`` (flow step 2) with its trials
+        (those judged since it began, and, when several ran at once, of its own run ids, `<name>-N`), in the
+        suite's order (`order`)."""
         out = list(self.results)
         finished = {r.name for r in out}
         going = [(name, first, started) for name, (first, started) in self.begun.items() if name not in finished]
@@ -46,7 +50,8 @@ class Progress:
             trials = [t for t in judged[first:] if len(going) == 1 or t.run_id.startswith(f"{name}-")]
             out.append(ScenarioResult(name, "interrupted", trials, time.monotonic() - started,
                                       reason=f"interrupted by {by} after {len(trials)} trials"))
-        return out
+        rank = {name: i for i, name in enumerate(self.order)}
+        return sorted(out, key=lambda r: rank.get(r.name, len(rank)))  # stable: the unranked keep their order
 
 
 def _trials(session: Any) -> list:

@@ -202,6 +202,23 @@ def test_an_interrupted_run_splits_its_trials_by_the_scenarios_in_progress() -> 
     assert out["zombie-worker"].outcome == "interrupted" and "after 2 trials" in out["zombie-worker"].reason
 
 
+def test_an_interrupted_run_lists_its_scenarios_in_the_suites_order_not_the_order_they_finished() -> None:
+    """Side by side, flaky-services finished before crash-points, which was still going with zombie-worker:
+    the findings so far list them as the suite does (and as a finished run's summary does), whatever finished
+    first; a scenario the order does not name goes last."""
+    from killpoint.run.scenario import ScenarioResult
+
+    session = SimpleNamespace(trials=[])
+    progress = Progress(order=["crash-points", "flaky-services", "zombie-worker"])
+    for name in ("zombie-worker", "crash-points", "flaky-services", "own-scenario"):
+        progress.begin(name, session)
+    progress.results += [ScenarioResult("own-scenario", "pass", [], 1.0),
+                         ScenarioResult("flaky-services", "pass", [], 1.0)]
+    listed = [(r.name, r.outcome) for r in progress.so_far(session, "SIGINT")]
+    assert listed == [("crash-points", "interrupted"), ("flaky-services", "pass"),
+                      ("zombie-worker", "interrupted"), ("own-scenario", "pass")]
+
+
 def test_a_scenarios_share_of_the_time_is_divided_by_the_trials_in_flight() -> None:
     """On a clock the test moves: A alone for 2 s (2 s of A's), then A and B one trial each for 2 s (1 s each),
     then B with two trials beside A's one for 3 s (A 1 s, B 2 s), then nothing runs for 5 s (no one's)."""
