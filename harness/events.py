@@ -216,6 +216,16 @@ class RunEnd(Event):
     unfired: list[str] | None = None
 
 
+@_kind("jobs")
+class Jobs(Event):
+    """how many trials may run at once changed (`allowed`, between `least` and `most`): the default `-j`
+    widens while the cores idle (`run.pool.WhileIdle`) and narrows back as they fill"""
+
+    allowed: int | None = None
+    least: int | None = None
+    most: int | None = None
+
+
 @_kind("fleet.submit")
 class FleetSubmit(Event):
     """a fleet created its runs (`runs`)"""

@@ -80,14 +80,17 @@ class WhileIdle:
     of `least` cores were busy since the last one, `busy()` (`run.cores.BusyCores`: the machine's, another
     process's work counting; under a CPU quota, the cgroup's own). With at least `SPARE` of a core idle, one more task than run now may
     start; else only as many as run now (down to `least`): a task that ends is not replaced until the cores
-    idle again. It never stops a running task.
+    idle again. It never stops a running task. Each time what it allows changes, `changed(allowed)` is told
+    (the session writes it to the history: a `jobs` event).
     """
 
     SPARE = 0.5
     recheck: float | None = 0.25
 
-    def __init__(self, least: int, most: int, busy: Callable[[], float] | None = None) -> None:
+    def __init__(self, least: int, most: int, busy: Callable[[], float] | None = None,
+                 changed: Callable[[int], None] | None = None) -> None:
         self.least, self.most = least, max(least, most)
+        self._changed = changed
         if busy is None:
             from killpoint.run.cores import BusyCores
 
@@ -96,12 +99,14 @@ class WhileIdle:
         self._last = (time.monotonic(), least)  # (when the cores were last looked at, what that allowed)
 
     def now(self, running: int) -> int:
-        at, allowed = self._last
+        at, before = self._last
         if time.monotonic() - at < (self.recheck or 0):
-            return allowed
+            return before
         idle = self.least - self._busy()
         allowed = max(self.least, min(self.most, running + 1) if idle >= self.SPARE else running)
         self._last = (time.monotonic(), allowed)
+        if allowed != before and self._changed is not None:
+            self._changed(allowed)
         return allowed
 
 

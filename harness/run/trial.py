@@ -452,14 +452,16 @@ class Session:
     @property
     def gate(self) -> Gate:
         """How many of the session's trials run at once, whichever scenario's (`run.gate`): `jobs`, or, when
-        more may run while the cores idle (`jobs_most`), a `WhileIdle` from `jobs` to `jobs_most`. Made on
-        first use, so its first look at the cores is a trial's, not the session's start."""
+        more may run while the cores idle (`jobs_most`), a `WhileIdle` from `jobs` to `jobs_most` (each change
+        a `jobs` event in the history). Made on first use, so its first look at the cores is a trial's, not the session's start."""
         with self._ids:
             if self._gate is None:
                 from killpoint.run.gate import Gate
                 from killpoint.run.pool import WhileIdle
 
-                self._gate = Gate(self.jobs if self.jobs_most <= self.jobs else WhileIdle(self.jobs, self.jobs_most))
+                self._gate = Gate(self.jobs if self.jobs_most <= self.jobs else WhileIdle(
+                    self.jobs, self.jobs_most, changed=lambda n: self.history.append(
+                        "jobs", allowed=n, least=self.jobs, most=self.jobs_most)))
             return self._gate
 
     def next_run_id(self, prefix: str) -> str:

@@ -149,6 +149,41 @@ def test_while_idle_lets_one_more_start_per_look_while_the_cores_idle_and_none_w
     assert width.now(5) == 6
 
 
+def test_while_idle_tells_each_change_of_what_it_allows_and_only_changes() -> None:
+    """`changed` hears every new width (what the session writes to the history as a `jobs` event), and
+    nothing while the width stays."""
+    busy, told = [0.0], []
+    width = WhileIdle(2, 4, busy=lambda: busy[0], changed=told.append)
+    width.recheck = 0
+    widths = [width.now(n) for n in (2, 2, 3, 4, 4)]
+    busy[0] = 2.0
+    widths += [width.now(n) for n in (4, 3, 1)]
+    assert widths == [3, 3, 4, 4, 4, 4, 3, 2]
+    assert told == [3, 4, 3, 2]
+
+
+def test_a_sessions_widening_is_written_to_its_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session's gate (`Session.gate`: -j 2, up to 4 while the cores idle) writes each change of its
+    width to history.jsonl as a `jobs` event, which `killpoint judge` and a reader of the history see."""
+    from types import SimpleNamespace
+
+    from killpoint.run import cores
+    from killpoint.run.history import History
+    from killpoint.run.options import RunOptions
+    from killpoint.run.trial import Session
+
+    monkeypatch.setattr(cores, "BusyCores", lambda: (lambda: 0.0))  # the cores read as idle
+    history = History(tmp_path / "history.jsonl")
+    session = Session(SimpleNamespace(), history, SimpleNamespace(), RunOptions(grace=1.0),  # type: ignore[arg-type]
+                      jobs=2, jobs_most=4)
+    session.gate.width.recheck = 0
+    assert [session.gate.width.now(n) for n in (2, 3, 4)] == [3, 4, 4]
+    history.close()
+    lines = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
+    assert [(e["type"], e["allowed"], e["least"], e["most"]) for e in lines] == [("jobs", 3, 2, 4), ("jobs", 4, 2, 4)]
+    assert [(e.allowed, e.least, e.most) for e in History.load(tmp_path / "history.jsonl")] == [(3, 2, 4), (4, 2, 4)]
+
+
 @pytest.mark.parametrize(("busy", "widened"), [(0.0, True), (2.0, False)], ids=["idle", "busy"])
 def test_ordered_under_while_idle_runs_more_than_the_cores_only_while_they_idle(busy: float, widened: bool) -> None:
     """Tasks that each wait until four of them run at once (a barrier, no sleep): with idle cores the pool
