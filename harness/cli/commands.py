@@ -262,7 +262,7 @@ def side_by_side(s: Session) -> bool:
 
 
 def one_scenario(inv: Invocation, s: Session, scenario: Scenario, progress: Progress,
-                 display: TrialProgress | None, beside: bool = False) -> ScenarioResult:
+                 display: TrialProgress | None, beside: bool) -> ScenarioResult:
     """Run one scenario of `killpoint run` to its result: skipped with its reason, its trials (stored failures
     first, shrunk after), or its own error as an `error` result (a dead environment is raised). `beside`: it
     runs beside other scenarios, and measures its budget in its share of the session's time (`Context.share`)."""
