@@ -39,8 +39,8 @@ from bench import cpu_by_test  # noqa: E402
 
 
 def run(paths: list[str], workers: int, mode: str, marker: str | None = None,
-        plugin: list[str] | None = None) -> tuple[float, float, str]:
-    env = dict(os.environ)
+        plugin: list[str] | None = None, extra_env: dict[str, str] | None = None) -> tuple[float, float, str]:
+    env = {**os.environ, **(extra_env or {})}
     env.pop("KILLPOINT_ZYGOTE", None)
     env.pop("KILLPOINT_TEST_FORKED_CLI", None)
     if mode == "none":
@@ -66,11 +66,8 @@ def by_file(paths: list[str], workers: int, marker: str | None, top: int) -> Non
     """`--by-file`: one run with the per-test CPU plugin, and its figures by folder, file and test."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cpu.jsonl"
-        os.environ[cpu_by_test.OUT] = str(out)
-        try:
-            wall, cpu, summary = run(paths, workers, "zygote", marker, ["-p", "bench.cpu_by_test"])
-        finally:
-            os.environ.pop(cpu_by_test.OUT, None)
+        wall, cpu, summary = run(paths, workers, "zygote", marker, ["-p", "bench.cpu_by_test"],
+                                 {cpu_by_test.OUT: str(out)})
         rows = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     print(f"  wall {wall:.1f} s  CPU {cpu:.1f} s  ({summary}; load {os.getloadavg()[0]:.1f})")
     counted = sum(r["cpu"] for r in rows)

@@ -249,7 +249,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         inv = replace(inv, shard=weigh_shards(scenarios, _context(inv, s, display)))  # shares by estimated cost
         run_all(scenarios, side_by_side(s),
                 lambda sc, beside: results.append(one_scenario(inv, s, sc, progress, display, beside)), s.gate)
-        results.sort(key=lambda r: names_in_order.index(r.name))  # the summary in the suite's order
+        results[:] = progress.in_order(results)  # the summary in the suite's order
         keep_checkpoints(inv, s)
         return tested(results, finish(inv, s, results, meta, display), args.allow_empty_shard)
 

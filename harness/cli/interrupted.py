@@ -31,8 +31,8 @@ class Progress:
     begun: dict[str, tuple[int, float]] = field(default_factory=dict)
     """Each scenario begun: (how many trials the session had judged when it began, when it began)."""
     order: list[str] = field(default_factory=list)
-    """The scenarios in the suite's order, which `so_far` lists them in (side by side, they finish in
-    another); a name not in it goes after those that are, in the order found."""
+    """The scenarios in the suite's order, which `in_order` and `so_far` list them in (side by side, they
+    finish in another)."""
 
     def begin(self, name: str, session: Any) -> None:
         """Scenario ``name`` starts now; the session's trials judged from here on with its run ids are its."""
@@ -50,8 +50,13 @@ class Progress:
             trials = [t for t in judged[first:] if len(going) == 1 or t.run_id.startswith(f"{name}-")]
             out.append(ScenarioResult(name, "interrupted", trials, time.monotonic() - started,
                                       reason=f"interrupted by {by} after {len(trials)} trials"))
+        return self.in_order(out)
+
+    def in_order(self, results: list[ScenarioResult]) -> list[ScenarioResult]:
+        """`results` in the suite's order (`order`); a name not in it goes after those that are, in the order
+        found."""
         rank = {name: i for i, name in enumerate(self.order)}
-        return sorted(out, key=lambda r: rank.get(r.name, len(rank)))  # stable: the unranked keep their order
+        return sorted(results, key=lambda r: rank.get(r.name, len(rank)))  # stable: the unranked keep their order
 
 
 def _trials(session: Any) -> list:

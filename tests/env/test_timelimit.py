@@ -12,12 +12,14 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
 from killpoint.env import timelimit
+from tests.helpers.sandbox import without_zygote
 
 HANGS = "import signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\ntime.sleep(600)\n"
 SAYS_STARTED_THEN_HANGS = "from killpoint.env import timelimit\ntimelimit.started()\n" + HANGS
@@ -25,9 +27,10 @@ WRITES_ITS_PID_THEN_HANGS = "import os\nos.write(int(os.environ['KILLPOINT_REPOR
 
 
 @pytest.fixture(autouse=True)
-def no_zygote(monkeypatch: pytest.MonkeyPatch) -> None:
+def no_zygote() -> Iterator[None]:
     """A fresh interpreter, as a user's probe gets (test_zygote covers the forked one)."""
-    monkeypatch.delenv("KILLPOINT_ZYGOTE", raising=False)
+    with without_zygote():
+        yield
 
 
 def test_a_child_that_said_it_started_has_seconds_from_then() -> None:
