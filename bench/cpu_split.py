@@ -35,6 +35,8 @@ from pathlib import Path
 
 import psutil
 
+ROOT = Path(__file__).resolve().parent.parent
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from shards import children_cpu, reap, subreaper  # noqa: E402
 
@@ -106,10 +108,13 @@ def explore(jobs: int, args: argparse.Namespace, tmp: Path) -> tuple[int, float,
     out = tmp / f"j{jobs}"
     argv = ["nice", "-n", "10", sys.executable, "-m", "killpoint.cli.main", "explore", "--scenario", "crash-points",
             "--random", str(args.random), "--seed", str(args.seed), "-j", str(jobs), "--no-store", "--quiet",
-            "--postgres", args.postgres, "--out", str(out)]
+            "--postgres", args.postgres, "--out", str(out), *(["--steps", args.steps] if args.steps else [])]
+    env = dict(os.environ)
+    if args.steps:  # a step module of this checkout (tests.corpus.no_model): importable from the temp folder
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     reap()
     before = children_cpu()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp, env=env)
     sampler = Sampler(proc.pid)  # `nice` execs the CLI: the same pid
     stdout, stderr = proc.communicate(timeout=3600)
     peak = sampler.stop()
@@ -129,8 +134,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--jobs", default="1,2", help="the -j values to measure, comma-separated")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--postgres", default="local")
+    p.add_argument("--steps", help="the step module explored (default the reference agent), e.g. tests.corpus.no_model")
     args = p.parse_args(argv)
-    print(f"load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+    print(f"load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)"
+          + (f"; step module {args.steps}" if args.steps else ""))
     subreaper()
     measured: dict[int, tuple[int, float, dict[str, float], float]] = {}
     with tempfile.TemporaryDirectory(prefix="kp-cpu-") as tmp:

@@ -1,6 +1,9 @@
 """The speed figures of issue 14, side by side, from one run:
 
-    python bench/speed.py [--skip-run] [--postgres local]
+    python bench/speed.py [--skip-run] [--postgres local] [--steps MODULE]
+
+(`--steps`: the sweeps, the memory and `killpoint run` on another step module, e.g. one that never calls
+the model, `tests.corpus.no_model`; the incarnation figures stay the reference agent's.)
 
 1. The exhaustive crash-points sweep through the CLI with `-j 1` and `-j 2`: schedules per second (the
    scenario's own elapsed time, as the summary line prints it, so start-up is not counted) and the ratio.
@@ -140,10 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--postgres", default="auto", help="Postgres provider (default auto)")
     p.add_argument("--skip-run", action="store_true", help="leave out the whole-suite `killpoint run`")
+    p.add_argument("--steps", help="the step module of the sweeps and the run (default the reference agent)")
     args = p.parse_args(argv)
     cwd = str(Path(__file__).resolve().parent.parent)
     load = os.getloadavg()[0]
-    common = ["--quiet", "--no-store", "--postgres", args.postgres]
+    common = ["--quiet", "--no-store", "--postgres", args.postgres, *(["--steps", args.steps] if args.steps else [])]
     rows: list[tuple[str, str, str]] = []
     with tempfile.TemporaryDirectory(prefix="kp-speed-") as tmp:
         n1, s1, dir1, _ = sweep(1, common, cwd, Path(tmp) / "j1")
@@ -167,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.skip_run:
             proc, wall = killpoint("run", "--out", str(Path(tmp) / "run"), *common, cwd=cwd)
             rows.append(("killpoint run (whole suite)", f"{wall:.1f} s (exit {proc.returncode})", "< 20 s"))
-    print(f"machine: {os.cpu_count()} cores, load average {load:.2f} at start, Python {sys.version.split()[0]}")
+    print(f"machine: {os.cpu_count()} cores, load average {load:.2f} at start, Python {sys.version.split()[0]}"
+          + (f"; step module {args.steps}" if args.steps else ""))
     width = max(len(r[0]) for r in rows)
     print(f"{'figure':<{width}}  {'measured':<34}  target")
     for name, value, target in rows:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import FunctionType, MethodType
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -62,12 +63,28 @@ class ModelReply:
 
 
 class ModelClient:
-    """The model, through the anthropic SDK. Model calls have no external effect: no kill point here."""
+    """The model, through the anthropic SDK. Model calls have no external effect: no kill point here.
 
-    def __init__(self, sdk: anthropic.Anthropic, model: str = DEFAULT_MODEL, max_tokens: int = 512) -> None:
-        self.sdk = sdk
+    ``sdk`` is the SDK's client, or a function that builds it: then it is built on first use (``.sdk``), so
+    that a worker whose steps never call the model never imports the SDK."""
+
+    def __init__(self, sdk: anthropic.Anthropic | Callable[[], anthropic.Anthropic], model: str = DEFAULT_MODEL,
+                 max_tokens: int = 512) -> None:
+        self._sdk: anthropic.Anthropic | None = None
+        self._build: Callable[[], anthropic.Anthropic] | None = None
+        if isinstance(sdk, FunctionType | MethodType):
+            self._build = sdk
+        else:
+            self._sdk = sdk
         self.model = model
         self.max_tokens = max_tokens
+
+    @property
+    def sdk(self) -> anthropic.Anthropic:
+        if self._sdk is None:
+            assert self._build is not None
+            self._sdk = self._build()
+        return self._sdk
 
     def ask(self, window: list[Message]) -> ModelReply:
         """Send ``window`` as the messages; return the answer's text, as a message, and its cost."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx2
@@ -23,6 +23,9 @@ from .checkpoint import Message
 from .clients import DEFAULT_MODEL, Ledger, Mailer, ModelClient, RetryPolicy, Webhook
 from .done_keys import DoneKeys
 from .store import InTxn
+
+if TYPE_CHECKING:  # built on first use (`Resources.sdk`)
+    import anthropic
 
 Point = Callable[[str], None]
 
@@ -101,18 +104,25 @@ def _service_http(verify: bool) -> httpx2.Client:
     return httpx2.Client(timeout=httpx2.Timeout(30.0, connect=5.0), verify=verify)
 
 
-_spare: list[tuple[httpx2.Client, httpx2.Client]] = []
-"""HTTP clients built by :func:`warm` for one plain-http worker: (services, model). Each set is taken once."""
+_spare: list[tuple[httpx2.Client, httpx2.Client | None]] = []
+"""HTTP clients built by :func:`warm` for one plain-http worker: (services, model: None when `warm` left the
+SDK out). Each set is taken once."""
 
 
-def warm() -> None:
+def warm(sdk: bool = True) -> None:
     """Do before forking what every worker would otherwise pay for per process (30-40 ms of CPU each): the
     SDK builds the pydantic schemas of its response types, its tracer and its headers on its first call,
     so one call is made here against an in-memory transport (no socket, no thread); the idna codec a first
     connection imports is imported; and one set of plain-http clients is built ahead (see
-    :class:`Resources`). Idempotent; meant for a process that forks workers and never uses the clients."""
+    :class:`Resources`). Without `sdk`, the SDK is neither imported nor called, and only the services'
+    client is built ahead (for workers whose steps never call the model). Idempotent; meant for a process
+    that forks workers and never uses the clients."""
     import encodings.idna  # noqa: F401, PLC0415 - imported by the first getaddrinfo of a str host
 
+    if not sdk:
+        if not _spare and not _proxied(os.environ):
+            _spare.append((_service_http(False), None))
+        return
     import anthropic  # noqa: PLC0415 - see Resources
 
     def answer(request: httpx2.Request) -> httpx2.Response:
@@ -128,7 +138,7 @@ def warm() -> None:
         _spare.append((_service_http(False), anthropic.DefaultHttpxClient(verify=False)))
 
 
-def _take_spare(env: Mapping[str, str]) -> tuple[httpx2.Client, httpx2.Client] | None:
+def _take_spare(env: Mapping[str, str]) -> tuple[httpx2.Client, httpx2.Client | None] | None:
     return _spare.pop() if _spare and not _proxied(env) else None
 
 
@@ -142,9 +152,6 @@ class Resources:
 
     def __init__(self, conn: psycopg.Connection, env: Mapping[str, str] | None = None,
                  retry: RetryPolicy | None = None, model_retries: int = 3) -> None:
-        import anthropic  # noqa: PLC0415 - here, not at the top: a reader of the agent's STEPS (the harness)
-        # need not pay ~1.2 s for the SDK; a fork server has it imported already (`warm`)
-
         env = os.environ if env is None else env
         self.conn = conn
         self.urls = {name: env.get(var, "") for name, var in
@@ -153,26 +160,46 @@ class Resources:
         # A client that will only ever speak plain http:// skips loading the CA bundle (20-30 ms per client,
         # once per incarnation): no TLS is negotiated, so there is nothing to verify. https:// verifies.
         plain = all(_plain(u) for u in self.urls.values() if u)
-        model_base = env.get("ANTHROPIC_BASE_URL") or None
-        plain_model = bool(model_base and _plain(model_base))
-        spare = _take_spare(env) if plain and plain_model else None  # built before the fork (`warm`)
+        self._model_base = env.get("ANTHROPIC_BASE_URL") or None
+        self._plain_model = bool(self._model_base and _plain(self._model_base))
+        spare = _take_spare(env) if plain and self._plain_model else None  # built before the fork (`warm`)
         self.http = spare[0] if spare else _service_http(not plain)
-        model_http = spare[1] if spare else anthropic.DefaultHttpxClient(verify=False) if plain_model else None
-        self.sdk = anthropic.Anthropic(base_url=model_base, api_key=env.get("ANTHROPIC_API_KEY") or "test",
-                                       max_retries=model_retries, timeout=60.0,
-                                       **({"http_client": model_http} if model_http is not None else {}))
-        self.model = ModelClient(self.sdk, env.get("KILLPOINT_MODEL") or DEFAULT_MODEL)
+        self._model_http = spare[1] if spare else None
+        self._api_key = env.get("ANTHROPIC_API_KEY") or "test"
+        self._model_retries = model_retries
+        self._sdk: anthropic.Anthropic | None = None
+        self.model = ModelClient(self._build_sdk, env.get("KILLPOINT_MODEL") or DEFAULT_MODEL)
         self.model_url = env.get("ANTHROPIC_BASE_URL") or ""
         self._run_models: dict[str, ModelClient] = {}
         self.done_keys = DoneKeys(conn)
+
+    @property
+    def sdk(self) -> anthropic.Anthropic:
+        """The SDK's client, built on first use (a worker whose steps never call the model never imports it)."""
+        return self._build_sdk()
+
+    def _build_sdk(self) -> anthropic.Anthropic:
+        if self._sdk is None:
+            # Here, not at the top: a reader of the agent's STEPS (the harness) and a worker that never calls
+            # the model need not pay ~1.2 s for the SDK; a fork server has it imported already (`warm`).
+            import anthropic  # noqa: PLC0415
+
+            http = self._model_http
+            if http is None and self._plain_model:
+                http = anthropic.DefaultHttpxClient(verify=False)
+            self._sdk = anthropic.Anthropic(base_url=self._model_base, api_key=self._api_key,
+                                            max_retries=self._model_retries, timeout=60.0,
+                                            **({"http_client": http} if http is not None else {}))
+        return self._sdk
 
     def _model_for(self, run_id: str) -> ModelClient:
         """The model client of ``run_id``: the shared one, or a copy at the run's URL (same HTTP pool)."""
         if RUN_ID_SLOT not in self.model_url:
             return self.model
         if run_id not in self._run_models:
-            sdk = self.sdk.with_options(base_url=for_run(self.model_url, run_id))
-            self._run_models[run_id] = ModelClient(sdk, self.model.model, self.model.max_tokens)
+            url = for_run(self.model_url, run_id)
+            self._run_models[run_id] = ModelClient(lambda: self.sdk.with_options(base_url=url),
+                                                   self.model.model, self.model.max_tokens)
         return self._run_models[run_id]
 
     def context(self, run_id: str, cursor: str, seq: int, point: Point) -> StepContext:
@@ -189,4 +216,7 @@ class Resources:
 
     def close(self) -> None:
         self.http.close()
-        self.sdk.close()
+        if self._sdk is not None:
+            self._sdk.close()
+        elif self._model_http is not None:
+            self._model_http.close()

@@ -42,7 +42,7 @@ import threading
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import FrameType
+from types import FrameType, ModuleType
 from typing import Any
 
 import psycopg
@@ -51,6 +51,7 @@ from . import clock, context, killpoints
 from .checkpoint import FAILED, FINISHED
 from .context import Resources
 from .lease import LeaseBusy, LeaseLost
+from .model_calls import may_call_model
 from .queue import claim
 from .runtime import Drain, RunOptions, run_durable
 from .schema import DDL, ensure_schema
@@ -318,17 +319,21 @@ def quiet_libraries() -> None:
             logger.setLevel(logging.WARNING)
 
 
-def warm() -> None:
+def warm(agents: list[ModuleType] | None = None) -> bool:
     """Do once, in a process that forks workers, what each worker would otherwise do on its own:
-    ``context.warm`` (the SDK's first call, HTTP clients built ahead), the loggers' levels, argparse's
-    patterns (compiled on a first parse, kept in ``re``'s cache) and psycopg's array dumper (its pattern is
-    compiled on the first list dumped: the table check's). Connects nothing, reads no environment."""
-    context.warm()
+    ``context.warm`` (the SDK imported and its first call made, unless no step of the step modules
+    `agents` may call the model: ``model_calls``; HTTP clients built ahead), the loggers' levels,
+    argparse's patterns (compiled on a first parse, kept in ``re``'s cache) and psycopg's array dumper (its
+    pattern is compiled on the first list dumped: the table check's). Connects nothing, reads no
+    environment. Returns whether it warmed the SDK."""
+    sdk = not agents or may_call_model(agents)
+    context.warm(sdk)
     quiet_libraries()
     _parse(["warm"])
     from psycopg.adapt import PyFormat, Transformer  # noqa: PLC0415
 
     Transformer().get_dumper(list(TABLES), PyFormat.AUTO).dump(list(TABLES))
+    return sdk
 
 
 def main(argv: list[str] | None = None, conn: psycopg.Connection | None = None) -> int:
@@ -363,6 +368,8 @@ def main(argv: list[str] | None = None, conn: psycopg.Connection | None = None) 
         with conn or psycopg.connect(config.database_url, autocommit=True) as conn:
             _ensure_tables(conn)
             resources = Resources(conn)
+            if module.module is None or may_call_model([module.module]):
+                resources.sdk  # noqa: B018 - built before the first step, not inside it (`model_calls`)
             try:
                 store = CheckpointStore(conn)
                 if args.queue:

@@ -2,7 +2,8 @@
 
 `import anthropic` alone costs about a second; a fork from a process that imported it costs a few
 milliseconds. Run as `python -m killpoint.env.forkserver MODULE [MODULE...] --protocol-fd=N`; it imports the
-modules, says `{"op": "ready"}` on descriptor N (a pipe of the harness's: stdout is the agent's, which may
+modules (and the SDK, unless no step of theirs may call the model: `_warm`), says `{"op": "ready", "pid": N,
+"sdk": B}` (B: whether it imported the SDK) on descriptor N (a pipe of the harness's: stdout is the agent's, which may
 print while it is imported; stdout without the option), then reads JSON commands on stdin, one per line:
 
     {"op": "spawn", "inc": "w3", "argv": ["RUN_ID"], "env": {...}, "log": "/path/w3.log"}
@@ -389,10 +390,9 @@ def serve(modules: list[str], standby: bool = True, black_box: dict | None = Non
         gc.collect()
         gc.freeze()
     else:
-        for name in modules:
-            importlib.import_module(name)
+        agents = [importlib.import_module(name) for name in modules]
         importlib.import_module("killpoint.reference_agent.worker").parser()
-        _warm()
+        ready["sdk"] = _warm(agents)
     huge_heap()  # what is preloaded now is what every fork copies the page tables of
     rfd, wfd = os.pipe()
     os.set_blocking(rfd, False)
@@ -479,24 +479,27 @@ def _pgid(pid: int) -> int:
         return -1
 
 
-def _warm() -> None:
+def _warm(agents: list[Any]) -> bool:
     """Do once here what every child would otherwise do on its own: httpx2 imports its transport stack
     (httpcore2, anyio, trio: ~0.3 s) only when the first client is made, and the SDK builds its response
     types' schemas on its first call (~30 ms of CPU), which the worker does per process; the reference
     agent's `worker.warm` does both (and more: its docstring) without a socket or a thread, and builds one
-    worker's HTTP clients ahead. Then every object made so far is frozen out of the garbage collector's reach: a child's
-    collections neither walk nor write to the pages it shares with this server (copy-on-write)."""
+    worker's HTTP clients ahead. The SDK (~1 s to import, ~50 MB in every child) only if a step of `agents`
+    may call the model (`worker.warm`); whether this process holds the SDK is returned.
+    Then every object made so far is frozen out of the garbage collector's reach: a child's collections
+    neither walk nor write to the pages it shares with this server (copy-on-write)."""
     try:
         import httpx2  # noqa: PLC0415 - the reference runtime's HTTP client
     except ImportError:
-        return
+        return "anthropic" in sys.modules
     httpx2.Client().close()
     with contextlib.suppress(Exception):  # warming only saves time: a failure here costs the children time
         from killpoint.reference_agent import worker  # noqa: PLC0415
 
-        worker.warm()
+        worker.warm(agents)
     gc.collect()
     gc.freeze()
+    return "anthropic" in sys.modules
 
 
 def _reap(server: _Server) -> None:
