@@ -15,6 +15,7 @@ from tests.helpers.agents import wait_for
 from tests.helpers.sandbox import Sandbox
 
 MUTANT = "tests.gallery.mutants.no_key"  # replays its charge and email: a fault at effect.responded fails
+SLOW_MUTANT = "tests.gallery.variants.slow_no_key"  # the same, each trial 0.25 s longer: still running when interrupted
 
 
 def _failed_trial(sandbox: Sandbox) -> bool:
@@ -100,7 +101,7 @@ def _judged(sandbox: Sandbox, scenario: str) -> bool:
 def test_a_ctrl_c_stops_scenarios_running_side_by_side_and_keeps_each_ones_findings(sandbox: Sandbox) -> None:
     """Two scenarios side by side (`-j 2`, `run.side_by_side`) when Ctrl-C comes: both end `interrupted`, each
     with the trials of its own run ids, the failure found so far printed with its replay line, nothing left."""
-    proc = sandbox.start("run", "--scenario", "crash-points", "--scenario", "zombie-worker", "--steps", MUTANT,
+    proc = sandbox.start("run", "--scenario", "crash-points", "--scenario", "zombie-worker", "--steps", SLOW_MUTANT,
                          "-j", "2", "--quiet", "--out", str(sandbox.out))
     try:
         wait_for(lambda: (_failed_trial(sandbox) and _judged(sandbox, "zombie-worker")) or proc.poll() is not None,
