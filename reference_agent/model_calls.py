@@ -10,7 +10,9 @@ it forks, unless `may_call_model` is sure no step can reach it; the client is th
    `initial_state`, `setup`, wherever they were defined) and every function and class they define, and
    follows each name a piece of code uses to the object it is in that code's globals: a function, a class
    (its methods), a table (the callables it holds), a module (those of its functions and classes whose
-   names the same code uses), across modules and packages, nested code included.
+   names the same code uses), across the agent's own modules and packages and the reference agent's,
+   nested code included; not into installed libraries or the standard library (`library`), where `model`
+   is the library's own word (an OpenAI agent's `Agent.model`), not the runtime's client.
 2. It may call the model if any code reached uses the name `model` (`ctx.model`, `getattr(ctx, "model")`,
    a global holding the string, `StepContext.model`) or `anthropic`, or if `anthropic` is imported already (a module that imports the
    SDK itself has paid for it).
@@ -27,7 +29,9 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import sysconfig
 from collections.abc import Container, Iterable
+from pathlib import Path
 from types import CodeType, FunctionType, MethodType, ModuleType
 from typing import Any
 
@@ -36,6 +40,9 @@ NAMES = frozenset({"model", "anthropic"})
 
 CONTRACT = frozenset({"STEPS", "MIGRATIONS", "initial_state", "setup"})
 """What a step module holds that the runtime calls (contracts.md section 4), wherever it was defined."""
+
+REFERENCE = __name__.rsplit(".", 1)[0]
+"""The reference agent's package (`killpoint.reference_agent`): its steps are followed wherever it is installed."""
 
 LIMIT = 20_000
 """Pieces of code looked at before giving up (and saying yes): a step that reaches into a large library."""
@@ -59,16 +66,39 @@ def may_call_model(modules: Iterable[ModuleType], imported: Container[str] = sys
     return _answers[key]
 
 
+STDLIB = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")})
+INSTALLED = frozenset({"site-packages", "dist-packages"})
+
+
+def library(name: str | None, own: Container[str]) -> bool:
+    """Whether module `name` is an installed library or the standard library rather than the agent's own code:
+    a module of none of the packages `own`, nor of the reference agent (whose steps a step module may
+    reuse), found under site-packages, dist-packages or the standard library's folder, or with no file."""
+    if name is None or name.split(".")[0] in own or name.startswith(REFERENCE):
+        return False
+    file = getattr(sys.modules.get(name), "__file__", None)
+    if not file:
+        return True
+    return not INSTALLED.isdisjoint(Path(file).parts) or file.startswith(STDLIB)
+
+
 def _reaches(modules: Iterable[ModuleType]) -> bool:
     seen: set[int] = set()
     work: list[tuple[CodeType, dict[str, Any]]] = []
+    modules = list(modules)
+    own = {m.__name__.split(".")[0] for m in modules}
 
     def add(obj: Any, names: Iterable[str] | None = None) -> None:
         """Queue the code of `obj`: a function's, a class's methods', a module's functions and classes (those
-        of `names` only, when given)."""
+        of `names` only, when given); not a library's (`library`)."""
         if id(obj) in seen:
             return
+        if isinstance(obj, FunctionType | type) and library(obj.__module__, own):
+            seen.add(id(obj))
+            return
         if isinstance(obj, ModuleType):
+            if names is not None and library(obj.__name__, own):
+                return
             if names is None:  # a step module: what it defines (what it imports is followed where used)
                 seen.add(id(obj))
                 for name, value in list(vars(obj).items()):

@@ -35,6 +35,27 @@ def test_which_step_modules_may_call_the_model(module: str, expected: bool) -> N
     assert may_call_model([importlib.import_module(module)], NOTHING_IMPORTED) is expected
 
 
+def test_an_agent_on_another_sdk_whose_library_says_model_is_a_no() -> None:
+    """The OpenAI Agents example: its library's own `Agent.model` is not the runtime's client, and the
+    library's code is not followed (`library`)."""
+    pytest.importorskip("agents")
+    example = importlib.import_module("examples.tool_agents.openai_agents_billing")
+    assert may_call_model([example], NOTHING_IMPORTED) is False
+
+
+@pytest.mark.parametrize(("name", "own", "expected"), [
+    ("json", set(), True),                                       # the standard library
+    ("psycopg", set(), True),                                    # installed
+    ("psycopg", {"psycopg"}, False),                             # ... unless it is the step module's own package
+    ("killpoint.reference_agent.invoice_agent", set(), False),   # the reference agent's steps, wherever installed
+    ("tests.gallery.model_reach.advice", set(), False),          # the project's own code, on the import path
+    ("builtins", set(), True),                                   # no file
+])
+def test_what_counts_as_a_library(name: str, own: set[str], expected: bool) -> None:
+    importlib.import_module(name)
+    assert model_calls.library(name, own) is expected
+
+
 def test_a_module_that_imported_the_sdk_itself_is_a_yes() -> None:
     no_model = importlib.import_module("tests.corpus.no_model")
     assert may_call_model([no_model], {"anthropic"}) is True
