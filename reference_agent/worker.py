@@ -8,8 +8,9 @@ Usage::
 ``main(argv) -> int`` is also what the harness's fork server calls in a forked child after setting the
 environment: nothing is connected at import, signal handlers are installed inside ``main``, and ``main``
 returns the exit code instead of exiting. ``main(argv, conn=CONN)`` uses ``CONN`` (autocommit, opened ahead
-by the fork server's standby and named for this incarnation) instead of connecting, and closes it at the
-end as its own. The fork server also calls ``warm()`` once, before it forks any worker.
+by the fork server's standby and named for this incarnation by ``take_session``, which also made the table
+check: ``tables_checked=True``) instead of connecting, and closes it at the end as its own. The fork server
+also calls ``warm(agents)`` once, before it forks any worker.
 
 Environment (contracts.md section 2): ``DATABASE_URL``; ``MAILER_URL``, ``LEDGER_URL``, ``WEBHOOK_URL``;
 ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``; ``KILLPOINT_STEPS`` (step module, default
@@ -295,6 +296,16 @@ def tables_present(conn: psycopg.Connection) -> bool:
     return conn.execute(_PRESENT, (list(TABLES),)).fetchone()[0] == len(TABLES)
 
 
+def take_session(conn: psycopg.Connection, settings: Mapping[str, str]) -> bool:
+    """Set each of `settings` for the session (`set_config(name, value, false)`: a session opened ahead,
+    renamed for the incarnation that takes it) and return whether every table of the runtime is there
+    (`tables_present`), in one round trip."""
+    sets = "".join(", set_config(%s, %s, false)" for _ in settings)
+    row = conn.execute(f"SELECT ({_PRESENT}){sets}",
+                       [list(TABLES), *[v for pair in settings.items() for v in pair]]).fetchone()
+    return row is not None and row[0] == len(TABLES)
+
+
 def _ensure_tables(conn: psycopg.Connection) -> None:
     """`ensure_schema`, skipped when every table is already where it would create them: one read instead
     of a transaction, a lock and five statements, on every incarnation's start."""
@@ -336,9 +347,10 @@ def warm(agents: list[ModuleType] | None = None) -> bool:
     return sdk
 
 
-def main(argv: list[str] | None = None, conn: psycopg.Connection | None = None) -> int:
+def main(argv: list[str] | None = None, conn: psycopg.Connection | None = None, tables_checked: bool = False) -> int:
     """Entry point; returns the exit code (see :data:`EXIT_CODES`). `conn`: a connection opened ahead for
-    this incarnation (see the module docstring), used instead of a new one and closed at the end."""
+    this incarnation (see the module docstring), used instead of a new one and closed at the end;
+    `tables_checked`: its table check was made already (`take_session`) and found every table."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s worker[%(process)d] %(levelname)s %(message)s")
     quiet_libraries()
@@ -366,7 +378,8 @@ def main(argv: list[str] | None = None, conn: psycopg.Connection | None = None) 
                     stack_signal=STACK_SIGNAL.name)
     try:
         with conn or psycopg.connect(config.database_url, autocommit=True) as conn:
-            _ensure_tables(conn)
+            if not tables_checked:
+                _ensure_tables(conn)
             resources = Resources(conn)
             if module.module is None or may_call_model([module.module]):
                 resources.sdk  # noqa: B018 - built before the first step, not inside it (`model_calls`)

@@ -148,11 +148,12 @@ def _become(argv: list[str], env: dict[str, str], log: str | None, conn: Any = N
     if _prepend_paths(env.get("PYTHONPATH", "")) and conn is not None:
         conn.close()  # the worker's modules come from elsewhere now: its session is its own to open
         conn = None
+    present = False
     if conn is not None:
-        conn = _named(conn, env)
+        conn, present = _named(conn, env)
     from killpoint.reference_agent import worker
 
-    return int(worker.main(argv, conn=conn) or 0)
+    return int(worker.main(argv, conn=conn, tables_checked=present) or 0)
 
 
 def _output_to(path: str) -> None:
@@ -215,21 +216,21 @@ def _open_ahead(dsn: str) -> Any:
     return conn
 
 
-def _named(conn: Any, env: dict[str, str]) -> Any:
-    """`conn` named for the incarnation of `env` (`conninfo.identity`), or None (closed) if the session
-    is no longer usable: the server restarted since (a db-crash) or went away."""
-    names = conninfo.identity(env)
+def _named(conn: Any, env: dict[str, str]) -> tuple[Any, bool]:
+    """`conn` named for the incarnation of `env` (`conninfo.identity`), and whether the runtime's tables are
+    there (the worker's own table check, made in the same round trip: `worker.take_session`); (None, False)
+    (closed) if the session is no longer usable: the server restarted since (a db-crash) or went away."""
+    from killpoint.reference_agent import worker  # noqa: PLC0415 - imported by the server already
+
     try:
         if conn.closed or conn.info.transaction_status != 0:  # 0: idle
             raise OSError("not idle")
         # One round trip either way: it also finds a session that a restart of the server ended.
-        conn.execute("SELECT " + (", ".join("set_config(%s, %s, false)" for _ in names) or "1"),
-                     [v for pair in names.items() for v in pair])
-        return conn
+        return conn, worker.take_session(conn, conninfo.identity(env))
     except Exception:  # noqa: BLE001 - the worker connects itself instead
         with contextlib.suppress(Exception):
             conn.close()
-        return None
+        return None, False
 
 
 def _prepend_paths(pythonpath: str) -> bool:

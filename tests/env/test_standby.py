@@ -153,6 +153,29 @@ def test_a_standby_whose_session_ended_connects_afresh(dsn: str, tmp_path: Path)
         held.server.close()
 
 
+def test_a_table_dropped_after_the_standby_checked_is_made_again_by_the_incarnation(dsn: str, tmp_path: Path) -> None:
+    """The incarnation a standby becomes checks the runtime's tables in the same round trip that renames its
+    session (`worker.take_session`), not at the standby's fork: a table dropped in between is created again
+    before the run needs it."""
+    held = Held(tmp_path / "kp.sock")
+    launcher = ForkLauncher([DEFAULT_STEPS])
+    server = launcher._servers[0]
+    try:
+        held_at_first_point(launcher, held, dsn, "r-1", tmp_path)
+        wait_for(lambda: STANDBY in sessions(dsn), 10, "the standby's session (its table check made)")
+        waiting = server.standby
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("DROP TABLE leases")
+        second = held_at_first_point(launcher, held, dsn, "r-2", tmp_path)  # its lease is taken: the table is back
+        assert second.pid == waiting
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            assert conn.execute("SELECT owner FROM leases WHERE run_id = 'r-2'").fetchone() is not None
+    finally:
+        held.release.set()
+        launcher.close()
+        held.server.close()
+
+
 def test_a_spawn_longer_than_the_pipe_holds_is_forked_afresh(dsn: str, tmp_path: Path) -> None:
     """A standby still connecting reads nothing yet: a command the pipe cannot hold at once would block
     the server, so it goes to a new fork instead (and the standby is dropped)."""

@@ -66,7 +66,7 @@ GATES: dict[str, Gate] = {
             "and a resume job each: env.stepmodule.submit_runs, for the seeds' table adapter); lazily, psycopg"),
     f"{AGENT}.worker": Gate(
         frozenset({"killpoint.env.forkserver"}), lazy=True,
-        why="the worker's entry point (main, tables_present, warm), run in a forked child of the fork "
+        why="the worker's entry point (main, tables_present, take_session, warm), run in a forked child of the fork "
             "server; lazily, inside the server process only"),
 }
 """Rule 4: a module of the reference agent -> who in the harness may import it."""
