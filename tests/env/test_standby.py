@@ -6,9 +6,11 @@ of it is left after `close()`."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import psycopg
@@ -131,12 +133,23 @@ def test_standbys_are_no_orphans_other_settings_drop_them_and_close_leaves_nothi
     wait_for(lambda: sessions(dsn) == [], 10, "every session of the workers and standbys to end")
 
 
-def test_a_standby_whose_session_ended_connects_afresh(dsn: str, tmp_path: Path) -> None:
-    """A db-crash restart ends every session, the standby's too: the incarnation it becomes opens its own."""
+@contextlib.contextmanager
+def first_server(tmp_path: Path) -> Iterator[tuple[Held, ForkLauncher, Any]]:
+    """A fork launcher of the reference agent, its first server (where the first incarnation of every run
+    comes from) and the kill-point socket holding workers at their first point; all closed after."""
     held = Held(tmp_path / "kp.sock")
     launcher = ForkLauncher([DEFAULT_STEPS])
-    server = launcher._servers[0]
     try:
+        yield held, launcher, launcher._servers[0]
+    finally:
+        held.release.set()
+        launcher.close()
+        held.server.close()
+
+
+def test_a_standby_whose_session_ended_connects_afresh(dsn: str, tmp_path: Path) -> None:
+    """A db-crash restart ends every session, the standby's too: the incarnation it becomes opens its own."""
+    with first_server(tmp_path) as (held, launcher, server):
         held_at_first_point(launcher, held, dsn, "r-1", tmp_path)
         wait_for(lambda: STANDBY in sessions(dsn), 10, "the standby's session")
         waiting = server.standby
@@ -147,20 +160,13 @@ def test_a_standby_whose_session_ended_connects_afresh(dsn: str, tmp_path: Path)
         second = held_at_first_point(launcher, held, dsn, "r-2", tmp_path)
         assert second.pid == waiting and second.alive()
         assert "r-2#1" in sessions(dsn)
-    finally:
-        held.release.set()
-        launcher.close()
-        held.server.close()
 
 
 def test_a_table_dropped_after_the_standby_checked_is_made_again_by_the_incarnation(dsn: str, tmp_path: Path) -> None:
     """The incarnation a standby becomes checks the runtime's tables in the same round trip that renames its
     session (`worker.take_session`), not at the standby's fork: a table dropped in between is created again
     before the run needs it."""
-    held = Held(tmp_path / "kp.sock")
-    launcher = ForkLauncher([DEFAULT_STEPS])
-    server = launcher._servers[0]
-    try:
+    with first_server(tmp_path) as (held, launcher, server):
         held_at_first_point(launcher, held, dsn, "r-1", tmp_path)
         wait_for(lambda: STANDBY in sessions(dsn), 10, "the standby's session (its table check made)")
         waiting = server.standby
@@ -170,19 +176,12 @@ def test_a_table_dropped_after_the_standby_checked_is_made_again_by_the_incarnat
         assert second.pid == waiting
         with psycopg.connect(dsn, autocommit=True) as conn:
             assert conn.execute("SELECT owner FROM leases WHERE run_id = 'r-2'").fetchone() is not None
-    finally:
-        held.release.set()
-        launcher.close()
-        held.server.close()
 
 
 def test_a_spawn_longer_than_the_pipe_holds_is_forked_afresh(dsn: str, tmp_path: Path) -> None:
     """A standby still connecting reads nothing yet: a command the pipe cannot hold at once would block
     the server, so it goes to a new fork instead (and the standby is dropped)."""
-    held = Held(tmp_path / "kp.sock")
-    launcher = ForkLauncher([DEFAULT_STEPS])
-    server = launcher._servers[0]
-    try:
+    with first_server(tmp_path) as (held, launcher, server):
         held_at_first_point(launcher, held, dsn, "r-1", tmp_path)
         wait_for(lambda: server.standby is not None, 10, "the standby")
         waiting = server.standby
@@ -193,10 +192,6 @@ def test_a_spawn_longer_than_the_pipe_holds_is_forked_afresh(dsn: str, tmp_path:
         assert second.pid != waiting
         assert waiting is not None
         wait_for(lambda: not psutil.pid_exists(waiting), 10, "the dropped standby to be reaped")
-    finally:
-        held.release.set()
-        launcher.close()
-        held.server.close()
 
 
 def test_a_child_takes_exactly_the_incarnations_environment() -> None:
