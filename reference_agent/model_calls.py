@@ -27,10 +27,9 @@ gets it.
 from __future__ import annotations
 
 import functools
-import inspect
 import sys
 import sysconfig
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Mapping
 from pathlib import Path
 from types import CodeType, FunctionType, MethodType, ModuleType
 from typing import Any
@@ -76,10 +75,35 @@ def library(name: str | None, own: Container[str]) -> bool:
     reuse), found under site-packages, dist-packages or the standard library's folder, or with no file."""
     if name is None or name.split(".")[0] in own or name.startswith(REFERENCE):
         return False
-    file = getattr(sys.modules.get(name), "__file__", None)
-    if not file:
+    module = sys.modules.get(name)
+    file = _own(module).get("__file__") if module is not None else None
+    if not isinstance(file, str) or not file:
         return True
     return not INSTALLED.isdisjoint(Path(file).parts) or file.startswith(STDLIB)
+
+
+def _own(obj: Any) -> Mapping[str, Any]:
+    """The namespace of a module or class as Python holds it (no `__getattribute__` or `__dict__` of its own
+    or of its metaclass is run)."""
+    if issubclass(type(obj), ModuleType):
+        return ModuleType.__dict__["__dict__"].__get__(obj)
+    return type.__dict__["__dict__"].__get__(obj)
+
+
+def _module_of(obj: Any) -> str | None:
+    """The module a function or class says it was defined in, read without running its class's code."""
+    if type(obj) is FunctionType:
+        return obj.__module__
+    value = _own(obj).get("__module__")
+    return value if isinstance(value, str) else None
+
+
+def _members(obj: Any, kind: type) -> Iterable[Any]:
+    """The items of a list, tuple, set or frozenset (or of a subclass, by the built-in's own iterator)."""
+    for base in (list, tuple, set, frozenset):
+        if issubclass(kind, base):
+            return base.__iter__(obj)
+    return ()
 
 
 def _reaches(modules: Iterable[ModuleType]) -> bool:
@@ -90,57 +114,60 @@ def _reaches(modules: Iterable[ModuleType]) -> bool:
 
     def add(obj: Any, names: Iterable[str] | None = None) -> None:
         """Queue the code of `obj`: a function's, a class's methods', a module's functions and classes (those
-        of `names` only, when given); not a library's (`library`)."""
+        of `names` only, when given); not a library's (`library`). Looks only at what Python holds: no
+        attribute of `obj` is computed (a module's `__getattr__`, a property, an overridden `values()`)."""
         if id(obj) in seen:
             return
-        if isinstance(obj, FunctionType | type) and library(obj.__module__, own):
-            seen.add(id(obj))
-            return
-        if isinstance(obj, ModuleType):
-            if names is not None and library(obj.__name__, own):
-                return
-            if names is None:  # a step module: what it defines (what it imports is followed where used)
-                seen.add(id(obj))
-                for name, value in list(vars(obj).items()):
-                    if isinstance(value, type | FunctionType):
-                        if value.__module__ == obj.__name__:
+        kind = type(obj)
+        if issubclass(kind, ModuleType):
+            space = _own(obj)
+            if names is not None:
+                if not library(space.get("__name__"), own):
+                    for name in names:
+                        value = space.get(name)
+                        if issubclass(type(value), type | FunctionType | MethodType):
                             add(value)
-                    elif name in CONTRACT:
-                        add(value)
                 return
-            for name in names:
-                value = getattr(obj, name, None)
-                if isinstance(value, type | FunctionType | MethodType):
+            seen.add(id(obj))  # a step module: what it defines (what it imports is followed where used)
+            for name, value in list(space.items()):
+                if issubclass(type(value), type | FunctionType):
+                    if _module_of(value) == space.get("__name__"):
+                        add(value)
+                elif name in CONTRACT:
                     add(value)
             return
         seen.add(id(obj))
-        if isinstance(obj, staticmethod | classmethod):
-            add(obj.__func__)
-        elif isinstance(obj, property):
-            for part in (obj.fget, obj.fset, obj.fdel):
-                if part is not None:
-                    add(part)
-        elif isinstance(obj, MethodType):
-            add(obj.__func__)
-        elif isinstance(obj, dict | list | tuple | set | frozenset):  # a table of steps or handlers
-            for item in list(obj.values() if isinstance(obj, dict) else obj):
-                if callable(item) or isinstance(item, dict | list | tuple):
-                    add(item)
-        elif isinstance(obj, functools.partial):
-            add(obj.func)
-            for value in (*obj.args, *obj.keywords.values()):
-                if callable(value):
-                    add(value)
-        elif isinstance(obj, FunctionType):
+        if issubclass(kind, FunctionType | type) and library(_module_of(obj), own):
+            return
+        if kind is FunctionType:
             work.append((obj.__code__, obj.__globals__))
             for value in (obj.__defaults__ or ()):
                 if callable(value):
                     add(value)
-        elif isinstance(obj, type) and obj.__module__ != "builtins":
-            for value in vars(obj).values():
-                add(value)
-        elif not inspect.isbuiltin(obj) and isinstance(vars(type(obj)).get("__call__"), FunctionType):
-            add(vars(type(obj))["__call__"])  # an instance whose class defines __call__ in Python
+        elif issubclass(kind, type):
+            if _module_of(obj) != "builtins":
+                for value in list(_own(obj).values()):
+                    add(value)
+        elif kind in (staticmethod, classmethod, MethodType):
+            add(obj.__func__)
+        elif kind is property:
+            for part in (obj.fget, obj.fset, obj.fdel):
+                if part is not None:
+                    add(part)
+        elif kind is functools.cached_property:
+            add(obj.func)
+        elif kind is functools.partial:
+            add(obj.func)
+            for value in (*obj.args, *obj.keywords.values()):
+                if callable(value):
+                    add(value)
+        elif issubclass(kind, dict | list | tuple | set | frozenset):  # a table of steps or handlers
+            items = dict.values(obj) if issubclass(kind, dict) else _members(obj, kind)
+            for item in list(items):
+                if callable(item) or issubclass(type(item), dict | list | tuple):
+                    add(item)
+        elif type(_own(kind).get("__call__")) is FunctionType:
+            add(_own(kind)["__call__"])  # an instance whose class defines __call__ in Python
 
     for module in modules:
         add(module)
@@ -155,18 +182,18 @@ def _reaches(modules: Iterable[ModuleType]) -> bool:
             return True
         modules_used = []
         for name in code.co_names:
-            value = globals_.get(name)
+            value = dict.get(globals_, name)
             if value is None:
                 continue
-            if isinstance(value, ModuleType):
+            if issubclass(type(value), ModuleType):
                 modules_used.append(value)
-            elif isinstance(value, str):
+            elif type(value) is str:
                 if value in NAMES:  # getattr(ctx, CLIENT) with CLIENT = "model"
                     return True
             else:
                 add(value)
         for module in modules_used:  # `pkg.helper(...)`: the attribute names are among the same co_names
-            add(module, [n for n in code.co_names if n in vars(module)])
+            add(module, [n for n in code.co_names if n in _own(module)])
         for const in code.co_consts:
             if isinstance(const, CodeType):
                 work.append((const, globals_))

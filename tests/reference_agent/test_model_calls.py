@@ -56,6 +56,15 @@ def test_what_counts_as_a_library(name: str, own: set[str], expected: bool) -> N
     assert model_calls.library(name, own) is expected
 
 
+def test_reading_a_step_module_runs_none_of_its_code() -> None:
+    """A module `__getattr__`, a metaclass's `__getattribute__`, a table's own `values()`, a lying `__class__`,
+    a property: the answer (yes: `plan` asks through a class's method) comes without running any of them."""
+    trapped = importlib.import_module("tests.gallery.model_reach.booby_trapped")
+    trapped.TRIPPED.clear()
+    assert may_call_model([trapped], NOTHING_IMPORTED) is True
+    assert trapped.TRIPPED == []
+
+
 def test_a_module_that_imported_the_sdk_itself_is_a_yes() -> None:
     no_model = importlib.import_module("tests.corpus.no_model")
     assert may_call_model([no_model], {"anthropic"}) is True
