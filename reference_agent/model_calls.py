@@ -14,10 +14,12 @@ it forks, unless `may_call_model` is sure no step can reach it; the client is th
    nested code included; not into installed libraries or the standard library (`library`), where `model`
    is the library's own word (an OpenAI agent's `Agent.model`), not the runtime's client.
 2. It may call the model if any code reached uses the name `model` (`ctx.model`, `getattr(ctx, "model")`,
-   a global holding the string, `StepContext.model`) or `anthropic`, or if `anthropic` is imported already (a module that imports the
-   SDK itself has paid for it).
-3. When in doubt it says yes: past `LIMIT` pieces of code, or on any error while looking.
-4. The answer for a set of modules is kept (a fork server's children inherit it).
+   a global holding the string, `StepContext.model`) or `anthropic`, or if `anthropic` is imported already
+   (a module that imports the SDK itself has paid for it).
+3. Looking runs none of the agent's code: namespaces are read as Python holds them (no module `__getattr__`,
+   property, metaclass or overridden `values()` is called).
+4. When in doubt it says yes: past `LIMIT` pieces of code, or on any error while looking.
+5. The answer for a set of modules is kept (a fork server's children inherit it).
 
 A wrong "no" costs time, never correctness: a step that calls the model after all builds the client then,
 importing the SDK at its first call. Only code that builds the name at run time (`"".join(("mo", "del"))`)
@@ -46,6 +48,12 @@ REFERENCE = __name__.rsplit(".", 1)[0]
 LIMIT = 20_000
 """Pieces of code looked at before giving up (and saying yes): a step that reaches into a large library."""
 
+STDLIB = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")})
+"""The standard library's folders: its modules are libraries (`library`)."""
+
+INSTALLED = frozenset({"site-packages", "dist-packages"})
+"""Folders whose modules are installed libraries (`library`)."""
+
 
 _answers: dict[tuple[tuple[str, int], ...], bool] = {}
 
@@ -63,10 +71,6 @@ def may_call_model(modules: Iterable[ModuleType], imported: Container[str] = sys
         except Exception:  # noqa: BLE001 - looking at arbitrary objects: any surprise means "maybe"
             _answers[key] = True
     return _answers[key]
-
-
-STDLIB = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib")})
-INSTALLED = frozenset({"site-packages", "dist-packages"})
 
 
 def library(name: str | None, own: Container[str]) -> bool:
