@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from killpoint.env.fork_launcher import ForkLauncher
@@ -22,8 +21,12 @@ SDK_LIBRARY = "_pydantic_core"
 """A shared library the SDK's import maps (through pydantic) and the reference runtime's does not."""
 
 
-def maps_sdk(pid: int) -> bool:
-    return SDK_LIBRARY in Path(f"/proc/{pid}/maps").read_text()
+def maps_sdk(pid: int) -> bool | None:
+    """Whether process `pid` has the SDK's library mapped; None if it is gone."""
+    try:
+        return SDK_LIBRARY in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return None
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -47,8 +50,9 @@ def test_the_sdk_is_preloaded_only_where_a_step_may_call_the_model(
         assert [report.get("sdk") for report in launcher.reports] == [sdk, sdk]
         assert all(maps_sdk(pid) is sdk for pid in launcher.server_pids)
         session.baseline()
-        standbys = [server.standby for server in launcher._servers if server.standby]
-        assert standbys and all(maps_sdk(pid) is sdk for pid in standbys if psutil.pid_exists(pid))
+        standbys = [maps_sdk(server.standby) for server in launcher._servers if server.standby]
+        seen = [mapped for mapped in standbys if mapped is not None]  # each waits for its spawn: none is gone
+        assert seen and all(mapped is sdk for mapped in seen), standbys
         trial = session.trial(Schedule.parse(schedule))
         assert trial.outcome == "pass", trial.verdicts
         assert bool(trial.evidence.model_requests) is asks, trial.evidence.model_requests
