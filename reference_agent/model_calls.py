@@ -19,7 +19,8 @@ it forks, unless `may_call_model` is sure no step can reach it; the client is th
 3. Looking runs none of the agent's code: namespaces are read as Python holds them (no module `__getattr__`,
    property, metaclass or overridden `values()` is called).
 4. When in doubt it says yes: past `LIMIT` pieces of code, or on any error while looking.
-5. The answer for a set of modules is kept (a fork server's children inherit it).
+5. Each step module's answer is kept (a fork server's children inherit it: a worker asks again for its
+   own module, one of those its server asked about).
 
 A wrong "no" costs time, never correctness: a step that calls the model after all builds the client then,
 importing the SDK at its first call. Only code that builds the name at run time (`"".join(("mo", "del"))`)
@@ -55,19 +56,23 @@ INSTALLED = frozenset({"site-packages", "dist-packages"})
 """Folders whose modules are installed libraries (`library`)."""
 
 
-_answers: dict[tuple[tuple[str, int], ...], bool] = {}
+_answers: dict[tuple[str, int], bool] = {}
+"""Each step module's answer, by its name and identity (a fork server's children inherit them)."""
 
 
 def may_call_model(modules: Iterable[ModuleType], imported: Container[str] = sys.modules) -> bool:
-    """Whether code of `modules` may reach the model client (the module docstring's contract); `imported`:
-    the names of the modules imported so far."""
+    """Whether code of any of `modules` may reach the model client (the module docstring's contract);
+    `imported`: the names of the modules imported so far."""
     if "anthropic" in imported:
         return True
-    modules = list(modules)
-    key = tuple(sorted((m.__name__, id(m)) for m in modules))
+    return any(_answer(module) for module in modules)
+
+
+def _answer(module: ModuleType) -> bool:
+    key = (module.__name__, id(module))
     if key not in _answers:
         try:
-            _answers[key] = _reaches(modules)
+            _answers[key] = _reaches(module)
         except Exception:  # noqa: BLE001 - looking at arbitrary objects: any surprise means "maybe"
             _answers[key] = True
     return _answers[key]
@@ -110,11 +115,10 @@ def _members(obj: Any, kind: type) -> Iterable[Any]:
     return ()
 
 
-def _reaches(modules: Iterable[ModuleType]) -> bool:
+def _reaches(step_module: ModuleType) -> bool:
     seen: set[int] = set()
     work: list[tuple[CodeType, dict[str, Any]]] = []
-    modules = list(modules)
-    own = {m.__name__.split(".")[0] for m in modules}
+    own = {step_module.__name__.split(".")[0]}
 
     def add(obj: Any, names: Iterable[str] | None = None) -> None:
         """Queue the code of `obj`: a function's, a class's methods', a module's functions and classes (those
@@ -173,8 +177,7 @@ def _reaches(modules: Iterable[ModuleType]) -> bool:
         elif type(_own(kind).get("__call__")) is FunctionType:
             add(_own(kind)["__call__"])  # an instance whose class defines __call__ in Python
 
-    for module in modules:
-        add(module)
+    add(step_module)
     looked = 0
     while work:
         code, globals_ = work.pop()

@@ -330,21 +330,19 @@ def quiet_libraries() -> None:
             logger.setLevel(logging.WARNING)
 
 
-def warm(agents: list[ModuleType] | None = None) -> bool:
+def warm(agents: list[ModuleType] | None = None) -> None:
     """Do once, in a process that forks workers, what each worker would otherwise do on its own:
     ``context.warm`` (the SDK imported and its first call made, unless no step of the step modules
     `agents` may call the model: ``model_calls``; HTTP clients built ahead), the loggers' levels,
     argparse's patterns (compiled on a first parse, kept in ``re``'s cache) and psycopg's array dumper (its
     pattern is compiled on the first list dumped: the table check's). Connects nothing, reads no
-    environment. Returns whether it warmed the SDK."""
-    sdk = not agents or may_call_model(agents)
-    context.warm(sdk)
+    environment."""
+    context.warm(not agents or may_call_model(agents))
     quiet_libraries()
     _parse(["warm"])
     from psycopg.adapt import PyFormat, Transformer  # noqa: PLC0415
 
     Transformer().get_dumper(list(TABLES), PyFormat.AUTO).dump(list(TABLES))
-    return sdk
 
 
 def main(argv: list[str] | None = None, conn: psycopg.Connection | None = None, tables_checked: bool = False) -> int:
