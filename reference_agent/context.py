@@ -5,12 +5,15 @@ hands each step a :class:`StepContext` bound to that step's run, cursor and seq.
 
 :func:`warm` does, once in a process that will fork workers (the harness's fork server), what each worker
 would otherwise do on its first model call, and builds the HTTP clients of one plain-http worker ahead:
-the forked worker's :class:`Resources` takes them instead of building its own.
+the forked worker's :class:`Resources` takes them instead of building its own. :func:`build_ahead` does, in
+a process forked ahead of the worker it will become (the fork server's standby), what that worker's
+:class:`Resources` would do first: build the SDK's client on those clients.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -142,6 +145,61 @@ def _take_spare(env: Mapping[str, str]) -> tuple[httpx2.Client, httpx2.Client | 
     return _spare.pop() if _spare and not _proxied(env) else None
 
 
+SDK_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_WEBHOOK_SIGNING_KEY", "ANTHROPIC_CUSTOM_HEADERS")
+"""The variables the SDK's client reads when it is built (besides the base URL, which a client built ahead
+is given afterwards) or that `Resources` builds it from: one built ahead is used only where they agree."""
+
+_ahead: list[tuple[tuple, httpx2.Client, anthropic.Anthropic]] = []
+"""What :func:`build_ahead` made: (what it was built from, the services' client, the SDK's client)."""
+
+
+def _ahead_key(env: Mapping[str, str], model_retries: int) -> tuple:
+    return (model_retries, *(env.get(name) for name in SDK_ENV))
+
+
+def _plain_only(env: Mapping[str, str]) -> bool:
+    """Whether every service and the model are reached over plain http: the only case a worker takes the
+    clients built ahead (see `Resources`)."""
+    urls = [env.get(var, "") for var in ("MAILER_URL", "LEDGER_URL", "WEBHOOK_URL")]
+    model = env.get("ANTHROPIC_BASE_URL") or ""
+    return all(_plain(u) for u in urls if u) and bool(model) and _plain(model)
+
+
+def build_ahead(model_retries: int = 3) -> None:
+    """In a standby (a worker forked ahead of its spawn, harness/env/forkserver.py), whose environment is
+    the one it was forked with (the previous spawn's): build the SDK's client that the next worker's
+    :class:`Resources` builds before its first step, on the spare HTTP clients :func:`warm` left, so that
+    the incarnation that takes the standby finds it made (about a millisecond of a fresh child's page
+    faults, moved before the kill). It is given its own base URL when taken (`Resources`): the only
+    setting that differs from one run to the next. Only where the SDK is imported already (the fork
+    server imported it: a step may call the model), a spare set with the model's client is left, and
+    everything is plain http; at most once. The client is taken only where `SDK_ENV` agrees."""
+    env = os.environ  # what the SDK's client reads as it is built
+    if _ahead or "anthropic" not in sys.modules or not _plain_only(env) or not _spare or _spare[-1][1] is None:
+        return
+    spare = _take_spare(env)
+    if spare is None or spare[1] is None:
+        return
+    sdk = _new_sdk(env.get("ANTHROPIC_BASE_URL") or None, env.get("ANTHROPIC_API_KEY") or "test", model_retries,
+                   spare[1])
+    _ahead.append((_ahead_key(env, model_retries), spare[0], sdk))
+
+
+def _take_ahead(env: Mapping[str, str], model_retries: int) -> tuple[httpx2.Client, anthropic.Anthropic] | None:
+    if not _ahead or _proxied(env) or _ahead[-1][0] != _ahead_key(env, model_retries):
+        return None
+    _, http, sdk = _ahead.pop()
+    return http, sdk
+
+
+def _new_sdk(base_url: str | None, api_key: str, model_retries: int,
+             http: httpx2.Client | None) -> anthropic.Anthropic:
+    import anthropic  # noqa: PLC0415 - see Resources._build_sdk
+
+    return anthropic.Anthropic(base_url=base_url, api_key=api_key, max_retries=model_retries, timeout=60.0,
+                               **({"http_client": http} if http is not None else {}))
+
+
 class Resources:
     """The worker's clients, created once per process (never at import: the fork server forks after import).
 
@@ -162,12 +220,18 @@ class Resources:
         plain = all(_plain(u) for u in self.urls.values() if u)
         self._model_base = env.get("ANTHROPIC_BASE_URL") or None
         self._plain_model = bool(self._model_base and _plain(self._model_base))
-        spare = _take_spare(env) if plain and self._plain_model else None  # built before the fork (`warm`)
-        self.http = spare[0] if spare else _service_http(not plain)
-        self._model_http = spare[1] if spare else None
         self._api_key = env.get("ANTHROPIC_API_KEY") or "test"
         self._model_retries = model_retries
         self._sdk: anthropic.Anthropic | None = None
+        self._model_http: httpx2.Client | None = None
+        ahead = _take_ahead(env, model_retries) if plain and self._plain_model else None  # `build_ahead`
+        if ahead is not None:
+            self.http, self._sdk = ahead
+            self._sdk.base_url = self._model_base or ""
+        else:
+            spare = _take_spare(env) if plain and self._plain_model else None  # built before the fork (`warm`)
+            self.http = spare[0] if spare else _service_http(not plain)
+            self._model_http = spare[1] if spare else None
         self.model = ModelClient(self._build_sdk, env.get("KILLPOINT_MODEL") or DEFAULT_MODEL)
         self.model_url = env.get("ANTHROPIC_BASE_URL") or ""
         self._run_models: dict[str, ModelClient] = {}
@@ -187,9 +251,7 @@ class Resources:
             http = self._model_http
             if http is None and self._plain_model:
                 http = anthropic.DefaultHttpxClient(verify=False)
-            self._sdk = anthropic.Anthropic(base_url=self._model_base, api_key=self._api_key,
-                                            max_retries=self._model_retries, timeout=60.0,
-                                            **({"http_client": http} if http is not None else {}))
+            self._sdk = _new_sdk(self._model_base, self._api_key, self._model_retries, http)
         return self._sdk
 
     def _model_for(self, run_id: str) -> ModelClient:

@@ -65,6 +65,7 @@ class _Channel:
 
     def __init__(self) -> None:
         self.pid: int | None = None
+        self.path: str | None = None
         self.sock: socket.socket | None = None
         self.reader: Any = None
         self.exchange = threading.RLock()
@@ -73,16 +74,29 @@ class _Channel:
         self.writing = False  # connecting or writing: a signal handler's note must wait
         self.pending: list[bytes] = []
 
-    def _connect(self, path: str) -> None:
-        if self.sock is not None and self.pid == os.getpid():
+    def _connect(self, path: str, quietly: bool = False) -> None:
+        """Connect to `path` unless this process is connected to it already (`quietly`: a socket that
+        cannot be reached leaves the channel unconnected instead of ending the process)."""
+        if self.sock is not None and self.pid == os.getpid() and self.path == path:
             return
+        if self.sock is not None and self.pid == os.getpid():  # opened ahead, to another socket
+            self.sock.close()
+            self.sock = None
         # A forked child must not share its parent's socket: open its own.
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(path)
         except OSError as exc:
+            sock.close()
+            if quietly:
+                return
             _gone(f"cannot reach kill-point socket {path}: {exc}")
-        self.sock, self.reader, self.pid = sock, sock.makefile("rb"), os.getpid()
+        self.sock, self.reader, self.pid, self.path = sock, sock.makefile("rb"), os.getpid(), path
+
+    def connect_ahead(self, path: str) -> None:
+        """Connect now, before any message (see :func:`connect_ahead`)."""
+        with self.write:
+            self._connect(path, quietly=True)
 
     def send(self, path: str, line: bytes) -> None:
         """Write one line (connecting first if needed), from any thread."""
@@ -165,6 +179,18 @@ def report(point: str, run_id: str, step: str, seq: int) -> None:
         return
     if not (isinstance(answer, dict) and answer.get("go") is True):
         _gone(f"unexpected answer {answer!r}")
+
+
+def connect_ahead() -> None:
+    """Open this process's connection to the harness now rather than on its first message: a process
+    forked ahead of the incarnation it will become (the harness's standby, harness/env/forkserver.py) does
+    it before it is one, so the incarnation's first note does not wait for the connection. The harness
+    knows a connection by the pid at its other end, which the process keeps when it becomes the
+    incarnation. A socket that cannot be reached now is left for the first message to meet; a message for
+    another socket (`KILLPOINT_SOCKET` changed) closes this connection and opens its own."""
+    path = os.environ.get("KILLPOINT_SOCKET")
+    if path:
+        _channel.connect_ahead(path)
 
 
 def note(name: str, **fields: Any) -> None:

@@ -211,8 +211,9 @@ class ForkLauncher(Launcher):
        (`random` is reseeded in every fork by Python itself).
     3. Every server's state changes of its children are routed to the incarnation of that pid.
     4. With `standby` (the default), each server keeps one child forked ahead with its Postgres session
-       open (harness/env/forkserver.py, `_standby`): a spawn whose connection settings match is handed to
-       it and skips the fork, the process's set-up and the connection; the standby is no incarnation and
+       open, its kill-point connection made and the SDK's client built (harness/env/forkserver.py,
+       `_standby`): a spawn whose connection settings match is handed to it and skips the fork, the
+       process's set-up and the connections; the standby is no incarnation and
        no orphan (`adopted` leaves it out) until a spawn names it.
     `server_pid` is the first server's pid, `server_pids` all of them.
     """

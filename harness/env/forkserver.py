@@ -13,8 +13,8 @@ and answers `{"op": "spawned", "inc": "w3", "pid": N}`, then (unless started wit
 `{"op": "stopped"|"continued", "pid": N}` and `{"op": "exited", "pid": N, "exit_code": C, "signal": S, "cpu": SECONDS}` (the child's own user + system CPU
 time, from `wait4`).
 A child runs `killpoint.reference_agent.worker.main(argv)` with exactly `env` as its environment (and, when
-it was the standby, the Postgres session it opened ahead, named for the incarnation) and exits with its
-return value. A child whose `env` puts folders on PYTHONPATH that the server's import path lacks
+it was the standby, the Postgres session it opened ahead, named for the incarnation, its connection to the
+kill-point socket and, where the SDK is imported, the SDK's client: `_ahead`) and exits with its return value. A child whose `env` puts folders on PYTHONPATH that the server's import path lacks
 (an earlier version of the agent, `killpoint.env.previous`) imports from them first, as a fresh interpreter
 would: they go first on its `sys.path`, and what the server imported of the packages they hold is dropped
 (`_prepend_paths`). Each child is the leader of its own process group (set by both sides of the fork, so
@@ -177,8 +177,8 @@ STANDBY_NAME = "killpoint-standby"
 
 
 def _standby(env: dict[str, str], rfd: int, fds: list[int]) -> None:
-    """In a forked standby: open the session of the next incarnation ahead, then wait on `rfd` for the
-    spawn command that makes this process that incarnation, and become it. Never returns; exits 0 on EOF
+    """In a forked standby: open the session of the next incarnation ahead (and do the rest of `_ahead`),
+    then wait on `rfd` for the spawn command that makes this process that incarnation, and become it. Never returns; exits 0 on EOF
     (the server dropped it) without a command."""
 
     def body() -> int:
@@ -186,6 +186,7 @@ def _standby(env: dict[str, str], rfd: int, fds: list[int]) -> None:
         _output_to(os.devnull)  # until it is an incarnation with a log
         _environ_to(conninfo.standby_env(env, STANDBY_NAME))
         conn = _open_ahead(os.environ.get("DATABASE_URL", ""))
+        _ahead()
         data = b""
         while chunk := os.read(rfd, 65536):
             data += chunk
@@ -214,6 +215,18 @@ def _open_ahead(dsn: str) -> Any:
     with contextlib.suppress(Exception):
         worker.tables_present(conn)
     return conn
+
+
+def _ahead() -> None:
+    """What the next incarnation would do first that does not depend on which one it is, done from this
+    standby's environment (the previous spawn's) before the spawn: the SDK's client, where the SDK is
+    imported (`context.build_ahead`: taken only where the incarnation's environment agrees), and the
+    connection to the harness's kill-point socket (`killpoints.connect_ahead`)."""
+    with contextlib.suppress(Exception):  # a standby only saves time
+        from killpoint.reference_agent import context, killpoints  # noqa: PLC0415 - imported by the worker module
+
+        context.build_ahead()
+        killpoints.connect_ahead()
 
 
 def _named(conn: Any, env: dict[str, str]) -> tuple[Any, bool]:

@@ -67,6 +67,11 @@ def test_a_resumed_incarnation_runs_on_a_standby_and_the_audit_trail_names_it(se
     names = [app for app, _ in apps]
     assert names and set(names) == {e["inc"] for e in incs}, apps  # every write named by its own incarnation
     assert names == sorted(names), apps  # the first incarnation's writes, then the resumed one's
+    # Each standby built the SDK's client from the previous spawn's environment (another run's URLs): the
+    # incarnation's model requests still reach its own run's fake.
+    asked = {e["inc"] for e in trial.evidence.events if e["type"] == "point" and e.get("source") == "model"
+             and e.get("run_id") == trial.run_id}
+    assert incs[0]["inc"] in asked and asked <= {e["inc"] for e in incs}, asked
 
 
 @pytest.fixture
@@ -145,6 +150,22 @@ def first_server(tmp_path: Path) -> Iterator[tuple[Held, ForkLauncher, Any]]:
         held.release.set()
         launcher.close()
         held.server.close()
+
+
+def test_a_standby_connects_to_the_kill_point_socket_ahead_and_the_incarnation_keeps_that_connection(
+        dsn: str, tmp_path: Path) -> None:
+    """The barrier knows a connection by the pid at its other end: the standby's, connected before any spawn
+    names it, is the incarnation's when it becomes one (no second connection: the same peer reads its
+    reports)."""
+    with first_server(tmp_path) as (held, launcher, server):
+        held_at_first_point(launcher, held, dsn, "r-1", tmp_path)
+        wait_for(lambda: server.standby is not None and server.standby in held.server._peers, 10,
+                 "the standby's connection to the kill-point socket")
+        waiting = server.standby
+        peer = held.server._peers[waiting]
+        assert peer.unhandled == 0 and not peer.busy  # it has said nothing yet
+        second = held_at_first_point(launcher, held, dsn, "r-2", tmp_path)
+        assert second.pid == waiting and held.server._peers[waiting] is peer and peer.busy
 
 
 def test_a_standby_whose_session_ended_connects_afresh(dsn: str, tmp_path: Path) -> None:

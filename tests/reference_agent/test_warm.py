@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from killpoint.reference_agent import context
-from killpoint.reference_agent.context import Resources, warm
+from killpoint.reference_agent.context import Resources, build_ahead, warm
 
 PLAIN = {"MAILER_URL": "http://127.0.0.1:9/runs/r", "LEDGER_URL": "http://127.0.0.1:9/runs/r",
          "WEBHOOK_URL": "http://127.0.0.1:9/runs/r", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9/runs/r"}
@@ -17,6 +17,7 @@ def no_spares(monkeypatch: pytest.MonkeyPatch):
         if name.lower() in context.PROXY_VARS:
             monkeypatch.delenv(name)
     monkeypatch.setattr(context, "_spare", [])
+    monkeypatch.setattr(context, "_ahead", [])
 
 
 def test_a_plain_http_worker_takes_the_clients_built_ahead_once() -> None:
@@ -46,6 +47,82 @@ def test_warm_leaves_no_spares_where_the_server_itself_is_proxied(monkeypatch: p
     monkeypatch.setenv("http_proxy", "http://proxy:3128")
     warm()
     assert context._spare == []
+
+
+PREVIOUS = {**PLAIN, "ANTHROPIC_BASE_URL": "http://127.0.0.1:9/runs/r0", "ANTHROPIC_API_KEY": "killpoint-fake-key"}
+"""The environment a standby was forked with: the previous spawn's, another run's URLs."""
+
+
+def standby_env(monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    """This process's environment (which `build_ahead` reads, as the SDK's client does) made `env`'s."""
+    for name in [*context.SDK_ENV, *PLAIN]:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_a_standby_builds_the_sdk_client_ahead_and_the_incarnation_takes_it_at_its_own_url(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    warm()
+    (spare,) = context._spare
+    standby_env(monkeypatch, PREVIOUS)
+    build_ahead()
+    assert context._spare == []
+    ((_, http, sdk),) = context._ahead
+    assert http is spare[0] and sdk._client is spare[1] and str(sdk.base_url) == "http://127.0.0.1:9/runs/r0/"
+    taken = Resources(None, {**PLAIN, "ANTHROPIC_API_KEY": "killpoint-fake-key"})
+    assert taken.http is http and taken.sdk is sdk and context._ahead == []
+    assert str(taken.sdk.base_url) == "http://127.0.0.1:9/runs/r/"  # this run's, not the previous spawn's
+    other = Resources(None, {**PLAIN, "ANTHROPIC_API_KEY": "killpoint-fake-key"})  # taken once
+    assert other.sdk is not sdk and other.http is not http
+    taken.close()
+    other.close()
+
+
+@pytest.mark.parametrize("differs", [{"ANTHROPIC_API_KEY": "another-key"}, {"ANTHROPIC_AUTH_TOKEN": "a-token"},
+                                     {"ANTHROPIC_CUSTOM_HEADERS": "x-team: a"}, {"HTTPS_PROXY": "http://proxy:3128"}])
+def test_a_client_built_ahead_in_another_sdk_environment_is_not_taken(monkeypatch: pytest.MonkeyPatch,
+                                                                      differs: dict[str, str]) -> None:
+    warm()
+    standby_env(monkeypatch, PREVIOUS)
+    build_ahead()
+    ((_, http, sdk),) = context._ahead
+    resources = Resources(None, {**PREVIOUS, **differs})
+    assert resources.sdk is not sdk and resources.http is not http
+    assert len(context._ahead) == 1
+    resources.close()
+
+
+@pytest.mark.parametrize("env", [{**PREVIOUS, "ANTHROPIC_BASE_URL": "https://api.example.com"},
+                                 {**PREVIOUS, "MAILER_URL": "https://mailer.example.com"},
+                                 {k: v for k, v in PREVIOUS.items() if k != "ANTHROPIC_BASE_URL"}])
+def test_nothing_is_built_ahead_where_a_worker_would_not_take_the_spare_clients(
+        monkeypatch: pytest.MonkeyPatch, env: dict[str, str]) -> None:
+    warm()
+    (spare,) = context._spare
+    standby_env(monkeypatch, env)
+    build_ahead()
+    assert context._ahead == [] and context._spare == [spare]
+
+
+def test_a_standby_of_a_server_without_the_sdk_builds_nothing_and_imports_nothing() -> None:
+    """A fork server whose step modules never call the model holds no SDK (`worker.warm`): its standby
+    neither imports it nor takes the services' spare client. In a fresh interpreter."""
+    code = f"""
+import os, sys
+os.environ.update({PREVIOUS!r})
+from killpoint.reference_agent import context
+context.warm(sdk=False)
+spare = list(context._spare)
+context.build_ahead()
+assert "anthropic" not in sys.modules and context._ahead == [] and context._spare == spare, context._ahead
+print("ok")
+"""
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "ok", out.stderr
 
 
 def test_worker_warm_leaves_a_child_nothing_of_its_own_to_compile_or_level() -> None:
