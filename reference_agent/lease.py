@@ -1,10 +1,10 @@
 """A short per-run lease: who may work on a run, until when.
 
-A worker acquires the lease before it touches a run and renews it before every step. A live lease held by
-another owner means someone else is working on the run: the worker leaves the run alone. Expiry is judged
-by the database clock (``now()``), so workers on machines with skewed clocks agree. The harness simulates
-the passage of time for a dead worker with
-``UPDATE leases SET expires_at = now() - interval '1 second' WHERE run_id = %s``.
+A worker acquires the lease before it touches a run and renews it before every later step (taking it was
+the first step's renewal: no step or kill point comes between them). A live lease held by another owner means someone
+else is working on the run: the worker leaves the run alone. Expiry is judged by the database clock
+(``now()``), so workers on machines with skewed clocks agree. The harness simulates the passage of time for
+a dead worker with ``UPDATE leases SET expires_at = now() - interval '1 second' WHERE run_id = %s``.
 """
 
 from __future__ import annotations

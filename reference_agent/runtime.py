@@ -1,6 +1,7 @@
 """The durable loop: load (or start) a run, then step, checkpoint, step, checkpoint, until done.
 
-One iteration: check the drain flag; renew the lease; report ``step.start``; run the step at the cursor;
+One iteration: check the drain flag; renew the lease (not before the first step: taking it just now was its
+renewal); report ``step.start``; run the step at the cursor;
 ``seq + 1``; merge the state patch; take the window (compacted to the budget); add the cost; save, with the
 step's in-transaction write, under the monotonic guard. Resume is "load, else initial": a run continues
 from its last checkpoint in whatever process picks it up.
@@ -118,6 +119,7 @@ def run_durable(store: CheckpointStore, run_id: str, module: StepModule, resourc
     """Run ``run_id`` to its end, or until drained; see the module docstring for what it raises."""
     lease = Lease(store.conn, run_id, options.owner, options.lease_seconds)
     lease.acquire()
+    fresh = True  # the lease was set to expire a full term from now a moment ago: renewing it adds nothing
     try:
         cp = _start_or_resume(store, run_id, module, params)
         while cp.cursor != DONE and cp.status not in TERMINAL_STATUSES:
@@ -126,7 +128,9 @@ def run_durable(store: CheckpointStore, run_id: str, module: StepModule, resourc
                     cp = cp.replace(seq=cp.seq + 1, status=PAUSED, updated_at=now_iso())
                     store.save(cp)
                 break
-            lease.renew()
+            if not fresh:
+                lease.renew()
+            fresh = False
             cp = _step(store, cp, module, resources, options, drain)
     finally:
         # Whatever ended this worker's part (done, drained, refused, fenced, an error), it will not touch the

@@ -345,6 +345,15 @@ def warm(agents: list[ModuleType] | None = None) -> None:
     Transformer().get_dumper(list(TABLES), PyFormat.AUTO).dump(list(TABLES))
 
 
+def ahead() -> None:
+    """Do, in a process forked ahead of the incarnation it will become (the fork server's standby), what that
+    incarnation would do first that does not depend on which one it is, from the environment it was forked
+    with: ``context.build_ahead`` (the SDK's client, where the SDK is imported) and
+    ``killpoints.connect_ahead`` (its connection to the harness's kill-point socket)."""
+    context.build_ahead()
+    killpoints.connect_ahead()
+
+
 def main(argv: list[str] | None = None, conn: psycopg.Connection | None = None, tables_checked: bool = False) -> int:
     """Entry point; returns the exit code (see :data:`EXIT_CODES`). `conn`: a connection opened ahead for
     this incarnation (see the module docstring), used instead of a new one and closed at the end;

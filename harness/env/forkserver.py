@@ -219,14 +219,13 @@ def _open_ahead(dsn: str) -> Any:
 
 def _ahead() -> None:
     """What the next incarnation would do first that does not depend on which one it is, done from this
-    standby's environment (the previous spawn's) before the spawn: the SDK's client, where the SDK is
-    imported (`context.build_ahead`: taken only where the incarnation's environment agrees), and the
-    connection to the harness's kill-point socket (`killpoints.connect_ahead`)."""
+    standby's environment (the previous spawn's) before the spawn (`worker.ahead`): the SDK's client, where
+    the SDK is imported (taken only where the incarnation's environment agrees), and the connection to the
+    harness's kill-point socket."""
     with contextlib.suppress(Exception):  # a standby only saves time
-        from killpoint.reference_agent import context, killpoints  # noqa: PLC0415 - imported by the worker module
+        from killpoint.reference_agent import worker  # noqa: PLC0415 - imported by the server already
 
-        context.build_ahead()
-        killpoints.connect_ahead()
+        worker.ahead()
 
 
 def _named(conn: Any, env: dict[str, str]) -> tuple[Any, bool]:

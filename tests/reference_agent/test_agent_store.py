@@ -148,3 +148,26 @@ def test_a_checkpoints_payload_is_what_asdict_gives_and_shares_no_container() ->
     assert payload["state"]["invoice"] is not state["invoice"]
     assert payload["state"]["invoice"]["lines"][0] is not state["invoice"]["lines"][0]
     assert payload["window"][0] is not c.window[0] and payload["state"]["t"][1] is not state["t"][1]
+
+
+def test_a_worker_renews_its_lease_before_every_step_but_the_first_which_taking_it_renewed(agent: AgentEnv) -> None:
+    """Acquiring the lease sets it to expire a full term from now, and no step or kill point comes between
+    that and the first step: a renewal there would be a round trip and a commit for nothing. Every later
+    step renews (the test above: a lease lost after the first step stops the worker before the second)."""
+    agent.conn.execute("""
+        CREATE TABLE lease_writes (op text, expires_at timestamptz);
+        CREATE FUNCTION log_lease_write() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN INSERT INTO lease_writes VALUES (TG_OP, NEW.expires_at); RETURN NEW; END $$;
+        CREATE TRIGGER lease_writes AFTER INSERT OR UPDATE ON leases FOR EACH ROW EXECUTE FUNCTION log_lease_write();
+    """)
+    points = agent.points  # the worker reports its points here
+    try:
+        done = agent.run("r-renew")
+        assert done.proc.returncode == 0, done.output
+        steps = [step for step, point in points.points() if point == "step.start"]
+        ops = [op for (op,) in agent.conn.execute("SELECT op FROM lease_writes").fetchall()]
+    finally:
+        agent.conn.execute("DROP TRIGGER lease_writes ON leases; DROP FUNCTION log_lease_write(); "
+                           "DROP TABLE lease_writes")
+    assert len(steps) == 5
+    assert ops == ["INSERT"] + ["UPDATE"] * (len(steps) - 1)  # taken, then renewed before steps 2..5
