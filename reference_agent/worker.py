@@ -299,10 +299,12 @@ def tables_present(conn: psycopg.Connection) -> bool:
 def take_session(conn: psycopg.Connection, settings: Mapping[str, str]) -> bool:
     """Set each of `settings` for the session (`set_config(name, value, false)`: a session opened ahead,
     renamed for the incarnation that takes it) and return whether every table of the runtime is there
-    (`tables_present`), in one round trip."""
+    (`tables_present`), in one round trip. The statement is prepared on the server (one per number of
+    settings): a standby that runs it ahead with its own names (the same settings, the same text) leaves the
+    incarnation's run of it without a parse or a plan."""
     sets = "".join(", set_config(%s, %s, false)" for _ in settings)
     row = conn.execute(f"SELECT ({_PRESENT}){sets}",
-                       [list(TABLES), *[v for pair in settings.items() for v in pair]]).fetchone()
+                       [list(TABLES), *[v for pair in settings.items() for v in pair]], prepare=True).fetchone()
     return row is not None and row[0] == len(TABLES)
 
 

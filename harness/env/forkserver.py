@@ -200,8 +200,10 @@ def _standby(env: dict[str, str], rfd: int, fds: list[int]) -> None:
 
 
 def _open_ahead(dsn: str) -> Any:
-    """A session for the next incarnation, its catalogue caches warmed by the worker's own table check;
-    None if none can be opened now (the worker then connects itself, and meets the same error)."""
+    """A session for the next incarnation, its catalogue caches warmed and the statement that will rename it
+    prepared by running it now with the standby's own names (`worker.take_session`, its check and its
+    settings as they are); None if none can be opened now (the worker then connects itself, and meets the
+    same error)."""
     if not dsn:
         return None
     try:
@@ -213,7 +215,7 @@ def _open_ahead(dsn: str) -> Any:
     except Exception:  # noqa: BLE001 - a standby only saves time
         return None
     with contextlib.suppress(Exception):
-        worker.tables_present(conn)
+        worker.take_session(conn, conninfo.identity(os.environ))
     return conn
 
 

@@ -199,6 +199,28 @@ def test_a_table_dropped_after_the_standby_checked_is_made_again_by_the_incarnat
             assert conn.execute("SELECT owner FROM leases WHERE run_id = 'r-2'").fetchone() is not None
 
 
+@pytest.mark.parametrize("options", [None, "-c search_path=public"])
+def test_the_standby_prepares_the_statement_that_renames_its_session_for_the_incarnation(dsn: str,
+                                                                                         options: str | None) -> None:
+    """The standby runs `worker.take_session` with its own names (`conninfo.standby_env`) before the spawn;
+    the incarnation's run of it, with the names of `env_of`, is the same prepared statement (no parse, no
+    plan at the spawn): one statement prepared in the session, and the session named for the incarnation."""
+    from killpoint.reference_agent import worker  # noqa: PLC0415
+
+    env = {"DATABASE_URL": conninfo.for_worker(dsn, "r-9#2"), "PGAPPNAME": "r-9#2",
+           "PGOPTIONS": pg_options(options, "r-9#2")}
+    ahead = conninfo.standby_env(env, STANDBY)
+    with psycopg.connect(ahead["DATABASE_URL"], autocommit=True) as conn:
+        ensure_schema(conn)
+        worker.take_session(conn, conninfo.identity(ahead))
+        assert conn.execute("SELECT current_setting('application_name')").fetchone() == (STANDBY,)
+        assert worker.take_session(conn, conninfo.identity(env))
+        prepared = conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+        assert len(prepared) == 1 and "set_config" in prepared[0][0], prepared
+        assert conn.execute("SELECT current_setting('application_name'), current_setting('killpoint.inc', true)"
+                            ).fetchone() == ("r-9#2", "r-9#2")
+
+
 def test_a_spawn_longer_than_the_pipe_holds_is_forked_afresh(dsn: str, tmp_path: Path) -> None:
     """A standby still connecting reads nothing yet: a command the pipe cannot hold at once would block
     the server, so it goes to a new fork instead (and the standby is dropped)."""
