@@ -81,10 +81,14 @@ def dsn(pg_dsn: str) -> str:
     return pg_dsn
 
 
+def db_env(dsn: str, inc: str, options: str | None = None) -> dict[str, str]:
+    """The variables by which the harness names an incarnation's session (DATABASE_URL, PGAPPNAME, PGOPTIONS)."""
+    return {"DATABASE_URL": conninfo.for_worker(dsn, inc), "PGAPPNAME": inc, "PGOPTIONS": pg_options(options, inc)}
+
+
 def env_of(dsn: str, held: Held, inc: str, options: str | None = None) -> dict[str, str]:
-    """An incarnation's environment as the harness names it (DATABASE_URL, PGAPPNAME, PGOPTIONS)."""
-    return {**os.environ, "DATABASE_URL": conninfo.for_worker(dsn, inc), "PGAPPNAME": inc,
-            "PGOPTIONS": pg_options(options, inc), "KILLPOINT_SOCKET": str(held.server.path),
+    """An incarnation's environment as the harness names it (`db_env`, its kill-point socket and name)."""
+    return {**os.environ, **db_env(dsn, inc, options), "KILLPOINT_SOCKET": str(held.server.path),
             "KILLPOINT_INCARNATION": inc}
 
 
@@ -203,12 +207,11 @@ def test_a_table_dropped_after_the_standby_checked_is_made_again_by_the_incarnat
 def test_the_standby_prepares_the_statement_that_renames_its_session_for_the_incarnation(dsn: str,
                                                                                          options: str | None) -> None:
     """The standby runs `worker.take_session` with its own names (`conninfo.standby_env`) before the spawn;
-    the incarnation's run of it, with the names of `env_of`, is the same prepared statement (no parse, no
+    the incarnation's run of it, with the names of `db_env`, is the same prepared statement (no parse, no
     plan at the spawn): one statement prepared in the session, and the session named for the incarnation."""
     from killpoint.reference_agent import worker  # noqa: PLC0415
 
-    env = {"DATABASE_URL": conninfo.for_worker(dsn, "r-9#2"), "PGAPPNAME": "r-9#2",
-           "PGOPTIONS": pg_options(options, "r-9#2")}
+    env = db_env(dsn, "r-9#2", options)
     ahead = conninfo.standby_env(env, STANDBY)
     with psycopg.connect(ahead["DATABASE_URL"], autocommit=True) as conn:
         ensure_schema(conn)
