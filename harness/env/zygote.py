@@ -56,6 +56,7 @@ import runpy
 import select
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -89,6 +90,10 @@ HANDLED = frozenset({"PYTHONHASHSEED", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"})
 choice of zygote); any other `PYTHON*` or `LD_*` variable must be the zygote's for it to stand in."""
 PROTOCOL_FD = 3
 INFO = "info.json"
+FOLDER_PREFIX = "kpz-"
+STALE_AFTER_SECONDS = 60.0
+"""How old an unlocked zygotes' folder must be before `sweep_stale` takes it for a dead owner's: far longer than
+the moment between its making and its owner's lock (`Zygotes`)."""
 
 
 # --- the harness's side ---------------------------------------------------------------------------------
@@ -211,15 +216,19 @@ class Zygotes:
     `env` (default: this process's) without its credentials. `with Zygotes() as z:` stops them after.
 
     Starting does not wait for their imports (`wait` does): a harness that asks before a zygote listens starts
-    its children as always (`popen` returns None)."""
+    its children as always (`popen` returns None). Starting also removes the folders that owners killed with
+    their zygotes left (`sweep_stale`); this one is locked while its owner lives."""
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
         from killpoint.env import credentials  # noqa: PLC0415 - only who starts zygotes needs it
 
         base = credentials.scrubbed(dict(os.environ if env is None else env))
         base.pop(ZYGOTE_VAR, None)
-        self.folder = Path(tempfile.mkdtemp(prefix="kpz-"))  # short: a socket's path is at most 107 bytes
+        sweep_stale()
+        self.folder = Path(tempfile.mkdtemp(prefix=FOLDER_PREFIX))  # short: a socket's path is at most 107 bytes
         self._procs: list[subprocess.Popen[bytes]] = []
+        self._lock: int | None = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(self._lock, fcntl.LOCK_EX)  # held while we live: the folder is not stale (`sweep_stale`)
         try:
             (self.folder / INFO).write_text(json.dumps({"executable": sys.executable, "prefix": sys.prefix, "env": base}))
             for seed in HASH_SEEDS:
@@ -270,6 +279,49 @@ class Zygotes:
             for path in self.folder.iterdir():
                 path.unlink()
             self.folder.rmdir()
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+
+def sweep_stale(where: Path | None = None) -> list[Path]:
+    """Remove the zygotes' folders in `where` (default: the temp dir) that a dead owner left: its zygotes
+    remove their folder on their way out (`serve`), unless they were SIGKILLed with it (a `killpoint serve`
+    or a test session killed whole). A folder is removed only if it is a real directory of this user named
+    `kpz-*`, unchanged for `STALE_AFTER_SECONDS`, holding nothing but `info.json` and sockets, and its lock
+    is free: its owner (`Zygotes`) holds an exclusive `flock` on it from its making to its removal, which
+    the kernel releases when the owner dies. Returns the folders removed."""
+    removed: list[Path] = []
+    root = Path(tempfile.gettempdir() if where is None else where)
+    try:
+        entries = [e for e in root.iterdir() if e.name.startswith(FOLDER_PREFIX)]
+    except OSError:
+        return removed
+    for folder in entries:
+        with contextlib.suppress(OSError):
+            if _stale(folder):
+                for path in folder.iterdir():
+                    path.unlink()
+                folder.rmdir()
+                removed.append(folder)
+    return removed
+
+
+def _stale(folder: Path) -> bool:
+    """`sweep_stale`'s test of one folder (its lock is taken and released here, never kept)."""
+    st = folder.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or time.time() - st.st_mtime < STALE_AFTER_SECONDS:
+        return False
+    if any(p.name != INFO and not p.is_socket() for p in folder.iterdir()):
+        return False  # not what zygotes leave: not ours to remove
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False  # its owner lives
+    finally:
+        os.close(fd)  # the lock, if taken, goes with it: the folder is removed next, and no one makes it again
+    return True
 
 
 # --- the zygote's side ----------------------------------------------------------------------------------

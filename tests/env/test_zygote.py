@@ -240,3 +240,43 @@ def test_a_cli_forked_by_a_zygote_says_what_a_fresh_one_says(zygotes: Zygotes, t
             assert forked is not None and (forked.returncode, forked.stdout, forked.stderr) == (
                 fresh.returncode, fresh.stdout, fresh.stderr), args
         assert box.survivors() == [] and box.leftover_dirs() == []
+
+
+OWNER = ("import sys; from killpoint.env.zygote import Zygotes; z = Zygotes(); assert z.wait(120); "
+         "print(z.folder, *z.pids, flush=True); sys.stdin.read()")
+
+
+def test_a_folder_left_by_zygotes_killed_with_their_owner_is_swept_and_only_that(zygotes: Zygotes,
+                                                                                 tmp_path: Path) -> None:
+    """An owner SIGKILLed with its zygotes (a `killpoint serve` killed whole) leaves their folder: its info
+    and dead sockets. The next `Zygotes` sweeps it once it is older than `STALE_AFTER_SECONDS` (aged here by
+    its mtime), and leaves a live owner's folder (locked), a young one, and one holding anything else."""
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "TMPDIR": str(tmp_path)})
+    try:
+        assert owner.stdout is not None
+        folder, *pids = owner.stdout.readline().split()
+        for pid in map(int, pids):  # the zygotes first: none lives to remove the folder on its way out
+            os.kill(pid, signal.SIGKILL)
+    finally:
+        owner.kill()
+        owner.wait()
+    dead = Path(folder)
+    assert dead.parent == tmp_path and sorted(p.name for p in dead.iterdir()) == sorted(
+        [zygote.INFO, *(f"{seed}.sock" for seed in zygote.HASH_SEEDS)])
+    young = tmp_path / "kpz-young"
+    young.mkdir()
+    foreign = tmp_path / "kpz-foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("not a zygote's")
+    old = 1_000_000_000
+    for path in (dead, foreign, zygotes.folder):
+        os.utime(path, (old, old))
+    try:
+        assert zygote.sweep_stale(tmp_path) == [dead]
+        assert zygotes.folder not in zygote.sweep_stale(zygotes.folder.parent)  # locked: its owner lives
+        assert zygotes.folder.is_dir()
+    finally:
+        now = os.stat(tmp_path).st_mtime
+        os.utime(zygotes.folder, (now, now))
+    assert not dead.exists() and young.is_dir() and (foreign / "notes.txt").is_file()
