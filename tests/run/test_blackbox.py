@@ -3,11 +3,16 @@ kill-point protocol, so it is held only where the fake services see it; the chec
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 
+from tests.helpers import REPO
 from tests.helpers.sandbox import Sandbox
 
-BLACK_BOX = "env -u KILLPOINT_SOCKET python -m killpoint.reference_agent.worker {run_id}"
+BLACK_BOX = f"{shlex.quote(sys.executable)} {shlex.quote(str(REPO / 'tests' / 'helpers' / 'black_box_worker.py'))} {{run_id}}"
+"""The reference worker with no kill-point socket (tests/helpers/black_box_worker.py): forked from black-box
+servers that preloaded it, as a user's Python worker is."""
 
 
 def _replay(sandbox: Sandbox, tmp_path: Path, schedule: str, *extra: str):
