@@ -334,13 +334,21 @@ class Environment:
         barrier = getattr(self, "barrier", None)
         if barrier is not None:
             barrier.caught_up()
+        self._nudge(info.get("run_id"))
         listener = self._listener(info.get("run_id"))
         return Decision.GO if listener is None else listener.on_service_point(point, info)
 
     def _on_start(self, inc: Incarnation) -> None:
+        self._nudge(inc.run_id)
         listener = self._listener(inc.run_id)
         if listener is not None:
             listener.on_start(inc)
+
+    def _nudge(self, run_id: Any) -> None:
+        """Tell the run's SQL barrier, if it has one, that the run is busy (`SqlBarrier.nudge`)."""
+        held = self._sqlbarriers.get(run_id)
+        if held is not None:
+            held.nudge()
 
     def _on_exit(self, inc: Incarnation) -> None:
         listener = self._listener(inc.run_id)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from killpoint.env import sqlbarrier
 from tests.helpers import REPO
 from tests.helpers.sandbox import Sandbox
 
@@ -53,3 +54,14 @@ def test_a_kill_inside_the_checkpoint_transaction_commits_nothing(sandbox: Sandb
     committed = [e for e in events if e["type"] == "point" and e["run_id"] == run_id
                  and e["point"] == "checkpoint.committed" and e["step"] == "charge"]
     assert [(e["inc"], e["seq"]) for e in committed] == [(f"{run_id}#2", 3)]
+
+
+def test_the_barrier_polls_fast_while_the_run_is_busy_and_backs_off_while_it_is_idle() -> None:
+    """`sqlbarrier.next_interval`: every `POLL_SECONDS` while busy; idle, the wait doubles up to
+    `IDLE_POLL_SECONDS` (a framework's worker idles in its own start and sleeps) and is short again at once
+    when the run is busy again (a nudge, a held commit)."""
+    waits, interval = [], sqlbarrier.POLL_SECONDS
+    for busy in [True, True, *[False] * 8, True]:
+        interval = sqlbarrier.next_interval(interval, busy)
+        waits.append(interval)
+    assert waits == [0.002, 0.002, 0.004, 0.008, 0.016, 0.032, 0.05, 0.05, 0.05, 0.05, 0.002]
