@@ -10,13 +10,12 @@ advisory lock in shared mode. While the run is active, a `SqlBarrier` holds the 
 its own session, so the worker's COMMIT waits inside its checkpoint transaction: `checkpoint.writing`.
 
 The barrier's thread polls `pg_locks` for a backend waiting on the lock (server state, with no sleep
-for synchronisation), and hands the point to the controller (`RunListener.on_held_point`). It polls every
-`POLL_SECONDS` while the run is busy: for `BUSY_SECONDS` after a sign of life (`nudge`: the environment
-calls it when an incarnation of the run starts or one of its requests reaches a fake service) or a held
-commit; otherwise the interval doubles up to `IDLE_POLL_SECONDS`. A poll costs ~0.15 ms of CPU between
-the harness and the server, and a framework's worker spends most of its life in its own start, its
-polling sleeps and its model calls: polled every 2 ms throughout, a DBOS trial spent ~0.2 s of CPU on it.
-
+for synchronisation): every `POLL_SECONDS` while the run is busy, i.e. for `BUSY_SECONDS` after a sign of
+life (`nudge`: the environment calls it when an incarnation of the run starts or one of its requests
+reaches a fake service) or a held commit; otherwise the interval doubles up to `IDLE_POLL_SECONDS` (a poll
+costs ~0.15 ms of CPU between the harness and the server, and a framework's worker spends most of its life
+in its own start, its polling sleeps and its model calls: polled every 2 ms throughout, a DBOS trial spent
+~0.2 s of CPU on it). It hands the point to the controller (`RunListener.on_held_point`):
 
 - released (no fault, or a fault that lets the worker go on, e.g. `term`): the worker's process (the
   incarnation its session's application_name names, PGAPPNAME) is frozen with SIGSTOP while it waits for
