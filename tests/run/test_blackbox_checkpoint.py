@@ -4,24 +4,13 @@ harness/sqlbarrier.py: faults at `checkpoint.writing` and `checkpoint.committed`
 from __future__ import annotations
 
 import json
-import shlex
-import sys
 from pathlib import Path
 
 import pytest
 
 from killpoint.env import sqlbarrier
-from tests.helpers import REPO
 from tests.helpers.sandbox import Sandbox
-
-BLACK_BOX = f"{shlex.quote(sys.executable)} {shlex.quote(str(REPO / 'tests' / 'helpers' / 'black_box_worker.py'))} {{run_id}}"
-"""The reference worker with no kill-point socket (tests/helpers/black_box_worker.py): forked from black-box
-servers that preloaded it, as a user's Python worker is."""
-
-
-def _replay(sandbox: Sandbox, tmp_path: Path, schedule: str, *extra: str):
-    return sandbox.run("replay", "--scenario", "crash-points", "--schedule", schedule,
-                         "--worker-cmd", BLACK_BOX, "--out", str(tmp_path), "--quiet", *extra)
+from tests.run.test_blackbox import replay as _replay
 
 
 def _events(tmp_path: Path) -> list[dict]:
