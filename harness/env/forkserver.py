@@ -3,7 +3,8 @@
 `import anthropic` alone costs about a second; a fork from a process that imported it costs a few
 milliseconds. Run as `python -m killpoint.env.forkserver MODULE [MODULE...] --protocol-fd=N`; it imports the
 modules (and the SDK, unless no step of theirs may call the model: `_warm`), says `{"op": "ready", "pid": N,
-"sdk": B}` (B: whether it imported the SDK) on descriptor N (a pipe of the harness's: stdout is the agent's, which may
+"sdk": B, "warmed": [...]}` (B: whether it imported the SDK; `warmed`: the SDKs whose first calls it made,
+harness/env/sdk_warm.py) on descriptor N (a pipe of the harness's: stdout is the agent's, which may
 print while it is imported; stdout without the option), then reads JSON commands on stdin, one per line:
 
     {"op": "spawn", "inc": "w3", "argv": ["RUN_ID"], "env": {...}, "log": "/path/w3.log"}
@@ -45,7 +46,7 @@ from typing import Any
 
 import psutil
 
-from killpoint.env import egress, pymain, worker_clock
+from killpoint.env import egress, pymain, sdk_warm, worker_clock
 from killpoint.env.postgres import conninfo
 from killpoint.env.procutil import become_subreaper, decode_status, die_with_parent, huge_heap, wait_gone
 
@@ -402,12 +403,15 @@ def serve(modules: list[str], standby: bool = True, black_box: dict | None = Non
     ready: dict = {}
     if black_box is not None:  # a black-box Python worker: its libraries, checked (harness/env/pymain.py)
         ready = pymain.preload(black_box)
+        if ready["unsafe"] is None:  # else every incarnation is exec'd: nothing here would reach them
+            ready["warmed"] = sdk_warm.warm()
         gc.collect()
         gc.freeze()
     else:
         agents = [importlib.import_module(name) for name in modules]
         importlib.import_module("killpoint.reference_agent.worker").parser()
         ready["sdk"] = _warm(agents)
+        ready["warmed"] = sdk_warm.warmed()
     huge_heap()  # what is preloaded now is what every fork copies the page tables of
     rfd, wfd = os.pipe()
     os.set_blocking(rfd, False)
@@ -500,9 +504,12 @@ def _warm(agents: list[Any]) -> bool:
     types' schemas on its first call (~30 ms of CPU), which the worker does per process; the reference
     agent's `worker.warm` does both (and more: its docstring) without a socket or a thread, and builds one
     worker's HTTP clients ahead. The SDK (~1 s to import, ~50 MB in every child) only if a step of `agents`
-    may call the model (`worker.warm`); whether this process holds the SDK is returned.
+    may call the model (`worker.warm`); whether this process holds the SDK is returned. A model SDK the
+    agents imported themselves (before `worker.warm` runs) gets every call its fake answers made here
+    (`sdk_warm.warm`): the runtime's one call is not what an agent that calls the SDK itself makes.
     Then every object made so far is frozen out of the garbage collector's reach: a child's collections
     neither walk nor write to the pages it shares with this server (copy-on-write)."""
+    imported = [name for name in sdk_warm.MODEL_SDKS if name in sys.modules]  # by the agents (or a zygote)
     try:
         import httpx2  # noqa: PLC0415 - the reference runtime's HTTP client
     except ImportError:
@@ -512,6 +519,7 @@ def _warm(agents: list[Any]) -> bool:
         from killpoint.reference_agent import worker  # noqa: PLC0415
 
         worker.warm(agents)
+    sdk_warm.warm(imported)  # an SDK the agents call themselves: all its faked calls (the runtime's is one)
     gc.collect()
     gc.freeze()
     return "anthropic" in sys.modules

@@ -1,0 +1,160 @@
+"""The first calls of the faked model SDKs, made once in a process that forks workers.
+
+An SDK does much of a call's work on the first call in each process, not at import: openai imports a
+resource's module the first time a client touches it (`client.chat`, `client.responses`: ~0.1 CPU-s), and
+both SDKs build the pydantic schemas of their response types on the first answer they parse (~0.1-0.2
+CPU-s for a Responses API answer, a streamed Messages answer). A worker forked from a server that imported
+the SDK but never called it pays for that in every incarnation: a third of a forked OpenAI Agents SDK,
+LangGraph ReAct or Pydantic AI incarnation's CPU.
+
+The first client of an HTTP library (httpx, httpx2) imports its transport stack (~15 ms), which an SDK's
+client built ahead with an in-memory transport does not. `warm()` builds one of each kind (no connection),
+and makes, for each SDK of `SDKS` that the workers' code imported (already in `sys.modules`; none is
+imported here) and that this process has not warmed yet, the calls the fakes answer (harness's fake_services), each with a text and a tool call in
+the fake's own shapes, streamed and not, through an in-memory transport: no socket, no thread, no file,
+nothing kept but what the SDK caches per process (its loaded modules, its schemas, its type adapters),
+which every fork then shares. The clients are given their key and base URL, so they read none of the
+run's variables. A call that fails is passed over: warming only saves time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+
+MODEL_SDKS = ("anthropic", "openai")
+"""The SDKs of the model APIs killpoint fakes."""
+SDKS = ("httpx", "httpx2", *MODEL_SDKS)
+"""What is warmed, by the module a worker's code imports: the HTTP client libraries the SDKs are built on (a
+first client imports its transport stack, ~15 ms) and the model SDKs."""
+
+MODEL = "warm"
+TOOLS_ANTHROPIC = [{"name": "warm", "description": "warm", "input_schema": {"type": "object", "properties": {}}}]
+TOOLS_CHAT = [{"type": "function", "function": {"name": "warm", "parameters": {"type": "object", "properties": {}}}}]
+TOOLS_RESPONSES = [{"type": "function", "name": "warm", "parameters": {"type": "object", "properties": {}}}]
+MESSAGES = [{"role": "user", "content": "warm"}]
+
+
+_tried: dict[str, bool] = {}
+"""What this process tried to warm (or the process it was forked from: a zygote warms what it preloads), and
+whether every call went through."""
+
+
+def warm(names: Iterable[str] = SDKS) -> list[str]:
+    """Warm each of `names` (of `SDKS`) that is imported and not tried yet in this process; `warmed()`."""
+    for name in names:
+        if name in WARMERS and name in sys.modules and name not in _tried:
+            _tried[name] = False
+            _tried[name] = _calls(WARMERS[name])
+    return warmed()
+
+
+def warmed() -> list[str]:
+    """What this process holds warm: each of `SDKS` whose calls all went through here or in its parent."""
+    return [name for name in SDKS if _tried.get(name)]
+
+
+def _calls(warmer: Callable[[Any], list[Callable[[], Any]]]) -> bool:
+    import httpx2  # noqa: PLC0415 - both SDKs are built on it
+
+    ok = True
+    with httpx2.Client(transport=httpx2.MockTransport(_answer)) as http:
+        try:
+            calls = warmer(http)
+        except Exception:  # noqa: BLE001 - an SDK of another version: the workers warm themselves
+            return False
+        for call in calls:
+            try:
+                call()
+            except Exception:  # noqa: BLE001 - see the module docstring
+                ok = False
+    return ok
+
+
+def _executor() -> None:
+    """An async client's first request asks for the platform in a thread (`asyncio.to_thread`): the module
+    of asyncio's default executor, imported here; no thread is started."""
+    import concurrent.futures.thread  # noqa: F401, PLC0415
+
+
+def _anthropic(http: Any) -> list[Callable[[], Any]]:
+    import anthropic  # noqa: PLC0415 - imported already (see `warm`)
+
+    client = anthropic.Anthropic(base_url="http://warm.invalid", api_key="warm", http_client=http, max_retries=0)
+    ask = {"model": MODEL, "max_tokens": 16, "messages": MESSAGES, "tools": TOOLS_ANTHROPIC}
+
+    def streamed() -> None:
+        with client.messages.stream(**ask) as stream:
+            stream.get_final_message()
+
+    async def async_client() -> None:  # its default HTTP client: the async transport stack imported
+        await anthropic.AsyncAnthropic(base_url="http://warm.invalid", api_key="warm").close()
+
+    return [lambda: client.messages.create(**ask), lambda: list(client.messages.create(**ask, stream=True)),
+            streamed, lambda: client.beta.messages.create(**ask),
+            lambda: list(client.beta.messages.create(**ask, stream=True)), lambda: asyncio.run(async_client()),
+            _executor]
+
+
+def _openai(http: Any) -> list[Callable[[], Any]]:
+    import openai  # noqa: PLC0415 - imported already (see `warm`)
+
+    client = openai.OpenAI(base_url="http://warm.invalid/v1", api_key="warm", http_client=http, max_retries=0)
+    chat = {"model": MODEL, "messages": MESSAGES, "tools": TOOLS_CHAT}
+
+    async def async_client() -> None:  # its default HTTP client: the async transport stack imported
+        await openai.AsyncOpenAI(base_url="http://warm.invalid/v1", api_key="warm").close()
+
+    return [_executor, lambda: asyncio.run(async_client()), lambda: client.chat.completions.create(**chat),
+            lambda: list(client.chat.completions.create(**chat, stream=True)),
+            lambda: client.chat.completions.with_raw_response.create(**chat).parse(),
+            lambda: client.responses.create(model=MODEL, input="warm", tools=TOOLS_RESPONSES)]
+
+
+def _clients(library: str) -> Callable[[Any], list[Callable[[], Any]]]:
+    """A plain client and an async one of `library` built and closed: their transports' modules imported."""
+
+    def calls(_http: Any) -> list[Callable[[], Any]]:
+        lib = sys.modules[library]
+
+        async def async_client() -> None:
+            await lib.AsyncClient().aclose()
+
+        return [lambda: lib.Client().close(), lambda: asyncio.run(async_client())]
+
+    return calls
+
+
+WARMERS: dict[str, Callable[[Any], list[Callable[[], Any]]]] = {
+    "httpx": _clients("httpx"), "httpx2": _clients("httpx2"), "anthropic": _anthropic, "openai": _openai}
+
+
+def _answer(request: Any) -> Any:
+    """The fakes' answer to `request` (a text and a tool call), as the SDK would get it from them."""
+    import httpx2  # noqa: PLC0415
+
+    from killpoint.fake_services import model, openai_api  # noqa: PLC0415 - the fakes' own shapes
+    from killpoint.fake_services.turns import ToolCall  # noqa: PLC0415
+
+    body = json.loads(request.content or b"{}")
+    path = request.url.path
+    sse = {"content-type": "text/event-stream"}
+
+    def answer(prefix: str) -> model.Answer:
+        return model.Answer("0" * 64, "warm", 1, 1, "tool_use", (ToolCall(prefix + "warm", "warm", {}),))
+
+    if path.endswith("/messages"):
+        if body.get("stream"):
+            return httpx2.Response(200, content=model.stream_body(MODEL, answer("toolu_")), headers=sse)
+        return httpx2.Response(200, json=model.message_body(MODEL, answer("toolu_")))
+    if path.endswith("/chat/completions"):
+        call = openai_api.parse_chat(body)
+        if call.stream:
+            return httpx2.Response(200, content=openai_api.completion_stream(call, answer("call_")), headers=sse)
+        return httpx2.Response(200, json=openai_api.completion(call, answer("call_")))
+    if path.endswith("/responses"):
+        return httpx2.Response(200, json=openai_api.response_object(openai_api.parse_responses(body), answer("call_")))
+    return httpx2.Response(404, json={"error": {"message": "not warmed", "type": "not_found"}})
