@@ -509,7 +509,7 @@ def _warm(agents: list[Any]) -> bool:
     (`sdk_warm.warm`): the runtime's one call is not what an agent that calls the SDK itself makes.
     Then every object made so far is frozen out of the garbage collector's reach: a child's collections
     neither walk nor write to the pages it shares with this server (copy-on-write)."""
-    imported = [name for name in sdk_warm.MODEL_SDKS if name in sys.modules]  # by the agents (or a zygote)
+    imported = [name for name in (*sdk_warm.MODEL_SDKS, "stripe") if name in sys.modules]  # by the agents
     try:
         import httpx2  # noqa: PLC0415 - the reference runtime's HTTP client
     except ImportError:

@@ -1,20 +1,22 @@
-"""The first calls of the faked model SDKs, made once in a process that forks workers.
+"""The first calls of the SDKs of the services killpoint fakes, made once in a process that forks workers.
 
 An SDK does much of a call's work on the first call in each process, not at import: openai imports a
 resource's module the first time a client touches it (`client.chat`, `client.responses`: ~0.1 CPU-s), and
-both SDKs build the pydantic schemas of their response types on the first answer they parse (~0.1-0.2
-CPU-s for a Responses API answer, a streamed Messages answer). A worker forked from a server that imported
-the SDK but never called it pays for that in every incarnation: a third of a forked OpenAI Agents SDK,
-LangGraph ReAct or Pydantic AI incarnation's CPU.
+both model SDKs build the pydantic schemas of their response types on the first answer they parse (~0.1-0.2
+CPU-s for a Responses API answer, a streamed Messages answer); Stripe's client imports its module, its default
+HTTP client and each kind of object's class on first use (~10 ms); the first client of an HTTP library
+(httpx, httpx2) imports its transport stack (~15 ms). A worker forked from a server that imported an SDK but
+never called it pays for all that in every incarnation: a third of a forked OpenAI Agents SDK, LangGraph
+ReAct or Pydantic AI incarnation's CPU.
 
-The first client of an HTTP library (httpx, httpx2) imports its transport stack (~15 ms), which an SDK's
-client built ahead with an in-memory transport does not. `warm()` builds one of each kind (no connection),
-and makes, for each SDK of `SDKS` that the workers' code imported (already in `sys.modules`; none is
-imported here) and that this process has not warmed yet, the calls the fakes answer (harness's fake_services), each with a text and a tool call in
-the fake's own shapes, streamed and not, through an in-memory transport: no socket, no thread, no file,
-nothing kept but what the SDK caches per process (its loaded modules, its schemas, its type adapters),
-which every fork then shares. The clients are given their key and base URL, so they read none of the
-run's variables. A call that fails is passed over: warming only saves time.
+`warm()` does it once, for each of `SDKS` that the workers' code imported (already in `sys.modules`; none is
+imported here) and that this process has not tried yet: one plain and one async client of each HTTP library
+(no connection); for each SDK, the calls its fake answers (fake_services), each with a text and a tool call
+(or every kind of Stripe object) in the fake's own shapes, streamed and not, through an in-memory transport
+(the HTTP library's, or the SDK's own HTTP-client interface). No socket, no thread, no file is left; nothing
+is kept but what the SDK caches per process (its loaded modules, its schemas, its type adapters), which every
+fork then shares. The clients are given their key and base URL, so none of the run's variables is read. A
+call that fails is passed over: warming only saves time.
 """
 
 from __future__ import annotations
@@ -27,9 +29,13 @@ from typing import Any
 
 MODEL_SDKS = ("anthropic", "openai")
 """The SDKs of the model APIs killpoint fakes."""
-SDKS = ("httpx", "httpx2", *MODEL_SDKS)
+SDKS = ("httpx", "httpx2", *MODEL_SDKS, "stripe")
 """What is warmed, by the module a worker's code imports: the HTTP client libraries the SDKs are built on (a
-first client imports its transport stack, ~15 ms) and the model SDKs."""
+first client imports its transport stack, ~15 ms), the model SDKs, and Stripe's (its client's module and the
+module of each kind of object the fake answers with, each imported on its first use: ~10 ms a process)."""
+STRIPE_OBJECTS = ("card", "charge", "customer", "event", "list", "payment_intent", "refund", "search_result")
+"""The kinds of object the fake Stripe answers with (fake_services/stripe_*.py; tests/env/test_sdk_warm.py
+holds the two lists together)."""
 
 MODEL = "warm"
 TOOLS_ANTHROPIC = [{"name": "warm", "description": "warm", "input_schema": {"type": "object", "properties": {}}}]
@@ -114,6 +120,27 @@ def _openai(http: Any) -> list[Callable[[], Any]]:
             lambda: client.responses.create(model=MODEL, input="warm", tools=TOOLS_RESPONSES)]
 
 
+def _stripe(_http: Any) -> list[Callable[[], Any]]:
+    import stripe  # noqa: PLC0415 - imported already (see `warm`)
+
+    listing = {"object": "list", "url": "/v1/customers", "has_more": False,
+               "data": [{"object": kind, "id": f"{kind}_warm"} for kind in STRIPE_OBJECTS]}
+
+    class Canned(stripe.HTTPClient):  # the SDK's own interface for an HTTP client of the user's choice
+        name = "warm"
+
+        def request(self, method: str, url: str, headers: Any, post_data: Any = None) -> tuple[str, int, dict]:
+            return json.dumps(listing), 200, {}
+
+        def close(self) -> None:
+            pass
+
+    client = stripe.StripeClient("sk_test_warm", http_client=Canned(), max_network_retries=0,
+                                 base_addresses={"api": "http://warm.invalid"})
+    # and one with the SDK's default HTTP client (httpx's transport stack imported; no connection made)
+    return [lambda: client.v1.customers.list(), lambda: stripe.StripeClient("sk_test_warm", max_network_retries=0)]
+
+
 def _clients(library: str) -> Callable[[Any], list[Callable[[], Any]]]:
     """A plain client and an async one of `library` built and closed: their transports' modules imported."""
 
@@ -129,7 +156,8 @@ def _clients(library: str) -> Callable[[Any], list[Callable[[], Any]]]:
 
 
 WARMERS: dict[str, Callable[[Any], list[Callable[[], Any]]]] = {
-    "httpx": _clients("httpx"), "httpx2": _clients("httpx2"), "anthropic": _anthropic, "openai": _openai}
+    "httpx": _clients("httpx"), "httpx2": _clients("httpx2"), "anthropic": _anthropic, "openai": _openai,
+    "stripe": _stripe}
 
 
 def _answer(request: Any) -> Any:

@@ -1,7 +1,7 @@
 """The model SDKs' first calls made ahead in a process that forks workers (harness/env/sdk_warm.py): a child
 forked after `warm()` builds no pydantic schema and imports no module on the calls a framework makes through
 the SDK's async client (a Responses API answer, a streamed chat completion, a streamed beta Messages
-answer), where a child of an unwarmed process does both; `warm()` imports no SDK the process had not
+answer) and on Stripe's (a client, a listing of every kind of object the fake answers with), where a child of an unwarmed process does both; `warm()` imports no SDK the process had not
 imported and leaves no thread or descriptor behind; and a fork server on the OpenAI Agents SDK example says
 in its `ready` line that it warmed the SDK its agent imports.
 """
@@ -9,6 +9,7 @@ in its `ready` line that it warmed the SDK its agent imports.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from killpoint.env import sdk_warm
 from killpoint.env.fork_launcher import ForkLauncher
 from killpoint.env.postgres import PostgresHandle
 from tests.helpers import REPO
@@ -24,7 +26,7 @@ from tests.helpers.sandbox import without_zygote
 
 CHILD = r"""
 import asyncio, gc, json, os, sys
-import anthropic, httpx2, openai
+import anthropic, httpx2, openai, stripe
 from pydantic._internal import _generate_schema
 from killpoint.env import sdk_warm
 
@@ -52,11 +54,23 @@ async def framework_calls():
         pass
     await http.aclose()
 
+class Listing(stripe.HTTPClient):  # a customer listing holding one of each kind of object the fake serves
+    name = "listing"
+    def request(self, method, url, headers, post_data=None):
+        data = [{"object": kind, "id": kind} for kind in sdk_warm.STRIPE_OBJECTS]
+        return json.dumps({"object": "list", "url": "/v1/customers", "has_more": False, "data": data}), 200, {}
+
+def stripe_calls():
+    stripe.StripeClient("sk_test_x", base_addresses={"api": "http://x.invalid"})  # the default HTTP client
+    listed = stripe.StripeClient("sk_test_x", http_client=Listing()).v1.customers.list()
+    assert {type(item).__name__ for item in listed.data} >= {"Charge", "PaymentIntent", "Refund"}, listed
+
 r, w = os.pipe()
 pid = os.fork()
 if pid == 0:
     before = set(sys.modules)
     asyncio.run(framework_calls())
+    stripe_calls()
     os.write(w, json.dumps({"built": built[:5], "imported": sorted(set(sys.modules) - before)[:5]}).encode())
     os._exit(0)
 os.close(w)
@@ -114,10 +128,18 @@ def tool_agents_importable(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def test_a_fork_server_warms_the_sdk_its_step_module_imports(pg_server: PostgresHandle, tmp_path: Path,
                                                              tool_agents_importable: None) -> None:
     """The OpenAI Agents SDK example (a real framework, one step around the SDK's whole tool loop) imports
-    openai, which killpoint's runtime never does: both fork servers warm it; the reference agent's do not."""
+    openai and stripe, which killpoint's runtime never does: both fork servers warm them; the reference
+    agent's warm nothing more than the runtime's own call."""
     with harness_session(pg_server, tmp_path / "oa", "warm_oa", steps="openai_agents_billing") as session:
         launcher = session.env.launcher
         assert isinstance(launcher, ForkLauncher)
-        assert [report.get("warmed") for report in launcher.reports] == [["openai"], ["openai"]], launcher.reports
+        assert [report.get("warmed") for report in launcher.reports] == [["openai", "stripe"]] * 2, launcher.reports
     with harness_session(pg_server, tmp_path / "ref", "warm_ref") as session:
         assert [report.get("warmed") for report in session.env.launcher.reports] == [[], []]
+
+
+def test_the_stripe_objects_warmed_are_the_kinds_the_fake_answers_with() -> None:
+    kinds = set()
+    for module in (REPO / "fake_services").glob("stripe_*.py"):
+        kinds |= set(re.findall(r'"object": "([a-z_]+)"', module.read_text()))
+    assert kinds == set(sdk_warm.STRIPE_OBJECTS)
