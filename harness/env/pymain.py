@@ -9,10 +9,11 @@ In the server (harness/env/forkserver.py, started with `--black-box=JSON`):
 2. A module whose import looked up a per-incarnation variable (`spec["volatile"]` by name, or a name
    starting with one of `VOLATILE_PREFIXES`: the run's service URLs, its database, its ids) could have
    captured the server's value (the resend SDK reads `RESEND_API_URL` at import): the server starts afresh
-   without it, with what its import had fully loaded before that first read in its place (those modules
-   read nothing per-run: `requests` for resend), less its own package's (`_restart`: an import cannot be undone, as what it made may be held elsewhere: dropping it
-   from `sys.modules` broke SQLAlchemy's caches in DBOS), and each incarnation imports it, as it does a
-   module whose import failed in the server. Every other lookup is kept (`reads`, name -> value seen or None): the launcher forks
+   without it, with the modules its import loaded in its place, less those of its own package and of every
+   package that was being imported when such a variable was read (the rest read nothing per-run: `requests`
+   and `httpx` for resend, imported before and after its read) (`_restart`: an import cannot be undone, as
+   what it made may be held elsewhere: dropping it from `sys.modules` broke SQLAlchemy's caches in DBOS), and
+   each incarnation imports it, as it does a module whose import failed in the server. Every other lookup is kept (`reads`, name -> value seen or None): the launcher forks
    an incarnation only if its environment has those same values.
 3. A preload that left a thread running (`threading.active_count()`, `/proc/self/task`) or a descriptor
    open that was not before cannot be forked faithfully (the thread is not in the child; the descriptor and
@@ -67,16 +68,15 @@ def _threads() -> int:
 
 
 @contextlib.contextmanager
-def _recording(reads: dict[str, str | None], first: Callable[[str], None]) -> Iterator[None]:
+def _recording(reads: dict[str, str | None], seen: Callable[[str], None]) -> Iterator[None]:
     """Within: every key looked up in `os.environ` (or `os.environb`) is recorded in `reads` with the value
-    found (None: absent); `first(name)` is called on each lookup of a name not yet recorded."""
+    found (None: absent); `seen(name)` is called on every lookup, before it."""
     cls = os._Environ
     original = cls.__getitem__
 
     def lookup(self: Any, key: Any) -> Any:
         name = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
-        if name not in reads:
-            first(name)
+        seen(name)
         try:
             value = original(self, key)
         except KeyError:
@@ -138,15 +138,15 @@ def preload(spec: dict) -> dict:
     for module in spec["modules"]:
         mine: dict[str, str | None] = {}
         before = set(sys.modules)
-        loaded: list[str] = []  # what the import had finished loading when it first read a volatile variable
+        tainted: set[str] = set()  # the packages being imported whenever a volatile variable was read
 
-        def first(name: str, before: set[str] = before, loaded: list[str] = loaded) -> None:
-            if volatile(name, names) and not loaded:
-                loaded.extend(n for n, m in list(sys.modules.items()) if n not in before and not _initializing(m))
-                loaded.append("")  # taken, even if empty
+        def seen(name: str, before: set[str] = before, tainted: set[str] = tainted) -> None:
+            if volatile(name, names):
+                tainted.update(n.split(".")[0] for n, m in list(sys.modules.items())
+                               if n not in before and _initializing(m))
 
         try:
-            with _recording(mine, first):
+            with _recording(mine, seen):
                 importlib.import_module(module)
         except Exception as exc:  # noqa: BLE001 - the incarnation meets it itself
             if module not in quiet:
@@ -154,10 +154,11 @@ def preload(spec: dict) -> dict:
             continue
         caught = sorted(n for n in mine if volatile(n, names))
         if caught:
-            top = module.split(".")[0]
-            deps = [n for n in loaded if n and n.split(".")[0] != top and n not in spec["modules"]]
+            tainted.add(module.split(".")[0])
+            deps = [n for n in sys.modules if n not in before and n.split(".")[0] not in tainted
+                    and n not in spec["modules"]]
             skipped[module] = f"it reads {', '.join(caught)} at import, which differs per run" + \
-                (f" ({len(deps)} modules it imported before are preloaded)" if deps else "")
+                (f" ({len(deps)} modules of other packages it imported are preloaded)" if deps else "")
             i = spec["modules"].index(module)
             _restart({**spec, "modules": [*spec["modules"][:i], *deps, *spec["modules"][i + 1:]], "skipped": skipped,
                       "quiet": sorted({*quiet, *deps})})

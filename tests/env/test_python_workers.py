@@ -187,17 +187,22 @@ def test_a_forked_incarnation_behaves_as_a_fresh_interpreter(tmp_path: Path, wor
 def test_a_library_that_reads_a_per_run_variable_at_import_is_not_preloaded(tmp_path: Path,
                                                                               workers: list[Workers]) -> None:
     """`capture` reads RUN_URL at import (as the resend SDK reads RESEND_API_URL): the servers start again
-    without it, so each incarnation imports it under its own value; `steady` is still preloaded, and so is
-    `_capdep`, which `capture` had imported before it read RUN_URL (its PID is the server's, its importer)."""
+    without it, so each incarnation imports it under its own value; `steady` is still preloaded, and so are
+    `_capdep` and `_capafter`, which `capture` imports before and after it reads RUN_URL (their PID is the
+    server's, the incarnation's parent: as resend's `requests` and `httpx`); `_captwo`, which it imports
+    last and which reads RUN_URL again itself, is not (its PID is the incarnation's own)."""
     w = Workers(tmp_path, {"steady": "X = 1\n", "_capdep": "import os\nPID = os.getpid()\n",
-                           "capture": "import os, _capdep\nURL = os.environ.get('RUN_URL')\n"},
-                uses="[capture.URL, capture._capdep.PID == os.getppid()]", volatile=("RUN_URL",))
+                           "_capafter": "import os\nPID = os.getpid()\n",
+                           "_captwo": "import os\nPID = os.getpid()\nURL = os.environ.get('RUN_URL')\n",
+                           "capture": "import os, _capdep\nURL = os.environ.get('RUN_URL')\nimport _capafter, _captwo\n"},
+                uses="[capture.URL, capture._capdep.PID == os.getppid(), capture._capafter.PID == os.getppid(), "
+                     "capture._captwo.PID == os.getpid()]", volatile=("RUN_URL",))
     workers.append(w)
-    assert any("steady; capture not preloaded: it reads RUN_URL at import, which differs per run (1 modules it "
-               "imported before are preloaded)" in s for s in w.said), w.said
+    assert any("steady; capture not preloaded: it reads RUN_URL at import, which differs per run (2 modules of "
+               "other packages it imported are preloaded)" in s for s in w.said), w.said
     for url in ("http://a/runs/1", "http://a/runs/2"):
         report, _, code, forked = w.run(RUN_URL=url)
-        assert forked and code == 3 and report["lib"] == [url, True]
+        assert forked and code == 3 and report["lib"] == [url, True, True, True]
 
 
 def test_an_incarnation_whose_variable_read_at_import_differs_is_exec_d(tmp_path: Path,
