@@ -68,6 +68,7 @@ def stripe_calls():
 r, w = os.pipe()
 pid = os.fork()
 if pid == 0:
+    os.close(r)  # should the parent die, this child's write fails at once instead of waiting for a reader
     before = set(sys.modules)
     asyncio.run(framework_calls())
     stripe_calls()
