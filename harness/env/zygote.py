@@ -36,7 +36,9 @@ protocol, one connection per child:
 
 What differs from a fresh interpreter, by design: `PRELOAD` was imported before the egress guard and under
 the zygote's environment, so it holds only libraries that neither connect nor read the environment when
-imported; the agent's own modules are imported by the child after it took `env`, as always; the hash seed
+imported, and the first calls of the SDKs among them were made in memory (harness/env/sdk_warm.py: what
+an SDK caches per process, nothing else); the agent's own modules are imported by the child after it took
+`env`, as always; the hash seed
 of a child without one is the first zygote's (a fresh one's is random). A black-box fork server
 (`--worker-cmd`) never comes from a zygote: what it preloads depends on the run's command.
 """
