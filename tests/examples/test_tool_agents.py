@@ -21,7 +21,6 @@ hour behind (`mixed-faults`' ``tools:checkpoint.writing:clock-1h``).
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from dataclasses import dataclass
@@ -77,10 +76,8 @@ EXAMPLES_UNDER_TEST = [
 def killpoint(box: Sandbox, *args: str) -> subprocess.CompletedProcess[str]:
     """`killpoint ARGS` in the sandbox, with the examples' model script and the step modules importable (the
     frameworks import slowly on a busy machine: the step module's import may take longer than the default)."""
-    env = {**box.env(), "KILLPOINT_MODEL_SCRIPT": str(SCRIPT), "KILLPOINT_IMPORT_TIMEOUT": "300"}
-    env["PYTHONPATH"] = os.pathsep.join([str(EXAMPLES), env["PYTHONPATH"]])
-    return subprocess.run(box.argv(*args, "--out", str(box.out)), capture_output=True, text=True, cwd=box.cwd,
-                          env=env, timeout=900, stdin=subprocess.DEVNULL)
+    return box.run(*args, "--out", str(box.out), timeout=900, path_first=(EXAMPLES,),
+                   env={"KILLPOINT_MODEL_SCRIPT": str(SCRIPT), "KILLPOINT_IMPORT_TIMEOUT": "300"})
 
 
 def effects(box: Sandbox, run_id: str, service: str) -> list[dict]:

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,11 +126,13 @@ class Sandbox:
         """`python -m killpoint.cli.main ARGS`: the checkout's CLI, installed or not."""
         return [sys.executable, "-m", "killpoint.cli.main", *args]
 
-    def run(self, *args: str, timeout: float = 300, path_first: tuple[Path, ...] = ()) -> subprocess.CompletedProcess[str]:
+    def run(self, *args: str, timeout: float = 300, path_first: tuple[Path, ...] = (),
+            env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         """`killpoint ARGS` to its end, output captured: forked from the test process's zygote where one can
         stand in (it imported the harness's modules once: `forked_run`), else a fresh interpreter.
-        `path_first`: folders put before the checkout on PYTHONPATH (a user's step module's package)."""
-        env = self.env()
+        `path_first`: folders put before the checkout on PYTHONPATH (a user's step module's package); `env`:
+        variables set over the sandbox's own (`env()`)."""
+        env = {**self.env(), **(env or {})}
         if path_first:
             env["PYTHONPATH"] = os.pathsep.join([*map(str, path_first), env["PYTHONPATH"]])
         done = forked_run(self.argv(*args), env, self.cwd, timeout)

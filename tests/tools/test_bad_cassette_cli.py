@@ -5,7 +5,6 @@ process, no temp dir or cluster)."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,10 +35,8 @@ def write(root: Path, text: str) -> Path:
 def test_a_bad_cassette_is_one_line_exit_2_and_nothing_is_left(case: str, sandbox: Sandbox, tmp_path: Path) -> None:
     make, problem = CASES[case]
     path = make(tmp_path)
-    proc = subprocess.run(sandbox.argv("run", "--steps", "tests.tools.refund_agent", "--scenario", "crash-points",
-                                       "--out", str(sandbox.out)),
-                          capture_output=True, text=True, cwd=sandbox.cwd, timeout=300, stdin=subprocess.DEVNULL,
-                          env={**sandbox.env(), "KILLPOINT_MODEL_CASSETTE": str(path)})
+    proc = sandbox.run("run", "--steps", "tests.tools.refund_agent", "--scenario", "crash-points",
+                       "--out", str(sandbox.out), env={"KILLPOINT_MODEL_CASSETTE": str(path)})
     assert proc.returncode == 2, describe(proc)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("killpoint: error")]
     assert len(errors) == 1 and "Traceback" not in proc.stderr, describe(proc)

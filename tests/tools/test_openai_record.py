@@ -11,7 +11,6 @@ from the cassette alone.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -87,10 +86,8 @@ def test_chat_and_responses_answers_are_recorded_once_without_a_key_and_replayed
 
 
 def killpoint(box: Sandbox, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environ = {**box.env(), "KILLPOINT_IMPORT_TIMEOUT": "300", **env}
-    environ["PYTHONPATH"] = os.pathsep.join([str(REPO / "examples" / "tool_agents"), environ["PYTHONPATH"]])
-    return subprocess.run(box.argv(*args), capture_output=True, text=True, cwd=box.cwd, env=environ, timeout=600,
-                          stdin=subprocess.DEVNULL)
+    return box.run(*args, timeout=600, path_first=(REPO / "examples" / "tool_agents",),
+                   env={"KILLPOINT_IMPORT_TIMEOUT": "300", **env})
 
 
 def test_killpoint_record_against_an_openai_upstream_then_the_trial_replays_from_the_cassette(

@@ -18,8 +18,7 @@ SECRET = "sk-ant-real-secret-key"
 
 
 def killpoint(sandbox: Sandbox, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(sandbox.argv(*args), capture_output=True, text=True, cwd=sandbox.cwd,
-                          env={**sandbox.env(), **env}, timeout=600, stdin=subprocess.DEVNULL)
+    return sandbox.run(*args, timeout=600, env=env)
 
 
 def test_a_recorded_run_replays_with_no_upstream(sandbox: Sandbox) -> None:
