@@ -46,7 +46,7 @@ from typing import Any
 
 import psutil
 
-from killpoint.env import egress, pymain, sdk_warm, worker_clock
+from killpoint.env import egress, pymain, worker_clock
 from killpoint.env.postgres import conninfo
 from killpoint.env.procutil import become_subreaper, decode_status, die_with_parent, huge_heap, wait_gone
 
@@ -404,6 +404,8 @@ def serve(modules: list[str], standby: bool = True, black_box: dict | None = Non
     if black_box is not None:  # a black-box Python worker: its libraries, checked (harness/env/pymain.py)
         ready = pymain.preload(black_box)
         if ready["unsafe"] is None:  # else every incarnation is exec'd: nothing here would reach them
+            from killpoint.env import sdk_warm  # noqa: PLC0415 - only where there is something to warm
+
             ready["warmed"] = sdk_warm.warm()
         gc.collect()
         gc.freeze()
@@ -411,7 +413,8 @@ def serve(modules: list[str], standby: bool = True, black_box: dict | None = Non
         agents = [importlib.import_module(name) for name in modules]
         importlib.import_module("killpoint.reference_agent.worker").parser()
         ready["sdk"] = _warm(agents)
-        ready["warmed"] = sdk_warm.warmed()
+        warm = sys.modules.get("killpoint.env.sdk_warm")  # imported where there was something to warm
+        ready["warmed"] = warm.warmed() if warm else []
     huge_heap()  # what is preloaded now is what every fork copies the page tables of
     rfd, wfd = os.pipe()
     os.set_blocking(rfd, False)
@@ -509,7 +512,7 @@ def _warm(agents: list[Any]) -> bool:
     (`sdk_warm.warm`): the runtime's one call is not what an agent that calls the SDK itself makes.
     Then every object made so far is frozen out of the garbage collector's reach: a child's collections
     neither walk nor write to the pages it shares with this server (copy-on-write)."""
-    imported = [name for name in (*sdk_warm.MODEL_SDKS, "stripe") if name in sys.modules]  # by the agents
+    imported = [name for name in ("anthropic", "openai", "stripe") if name in sys.modules]  # by the agents
     try:
         import httpx2  # noqa: PLC0415 - the reference runtime's HTTP client
     except ImportError:
@@ -519,7 +522,10 @@ def _warm(agents: list[Any]) -> bool:
         from killpoint.reference_agent import worker  # noqa: PLC0415
 
         worker.warm(agents)
-    sdk_warm.warm(imported)  # an SDK the agents call themselves: all its faked calls (the runtime's is one)
+    if imported:  # an SDK the agents call themselves: all its faked calls (the runtime's is one)
+        from killpoint.env import sdk_warm  # noqa: PLC0415 - the reference agent's servers never import it
+
+        sdk_warm.warm(imported)
     gc.collect()
     gc.freeze()
     return "anthropic" in sys.modules
