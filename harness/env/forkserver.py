@@ -386,6 +386,10 @@ class _Server:
             self.standby = None
 
 
+AGENT_SDKS = ("anthropic", "openai", "stripe")
+"""`sdk_warm.SERVICE_SDKS`, named here so that a server with nothing to warm never imports sdk_warm (its
+reference-agent servers import what they did before it; tests/env/test_sdk_warm.py holds the two together)."""
+
 _server_pid = 0
 """This server's pid (`serve`): a child forked while the server was being killed ends at once (`_detach`)."""
 
@@ -512,7 +516,7 @@ def _warm(agents: list[Any]) -> bool:
     (`sdk_warm.warm`): the runtime's one call is not what an agent that calls the SDK itself makes.
     Then every object made so far is frozen out of the garbage collector's reach: a child's collections
     neither walk nor write to the pages it shares with this server (copy-on-write)."""
-    imported = [name for name in ("anthropic", "openai", "stripe") if name in sys.modules]  # by the agents
+    imported = [name for name in AGENT_SDKS if name in sys.modules]  # by the agents (or a zygote)
     try:
         import httpx2  # noqa: PLC0415 - the reference runtime's HTTP client
     except ImportError:

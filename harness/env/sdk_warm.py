@@ -27,9 +27,9 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-MODEL_SDKS = ("anthropic", "openai")
-"""The SDKs of the model APIs killpoint fakes."""
-SDKS = ("httpx", "httpx2", *MODEL_SDKS, "stripe")
+SERVICE_SDKS = ("anthropic", "openai", "stripe")
+"""The SDKs of the services killpoint fakes: the model APIs and Stripe."""
+SDKS = ("httpx", "httpx2", *SERVICE_SDKS)
 """What is warmed, by the module a worker's code imports: the HTTP client libraries the SDKs are built on (a
 first client imports its transport stack, ~15 ms), the model SDKs, and Stripe's (its client's module and the
 module of each kind of object the fake answers with, each imported on its first use: ~10 ms a process)."""

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from killpoint.env import sdk_warm
+from killpoint.env import forkserver, sdk_warm
 from killpoint.env.fork_launcher import ForkLauncher
 from killpoint.env.postgres import PostgresHandle
 from tests.helpers import REPO
@@ -28,7 +28,7 @@ CHILD = r"""
 import asyncio, gc, json, os, sys
 import anthropic, httpx2, openai, stripe
 from pydantic._internal import _generate_schema
-from killpoint.env import sdk_warm
+from killpoint.env import forkserver, sdk_warm
 
 if sys.argv[1] == "warm":
     sdk_warm.warm()
@@ -98,7 +98,7 @@ def test_a_child_of_a_warmed_process_builds_no_schema_and_imports_nothing_on_a_f
 WITHOUT_SDKS = r"""
 import json, os, sys, threading
 import httpx2
-from killpoint.env import sdk_warm
+from killpoint.env import forkserver, sdk_warm
 fds, threads = sorted(os.listdir("/proc/self/fd")), threading.active_count()
 first, again = sdk_warm.warm(), sdk_warm.warm()
 print(json.dumps({"first": first, "again": again, "sdks": [m for m in ("anthropic", "openai") if m in sys.modules],
@@ -137,6 +137,10 @@ def test_a_fork_server_warms_the_sdk_its_step_module_imports(pg_server: Postgres
         assert [report.get("warmed") for report in launcher.reports] == [["openai", "stripe"]] * 2, launcher.reports
     with harness_session(pg_server, tmp_path / "ref", "warm_ref") as session:
         assert [report.get("warmed") for report in session.env.launcher.reports] == [[], []]
+
+
+def test_the_fork_server_looks_for_the_sdks_sdk_warm_warms() -> None:
+    assert forkserver.AGENT_SDKS == sdk_warm.SERVICE_SDKS
 
 
 def test_the_stripe_objects_warmed_are_the_kinds_the_fake_answers_with() -> None:
