@@ -25,6 +25,8 @@ The server is a child subreaper: a worker's descendant whose parents died is ado
 reaped by it) rather than by init, so one that left its group (`setsid`) is still the server's descendant.
 On stdin EOF (the harness is done) or SIGTERM (its parent-death signal: the harness died) it SIGKILLs every
 group it made and every descendant it has, reaps them, and exits.
+Before it imports the agent it installs the egress guard (`egress`) and `lazy_tls` (a TLS context made in a
+child parses its CA bundle at its first handshake, not when an SDK's client makes it: the fakes are plain HTTP).
 The server is single-threaded on purpose: forking a multi-threaded process can inherit held locks.
 """
 
@@ -46,7 +48,7 @@ from typing import Any
 
 import psutil
 
-from killpoint.env import egress, pymain, worker_clock
+from killpoint.env import egress, lazy_tls, pymain, worker_clock
 from killpoint.env.postgres import conninfo
 from killpoint.env.procutil import become_subreaper, decode_status, die_with_parent, huge_heap, wait_gone
 
@@ -404,6 +406,7 @@ def serve(modules: list[str], standby: bool = True, black_box: dict | None = Non
     signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
     become_subreaper()
     egress.install_from_env()  # before the agent is imported: its import-time connections are checked too
+    lazy_tls.install()  # an incarnation's SDK clients parse no CA bundle unless they make a TLS handshake
     ready: dict = {}
     if black_box is not None:  # a black-box Python worker: its libraries, checked (harness/env/pymain.py)
         ready = pymain.preload(black_box)
