@@ -42,6 +42,10 @@ TOOLS_ANTHROPIC = [{"name": "warm", "description": "warm", "input_schema": {"typ
 TOOLS_CHAT = [{"type": "function", "function": {"name": "warm", "parameters": {"type": "object", "properties": {}}}}]
 TOOLS_RESPONSES = [{"type": "function", "name": "warm", "parameters": {"type": "object", "properties": {}}}]
 MESSAGES = [{"role": "user", "content": "warm"}]
+ECHOED = {"instructions": "warm", "max_output_tokens": 16}
+"""Request fields the fake's Responses answer echoes (`openai_api.response_object`): each set, or the SDK would
+meet its field's type first in an incarnation whose agent sets it (the Agents SDK's `instructions`, a union of
+every input item: ~0.1 CPU-s of schema per incarnation)."""
 
 
 _tried: dict[str, bool] = {}
@@ -117,7 +121,7 @@ def _openai(http: Any) -> list[Callable[[], Any]]:
     return [_executor, lambda: asyncio.run(async_client()), lambda: client.chat.completions.create(**chat),
             lambda: list(client.chat.completions.create(**chat, stream=True)),
             lambda: client.chat.completions.with_raw_response.create(**chat).parse(),
-            lambda: client.responses.create(model=MODEL, input="warm", tools=TOOLS_RESPONSES)]
+            lambda: client.responses.create(model=MODEL, input="warm", tools=TOOLS_RESPONSES, **ECHOED)]
 
 
 def _stripe(_http: Any) -> list[Callable[[], Any]]:

@@ -1,6 +1,6 @@
 """The model SDKs' first calls made ahead in a process that forks workers (harness/env/sdk_warm.py): a child
 forked after `warm()` builds no pydantic schema and imports no module on the calls a framework makes through
-the SDK's async client (a Responses API answer, a streamed chat completion, a streamed beta Messages
+the SDK's async client (a Responses API answer to a request with instructions, as the Agents SDK asks, a streamed chat completion, a streamed beta Messages
 answer) and on Stripe's (a client, a listing of every kind of object the fake answers with), where a child of an unwarmed process does both; `warm()` imports no SDK the process had not
 imported and leaves no thread or descriptor behind; and a fork server on the OpenAI Agents SDK example says
 in its `ready` line that it warmed the SDK its agent imports.
@@ -45,7 +45,8 @@ async def framework_calls():
     # what the frameworks do: async clients, the Responses API, streams (none of these is a warm-up call)
     http = httpx2.AsyncClient(transport=httpx2.MockTransport(sdk_warm._answer))
     oa = openai.AsyncOpenAI(base_url="http://x.invalid/v1", api_key="k", http_client=http, max_retries=0)
-    response = await oa.responses.create(model="m", input="hi", tools=sdk_warm.TOOLS_RESPONSES)
+    response = await oa.responses.create(model="m", input=[{"role": "user", "content": "hi"}],  # as the Agents SDK
+                                         tools=sdk_warm.TOOLS_RESPONSES, instructions="be brief", max_output_tokens=99)
     assert response.output[-1].type == "function_call", response
     async for _ in await oa.chat.completions.create(model="m", messages=sdk_warm.MESSAGES, stream=True):
         pass
