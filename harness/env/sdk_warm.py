@@ -13,7 +13,12 @@ ReAct or Pydantic AI incarnation's CPU.
 imported here) and that this process has not tried yet: one plain and one async client of each HTTP library
 (no connection); for each SDK, the calls its fake answers (fake_services), each with a text and a tool call
 (or every kind of Stripe object) in the fake's own shapes, streamed and not, through an in-memory transport
-(the HTTP library's, or the SDK's own HTTP-client interface). No socket, no thread, no file is left; nothing
+(the HTTP library's, or the SDK's own HTTP-client interface). The requests are shaped as a framework's are
+(a tool loop's second turn: the model's tool call and its result; the instructions; every field the fake
+echoes), since an SDK works out what it needs per shape it meets (openai: the type hints of each parameter
+TypedDict; a response field's union type); an async request's first event makes anyio import its back end,
+and a Stripe client its module per collection (`STRIPE_SERVICES`) and, on `requests`, that library's per-request
+modules (netrc), all made here too. No socket, no thread, no file is left; nothing
 is kept but what the SDK caches per process (its loaded modules, its schemas, its type adapters), which every
 fork then shares. The clients are given their key and base URL, so none of the run's variables is read. A
 call that fails is passed over: warming only saves time.
@@ -34,6 +39,9 @@ SDKS = ("httpx", "httpx2", *SERVICE_SDKS)
 first client imports its transport stack, ~15 ms), the model SDKs, and Stripe's (its client's module and the
 module of each kind of object the fake answers with, each imported on its first use: ~10 ms a process)."""
 STRIPE_OBJECTS = ("card", "charge", "customer", "event", "list", "payment_intent", "refund", "search_result")
+STRIPE_SERVICES = ("charges", "customers", "events", "payment_intents", "refunds")
+"""The endpoints' collections the fake Stripe serves (`/v1/<name>`; fake_services/stripe_api.py): each a module
+of the SDK's imported on a client's first use of it."""
 """The kinds of object the fake Stripe answers with (fake_services/stripe_*.py; tests/env/test_sdk_warm.py
 holds the two lists together)."""
 
@@ -42,6 +50,18 @@ TOOLS_ANTHROPIC = [{"name": "warm", "description": "warm", "input_schema": {"typ
 TOOLS_CHAT = [{"type": "function", "function": {"name": "warm", "parameters": {"type": "object", "properties": {}}}}]
 TOOLS_RESPONSES = [{"type": "function", "name": "warm", "parameters": {"type": "object", "properties": {}}}]
 MESSAGES = [{"role": "user", "content": "warm"}]
+# A tool loop's second request, in each API's shapes: the user's message, the model's tool call, its result.
+# The SDKs turn a request's parameters into JSON by their TypedDicts' type hints, worked out on first use
+# of each TypedDict (openai's `_transform`); a request of the shapes a framework sends uses them all.
+LOOP_CHAT = [{"role": "system", "content": "warm"}, *MESSAGES,
+             {"role": "assistant", "content": None, "tool_calls": [
+                 {"id": "call_warm", "type": "function", "function": {"name": "warm", "arguments": "{}"}}]},
+             {"role": "tool", "tool_call_id": "call_warm", "content": "warm"}]
+LOOP_RESPONSES = [*MESSAGES, {"type": "function_call", "call_id": "call_warm", "name": "warm", "arguments": "{}"},
+                  {"type": "function_call_output", "call_id": "call_warm", "output": "warm"}]
+LOOP_ANTHROPIC = [*MESSAGES,
+                  {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_warm", "name": "warm", "input": {}}]},
+                  {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_warm", "content": "warm"}]}]
 ECHOED = {"instructions": "warm", "max_output_tokens": 16}
 """Request fields the fake's Responses answer echoes (`openai_api.response_object`): each set, or the SDK would
 meet its field's type first in an incarnation whose agent sets it (the Agents SDK's `instructions`, a union of
@@ -86,18 +106,30 @@ def _calls(warmer: Callable[[Any], list[Callable[[], Any]]]) -> bool:
 
 def _executor() -> None:
     """An async client's first request asks for the platform in a thread (`asyncio.to_thread`): the module
-    of asyncio's default executor, imported here; no thread is started."""
+    of asyncio's default executor, imported here; no thread is started. Its transport's first request makes
+    an `anyio` event, for which anyio imports its asyncio back end (~10 ms): one made here in an event loop."""
     import concurrent.futures.thread  # noqa: F401, PLC0415
+
+    async def event() -> None:
+        try:
+            import anyio  # noqa: PLC0415 - httpx's and httpcore's, imported with them
+        except ImportError:
+            return
+        anyio.Event()
+
+    asyncio.run(event())
 
 
 def _anthropic(http: Any) -> list[Callable[[], Any]]:
     import anthropic  # noqa: PLC0415 - imported already (see `warm`)
 
     client = anthropic.Anthropic(base_url="http://warm.invalid", api_key="warm", http_client=http, max_retries=0)
-    ask = {"model": MODEL, "max_tokens": 16, "messages": MESSAGES, "tools": TOOLS_ANTHROPIC}
+    ask = {"model": MODEL, "max_tokens": 16, "system": "warm", "messages": LOOP_ANTHROPIC, "tools": TOOLS_ANTHROPIC}
 
-    def streamed() -> None:
+    def streamed() -> None:  # the SDK's stream helpers accumulate the events into a message: beta's too
         with client.messages.stream(**ask) as stream:
+            stream.get_final_message()
+        with client.beta.messages.stream(**ask) as stream:
             stream.get_final_message()
 
     async def async_client() -> None:  # its default HTTP client: the async transport stack imported
@@ -113,7 +145,7 @@ def _openai(http: Any) -> list[Callable[[], Any]]:
     import openai  # noqa: PLC0415 - imported already (see `warm`)
 
     client = openai.OpenAI(base_url="http://warm.invalid/v1", api_key="warm", http_client=http, max_retries=0)
-    chat = {"model": MODEL, "messages": MESSAGES, "tools": TOOLS_CHAT}
+    chat = {"model": MODEL, "messages": LOOP_CHAT, "tools": TOOLS_CHAT}
 
     async def async_client() -> None:  # its default HTTP client: the async transport stack imported
         await openai.AsyncOpenAI(base_url="http://warm.invalid/v1", api_key="warm").close()
@@ -121,7 +153,8 @@ def _openai(http: Any) -> list[Callable[[], Any]]:
     return [_executor, lambda: asyncio.run(async_client()), lambda: client.chat.completions.create(**chat),
             lambda: list(client.chat.completions.create(**chat, stream=True)),
             lambda: client.chat.completions.with_raw_response.create(**chat).parse(),
-            lambda: client.responses.create(model=MODEL, input="warm", tools=TOOLS_RESPONSES, **ECHOED)]
+            lambda: client.responses.create(model=MODEL, input="warm", tools=TOOLS_RESPONSES, **ECHOED),
+            lambda: client.responses.create(model=MODEL, input=LOOP_RESPONSES, tools=TOOLS_RESPONSES, **ECHOED)]
 
 
 def _stripe(_http: Any) -> list[Callable[[], Any]]:
@@ -129,20 +162,53 @@ def _stripe(_http: Any) -> list[Callable[[], Any]]:
 
     listing = {"object": "list", "url": "/v1/customers", "has_more": False,
                "data": [{"object": kind, "id": f"{kind}_warm"} for kind in STRIPE_OBJECTS]}
+    intent = {"object": "payment_intent", "id": "pi_warm", "status": "succeeded"}
+
+    def answer(method: str) -> str:
+        return json.dumps(intent if method.lower() == "post" else listing)
 
     class Canned(stripe.HTTPClient):  # the SDK's own interface for an HTTP client of the user's choice
         name = "warm"
 
         def request(self, method: str, url: str, headers: Any, post_data: Any = None) -> tuple[str, int, dict]:
-            return json.dumps(listing), 200, {}
+            return answer(method), 200, {}
 
         def close(self) -> None:
             pass
 
-    client = stripe.StripeClient("sk_test_warm", http_client=Canned(), max_network_retries=0,
-                                 base_addresses={"api": "http://warm.invalid"})
-    # and one with the SDK's default HTTP client (httpx's transport stack imported; no connection made)
-    return [lambda: client.v1.customers.list(), lambda: stripe.StripeClient("sk_test_warm", max_network_retries=0)]
+    where = {"api": "http://warm.invalid"}
+    client = stripe.StripeClient("sk_test_warm", http_client=Canned(), max_network_retries=0, base_addresses=where)
+    charge = {"params": {"amount": 1, "currency": "usd"}, "options": {"idempotency_key": "warm"}}
+    calls = [lambda: client.v1.payment_intents.create(**charge),
+             *(lambda name=name: getattr(client.v1, name).list() for name in STRIPE_SERVICES),
+             # the SDK's default HTTP client (its transport stack imported; no connection made)
+             lambda: stripe.StripeClient("sk_test_warm", max_network_retries=0)]
+    if "requests" in sys.modules:  # the default client is then `requests`'s: a request through its session
+        session = _requests_session(answer)
+        calls.append(lambda: stripe.StripeClient(
+            "sk_test_warm", http_client=stripe.RequestsClient(session=session), max_network_retries=0,
+            base_addresses=where).v1.payment_intents.create(**charge))
+    return calls
+
+
+def _requests_session(answer: Callable[[str], str]) -> Any:
+    """A `requests` session whose every request is answered in memory with `answer(method)` (JSON)."""
+    import requests  # noqa: PLC0415 - imported already (see `_stripe`)
+
+    class Canned(requests.adapters.BaseAdapter):
+        def send(self, request: Any, **_kwargs: Any) -> Any:
+            response = requests.Response()
+            response.status_code, response.url, response.request = 200, request.url, request
+            response._content = answer(request.method or "GET").encode()  # noqa: SLF001 - requests' own field
+            response.headers["Content-Type"] = "application/json"
+            return response
+
+        def close(self) -> None:
+            pass
+
+    session = requests.Session()
+    session.mount("http://", Canned())
+    return session
 
 
 def _clients(library: str) -> Callable[[Any], list[Callable[[], Any]]]:

@@ -1,9 +1,12 @@
 """The model SDKs' first calls made ahead in a process that forks workers (harness/env/sdk_warm.py): a child
-forked after `warm()` builds no pydantic schema and imports no module on the calls a framework makes through
-the SDK's async client (a Responses API answer to a request with instructions, as the Agents SDK asks, a streamed chat completion, a streamed beta Messages
-answer) and on Stripe's (a client, a listing of every kind of object the fake answers with), where a child of an unwarmed process does both; `warm()` imports no SDK the process had not
-imported and leaves no thread or descriptor behind; and a fork server on the OpenAI Agents SDK example says
-in its `ready` line that it warmed the SDK its agent imports.
+forked after `warm()` builds no pydantic schema, imports no module and works out no parameter type hints on the
+calls a framework makes through the SDK's async client (a Responses API answer to a tool loop's request with
+instructions, as the Agents SDK asks; a streamed chat completion; a streamed beta Messages answer; both stream
+helpers; an anyio event, as an async transport's first request makes) and on Stripe's (a client, a listing of
+every kind of object the fake answers with, a charge through `requests`), where a child of an unwarmed process
+does all three; `warm()` imports no SDK the process had not imported and leaves no thread or descriptor behind;
+and a fork server on the OpenAI Agents SDK example says in its `ready` line that it warmed the SDK its agent
+imports.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from tests.helpers.sandbox import without_zygote
 
 CHILD = r"""
 import asyncio, gc, json, os, sys
-import anthropic, httpx2, openai, stripe
+import anthropic, anyio, httpx2, openai, requests, stripe
+from openai._utils import _transform
 from pydantic._internal import _generate_schema
 from killpoint.env import forkserver, sdk_warm
 
@@ -41,19 +45,32 @@ def counted(self, obj, *args, **kwargs):
     return original(self, obj, *args, **kwargs)
 _generate_schema.GenerateSchema.generate_schema = counted
 
+LOOP = [{"role": "user", "content": "hi"}]  # a tool loop's second request: the model's call, then its result
 async def framework_calls():
-    # what the frameworks do: async clients, the Responses API, streams (none of these is a warm-up call)
+    # what the frameworks do: async clients, the Responses API, streams, tool loops (none is a warm-up call)
     http = httpx2.AsyncClient(transport=httpx2.MockTransport(sdk_warm._answer))
     oa = openai.AsyncOpenAI(base_url="http://x.invalid/v1", api_key="k", http_client=http, max_retries=0)
-    response = await oa.responses.create(model="m", input=[{"role": "user", "content": "hi"}],  # as the Agents SDK
-                                         tools=sdk_warm.TOOLS_RESPONSES, instructions="be brief", max_output_tokens=99)
+    response = await oa.responses.create(  # as the Agents SDK asks
+        model="m", input=[*LOOP, {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"},
+                          {"type": "function_call_output", "call_id": "call_1", "output": "42"}],
+        tools=sdk_warm.TOOLS_RESPONSES, instructions="be brief", max_output_tokens=99)
     assert response.output[-1].type == "function_call", response
-    async for _ in await oa.chat.completions.create(model="m", messages=sdk_warm.MESSAGES, stream=True):
+    chat = [{"role": "system", "content": "be brief"}, *LOOP, {"role": "assistant", "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "42"}]
+    async for _ in await oa.chat.completions.create(model="m", messages=chat, stream=True):
         pass
     an = anthropic.AsyncAnthropic(base_url="http://x.invalid", api_key="k", http_client=http, max_retries=0)
-    async for _ in await an.beta.messages.create(model="m", max_tokens=9, messages=sdk_warm.MESSAGES, stream=True):
+    turns = [*LOOP, {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}]},
+             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "42"}]}]
+    async for _ in await an.beta.messages.create(model="m", max_tokens=9, system="be brief", messages=turns,
+                                                 stream=True):
         pass
+    for helper in (an.messages, an.beta.messages):  # the SDK's stream helpers, accumulating a message
+        async with helper.stream(model="m", max_tokens=9, messages=turns) as stream:
+            await stream.get_final_message()
     await http.aclose()
+    anyio.Event()  # what an async transport's first request makes
 
 class Listing(stripe.HTTPClient):  # a customer listing holding one of each kind of object the fake serves
     name = "listing"
@@ -61,19 +78,37 @@ class Listing(stripe.HTTPClient):  # a customer listing holding one of each kind
         data = [{"object": kind, "id": kind} for kind in sdk_warm.STRIPE_OBJECTS]
         return json.dumps({"object": "list", "url": "/v1/customers", "has_more": False, "data": data}), 200, {}
 
+class Intent(requests.adapters.BaseAdapter):  # what the fake answers a charge, through requests' session
+    def send(self, request, **kwargs):
+        response = requests.Response()
+        response.status_code, response.url, response.request = 200, request.url, request
+        response._content = b'{"object": "payment_intent", "id": "pi_1", "status": "succeeded"}'
+        return response
+    def close(self):
+        pass
+
 def stripe_calls():
     stripe.StripeClient("sk_test_x", base_addresses={"api": "http://x.invalid"})  # the default HTTP client
     listed = stripe.StripeClient("sk_test_x", http_client=Listing()).v1.customers.list()
     assert {type(item).__name__ for item in listed.data} >= {"Charge", "PaymentIntent", "Refund"}, listed
+    session = requests.Session()
+    session.mount("http://", Intent())
+    client = stripe.StripeClient("sk_test_x", http_client=stripe.RequestsClient(session=session),
+                                 base_addresses={"api": "http://x.invalid"})
+    for name in ("refunds", "charges"):
+        getattr(client.v1, name)
+    paid = client.v1.payment_intents.create(params={"amount": 5, "currency": "usd"}, options={"idempotency_key": "k"})
+    assert paid.id == "pi_1", paid
 
 r, w = os.pipe()
 pid = os.fork()
 if pid == 0:
     os.close(r)  # should the parent die, this child's write fails at once instead of waiting for a reader
-    before = set(sys.modules)
+    before, hints_before = set(sys.modules), _transform.get_type_hints.cache_info().misses
     asyncio.run(framework_calls())
     stripe_calls()
-    os.write(w, json.dumps({"built": built[:5], "imported": sorted(set(sys.modules) - before)[:5]}).encode())
+    os.write(w, json.dumps({"built": built[:5], "imported": sorted(set(sys.modules) - before)[:5],
+                            "hints": _transform.get_type_hints.cache_info().misses - hints_before}).encode())
     os._exit(0)
 os.close(w)
 with os.fdopen(r) as said:
@@ -92,8 +127,8 @@ def child_of(mode: str) -> dict:
 
 def test_a_child_of_a_warmed_process_builds_no_schema_and_imports_nothing_on_a_frameworks_calls() -> None:
     cold, warm = child_of("cold"), child_of("warm")
-    assert cold.get("built") and cold.get("imported"), cold  # the control: an unwarmed process's child does both
-    assert warm == {"built": [], "imported": []}, warm
+    assert cold.get("built") and cold.get("imported") and cold.get("hints"), cold  # the control: does all three
+    assert warm == {"built": [], "imported": [], "hints": 0}, warm
 
 
 WITHOUT_SDKS = r"""
@@ -149,3 +184,9 @@ def test_the_stripe_objects_warmed_are_the_kinds_the_fake_answers_with() -> None
     for module in (REPO / "fake_services").glob("stripe_*.py"):
         kinds |= set(re.findall(r'"object": "([a-z_]+)"', module.read_text()))
     assert kinds == set(sdk_warm.STRIPE_OBJECTS)
+
+
+def test_the_stripe_services_warmed_are_the_collections_the_fake_serves() -> None:
+    from killpoint.fake_services.stripe_api import ROUTES  # noqa: PLC0415
+
+    assert {route.split("/")[2] for route in ROUTES} == set(sdk_warm.STRIPE_SERVICES)
