@@ -34,9 +34,9 @@ from typing import Any
 
 SERVICE_SDKS = ("anthropic", "openai", "stripe")
 """The SDKs of the services killpoint fakes: the model APIs and Stripe."""
-SDKS = ("httpx", "httpx2", *SERVICE_SDKS)
+SDKS = ("httpx", "httpx2", "requests", *SERVICE_SDKS)
 """What is warmed, by the module a worker's code imports: the HTTP client libraries the SDKs are built on (a
-first client imports its transport stack, ~15 ms), the model SDKs, and Stripe's (its client's module and the
+first client imports its transport stack, ~15 ms; `requests`' first request imports `netrc`), the model SDKs, and Stripe's (its client's module and the
 module of each kind of object the fake answers with, each imported on its first use: ~10 ms a process)."""
 STRIPE_OBJECTS = ("card", "charge", "customer", "event", "list", "payment_intent", "refund", "search_result")
 STRIPE_SERVICES = ("charges", "customers", "events", "payment_intents", "refunds")
@@ -225,9 +225,15 @@ def _clients(library: str) -> Callable[[Any], list[Callable[[], Any]]]:
     return calls
 
 
+def _requests(_http: Any) -> list[Callable[[], Any]]:
+    """A request through a `requests` session answered in memory (what its first request imports)."""
+    session = _requests_session(lambda _method: "{}")
+    return [lambda: session.get("http://warm.invalid/", timeout=1).json(), session.close]
+
+
 WARMERS: dict[str, Callable[[Any], list[Callable[[], Any]]]] = {
-    "httpx": _clients("httpx"), "httpx2": _clients("httpx2"), "anthropic": _anthropic, "openai": _openai,
-    "stripe": _stripe}
+    "httpx": _clients("httpx"), "httpx2": _clients("httpx2"), "requests": _requests, "anthropic": _anthropic,
+    "openai": _openai, "stripe": _stripe}
 
 
 def _answer(request: Any) -> Any:
