@@ -120,6 +120,25 @@ def _executor() -> None:
     asyncio.run(event())
 
 
+def _complete(answer: Any) -> None:
+    """Build the validator of the class of every pydantic object in `answer` (the SDK parsed it without
+    validating: `construct`). A framework that validates the answer's objects with their own classes (the
+    Agents SDK makes its `ResponseFunctionToolCall`s and `ResponseOutputMessage`s anew) would otherwise build
+    each class's deferred schema in every incarnation."""
+    import pydantic  # noqa: PLC0415 - the SDKs' own
+
+    pending, seen = [answer], set()
+    while pending:
+        obj = pending.pop()
+        if isinstance(obj, (list, tuple)):
+            pending.extend(obj)
+        elif isinstance(obj, pydantic.BaseModel) and id(obj) not in seen:
+            seen.add(id(obj))
+            if not type(obj).__pydantic_complete__:
+                type(obj).model_rebuild(force=True)
+            pending.extend(obj.__dict__.values())
+
+
 def _anthropic(http: Any) -> list[Callable[[], Any]]:
     import anthropic  # noqa: PLC0415 - imported already (see `warm`)
 
@@ -135,7 +154,7 @@ def _anthropic(http: Any) -> list[Callable[[], Any]]:
     async def async_client() -> None:  # its default HTTP client: the async transport stack imported
         await anthropic.AsyncAnthropic(base_url="http://warm.invalid", api_key="warm").close()
 
-    return [lambda: client.messages.create(**ask), lambda: list(client.messages.create(**ask, stream=True)),
+    return [lambda: _complete(client.messages.create(**ask)), lambda: list(client.messages.create(**ask, stream=True)),
             streamed, lambda: client.beta.messages.create(**ask),
             lambda: list(client.beta.messages.create(**ask, stream=True)), lambda: asyncio.run(async_client()),
             _executor]
@@ -150,11 +169,12 @@ def _openai(http: Any) -> list[Callable[[], Any]]:
     async def async_client() -> None:  # its default HTTP client: the async transport stack imported
         await openai.AsyncOpenAI(base_url="http://warm.invalid/v1", api_key="warm").close()
 
-    return [_executor, lambda: asyncio.run(async_client()), lambda: client.chat.completions.create(**chat),
+    return [_executor, lambda: asyncio.run(async_client()), lambda: _complete(client.chat.completions.create(**chat)),
             lambda: list(client.chat.completions.create(**chat, stream=True)),
             lambda: client.chat.completions.with_raw_response.create(**chat).parse(),
             lambda: client.responses.create(model=MODEL, input="warm", tools=TOOLS_RESPONSES, **ECHOED),
-            lambda: client.responses.create(model=MODEL, input=LOOP_RESPONSES, tools=TOOLS_RESPONSES, **ECHOED)]
+            lambda: _complete(client.responses.create(model=MODEL, input=LOOP_RESPONSES, tools=TOOLS_RESPONSES,
+                                                      **ECHOED))]
 
 
 def _stripe(_http: Any) -> list[Callable[[], Any]]:

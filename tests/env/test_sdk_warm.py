@@ -55,6 +55,8 @@ async def framework_calls():
                           {"type": "function_call_output", "call_id": "call_1", "output": "42"}],
         tools=sdk_warm.TOOLS_RESPONSES, instructions="be brief", max_output_tokens=99)
     assert response.output[-1].type == "function_call", response
+    for item in response.output:  # the Agents SDK makes the answer's items anew with their own classes
+        type(item).model_validate(item.model_dump())
     chat = [{"role": "system", "content": "be brief"}, *LOOP, {"role": "assistant", "tool_calls": [
         {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "42"}]
