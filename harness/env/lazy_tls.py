@@ -41,14 +41,6 @@ _lock = threading.Lock()
 _originals: dict[str, Callable[..., Any]] = {}
 
 
-_deferring = [False]
-
-
-def installed() -> bool:
-    """Whether contexts made now defer their bundles."""
-    return _deferring[0]
-
-
 def install() -> None:
     """Defer CA loading on every `ssl.SSLContext` made from now on in this process and its forks (1-3 of the
     module docstring). Idempotent."""
@@ -60,7 +52,6 @@ def install() -> None:
             setattr(cls, name, _flushing(name))
     cls.load_verify_locations = _load_verify_locations  # type: ignore[method-assign]
     cls.set_default_verify_paths = _set_default_verify_paths  # type: ignore[method-assign]
-    _deferring[0] = True
 
 
 def uninstall() -> None:
@@ -70,7 +61,6 @@ def uninstall() -> None:
     for name in ("load_verify_locations", "set_default_verify_paths"):
         if name in _originals:
             setattr(ssl.SSLContext, name, _originals[name])
-    _deferring[0] = False
 
 
 def _load_verify_locations(self: ssl.SSLContext, cafile: Any = None, capath: Any = None,

@@ -27,6 +27,7 @@ call that fails is passed over: warming only saves time.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import sys
 from collections.abc import Callable, Iterable
@@ -36,14 +37,15 @@ SERVICE_SDKS = ("anthropic", "openai", "stripe")
 """The SDKs of the services killpoint fakes: the model APIs and Stripe."""
 SDKS = ("httpx", "httpx2", "requests", *SERVICE_SDKS)
 """What is warmed, by the module a worker's code imports: the HTTP client libraries the SDKs are built on (a
-first client imports its transport stack, ~15 ms; `requests`' first request imports `netrc`), the model SDKs, and Stripe's (its client's module and the
-module of each kind of object the fake answers with, each imported on its first use: ~10 ms a process)."""
+first client imports its transport stack, ~15 ms; `requests`' first request imports `netrc`), the model SDKs,
+and Stripe's (its client's module and the module of each kind of object the fake answers with, each imported
+on its first use: ~10 ms a process)."""
 STRIPE_OBJECTS = ("card", "charge", "customer", "event", "list", "payment_intent", "refund", "search_result")
+"""The kinds of object the fake Stripe answers with (fake_services/stripe_*.py; tests/env/test_sdk_warm.py
+holds the two lists together)."""
 STRIPE_SERVICES = ("charges", "customers", "events", "payment_intents", "refunds")
 """The endpoints' collections the fake Stripe serves (`/v1/<name>`; fake_services/stripe_api.py): each a module
 of the SDK's imported on a client's first use of it."""
-"""The kinds of object the fake Stripe answers with (fake_services/stripe_*.py; tests/env/test_sdk_warm.py
-holds the two lists together)."""
 
 MODEL = "warm"
 TOOLS_ANTHROPIC = [{"name": "warm", "description": "warm", "input_schema": {"type": "object", "properties": {}}}]
@@ -104,6 +106,7 @@ def _calls(warmer: Callable[[Any], list[Callable[[], Any]]]) -> bool:
     return ok
 
 
+@functools.cache  # both model SDKs' warm-ups ask for it
 def _executor() -> None:
     """An async client's first request asks for the platform in a thread (`asyncio.to_thread`): the module
     of asyncio's default executor, imported here; no thread is started. Its transport's first request makes
@@ -172,7 +175,6 @@ def _openai(http: Any) -> list[Callable[[], Any]]:
     return [_executor, lambda: asyncio.run(async_client()), lambda: _complete(client.chat.completions.create(**chat)),
             lambda: list(client.chat.completions.create(**chat, stream=True)),
             lambda: client.chat.completions.with_raw_response.create(**chat).parse(),
-            lambda: client.responses.create(model=MODEL, input="warm", tools=TOOLS_RESPONSES, **ECHOED),
             lambda: _complete(client.responses.create(model=MODEL, input=LOOP_RESPONSES, tools=TOOLS_RESPONSES,
                                                       **ECHOED))]
 
