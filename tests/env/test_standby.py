@@ -123,7 +123,9 @@ def test_standbys_are_no_orphans_other_settings_drop_them_and_close_leaves_nothi
 
         second = held_at_first_point(launcher, held, dsn, "r-2", tmp_path)  # same settings: the standby runs it
         assert second.pid == waiting
-        wait_for(lambda: server.standby not in (None, waiting), 10, "the next standby")
+        # The next standby's pid is known at its fork, its session only once it has connected: wait for both.
+        wait_for(lambda: server.standby not in (None, waiting) and STANDBY in sessions(dsn), 10,
+                 "the next standby's session")
         assert sorted(sessions(dsn)) == sorted(["r-1#1", "r-2#1", STANDBY])
 
         dropped = server.standby
