@@ -66,6 +66,8 @@ class _ForkServer:
         self.pid = 0
         self.report: dict = {}
         """The server's `ready` line (a black-box server's preload report: harness/env/pymain.py)."""
+        self.learned: list[dict] = []
+        """The server's `learned` lines, in order (harness/env/preload_learning.py)."""
         self._reader: threading.Thread | None = None
         self._live: set[int] = set()  # forked and not yet reported exited (by the reader thread)
         self._closing = False
@@ -101,6 +103,9 @@ class _ForkServer:
                     self.standby = msg.get("pid")
                     self._standby_due -= 1
                     self._standby_said.notify_all()
+            elif msg.get("op") == "learned":  # a black-box server's preload grew (harness/env/preload_learning.py)
+                self.learned.append(msg)
+                self._on_message(msg)
             else:
                 if msg.get("op") == "exited":
                     self._live.discard(msg.get("pid"))
@@ -231,6 +236,8 @@ class ForkLauncher(Launcher):
         self._seeds = IncarnationSeeds(len(HASH_SEEDS))
         self.server_pids: list[int] = []
         self.server_pid = 0
+        self.on_learned: Callable[[dict], None] | None = None
+        """Called (on a server's reader thread) with each `learned` line of a black-box server."""
         try:
             for seed in HASH_SEEDS:
                 self._servers.append(_ForkServer(modules, {**base, "PYTHONHASHSEED": str(seed)}, self._route,
@@ -259,6 +266,10 @@ class ForkLauncher(Launcher):
         return [server.report for server in self._servers]
 
     def _route(self, msg: dict) -> None:
+        if msg.get("op") == "learned":
+            if self.on_learned is not None:
+                self.on_learned(msg)
+            return
         with self._lock:
             incarnation = self._by_pid.get(msg.get("pid"))
             if incarnation is None:  # reported before spawn() registered it

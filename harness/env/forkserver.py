@@ -48,7 +48,7 @@ from typing import Any
 
 import psutil
 
-from killpoint.env import egress, lazy_tls, pymain, worker_clock
+from killpoint.env import egress, lazy_tls, preload_learning, pymain, worker_clock
 from killpoint.env.postgres import conninfo
 from killpoint.env.procutil import become_subreaper, decode_status, die_with_parent, huge_heap, wait_gone
 
@@ -74,7 +74,7 @@ def _black_box_child(spec: dict, argv: list[str], env: dict[str, str], log: str 
     except BaseException:  # noqa: BLE001 - killpoint's own failure to become the worker: said in its log
         traceback.print_exc()
     finally:
-        pymain.finish(code)
+        pymain.finish(code, preload_learning.report)
 
 
 def _exit_with(body: Callable[[], int]) -> None:
@@ -430,15 +430,24 @@ def serve(modules: list[str], standby: bool = True, black_box: dict | None = Non
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the harness decides when we stop
     stdin = sys.stdin.buffer
-    server = _Server(standby, [rfd, wfd, stdin.fileno(), *([_said.fileno()] if _said else [])], black_box)
+    # A black-box worker's server learns what its incarnations import lazily (harness/env/preload_learning.py).
+    learner = preload_learning.Learner(black_box, ready["reads"]) \
+        if black_box is not None and ready["unsafe"] is None else None
+    watched = [stdin, rfd, *([learner.rfd] if learner else [])]
+    server = _Server(standby, [rfd, wfd, stdin.fileno(), *([_said.fileno()] if _said else []),
+                               *([learner.rfd] if learner else [])], black_box)
+    if learner:
+        learner.arm()
     buf = b""
     me = os.getpid()
     _say({"op": "ready", "pid": me, **ready})
     try:
         while not stopping:
+            if learner and (learned := learner.feed()):  # before the exits are said: a child reports, then ends
+                _say(learned)
             _reap(server)
             try:
-                ready, _, _ = select.select([stdin, rfd], [], [])
+                ready, _, _ = select.select(watched, [], [])
             except InterruptedError:
                 continue
             if rfd in ready:

@@ -58,6 +58,12 @@ def server_env(base: Mapping[str, str], services: Services, volatile: list[str],
 
 
 
+def _names(modules: list[str], shown: int = 6) -> str:
+    """`modules` named, the first `shown` of them, and how many more."""
+    more = len(modules) - shown
+    return ", ".join(modules[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
 @dataclass
 class _Pool:
     """Fork servers (one per hash seed) started under `env`, and what their preload read at import."""
@@ -113,7 +119,7 @@ class PythonForkLauncher(Launcher):
     def _start(self, env: dict[str, str]) -> _Pool:
         """Fork servers started under `env` (OSError if they cannot be), not waited for."""
         forks = ForkLauncher([], env=env, wait=False, standby=False, black_box=self._spec)
-        forks.on_start, forks.on_exit = self._relay_start, self._relay_exit
+        forks.on_start, forks.on_exit, forks.on_learned = self._relay_start, self._relay_exit, self._learned
         return _Pool(forks, env)
 
     def _check(self, pool: _Pool) -> str | None:
@@ -170,6 +176,16 @@ class PythonForkLauncher(Launcher):
             return head + f"the clock servers (under libfaketime) cannot fork: {why}"
         self._tell("incarnations under a clock fault's shift forked from servers under libfaketime")
         return pool
+
+    def _learned(self, msg: dict) -> None:
+        """A server's preload grew (harness/env/preload_learning.py): say what it took, and what it refused."""
+        took, refused = msg.get("modules", []), msg.get("refused", {})
+        parts = [f"also preloaded, as incarnations imported them: {_names(took)}"] if took else []
+        parts += [f"{m} not preloaded: {why}" for m, why in sorted(refused.items())[:3]]
+        if len(refused) > 3:
+            parts.append(f"{len(refused) - 3} more not preloaded")
+        if parts:
+            self._tell("; ".join(parts))
 
     def _tell(self, line: str) -> None:
         with self._lock:

@@ -253,9 +253,13 @@ def _finalize() -> None:
         atexit._run_exitfuncs()
 
 
-def finish(code: int) -> None:
-    """End the child with `code` as a fresh interpreter's shutdown would (module doc). Never returns."""
+def finish(code: int, report: Callable[[], None] | None = None) -> None:
+    """End the child with `code` as a fresh interpreter's shutdown would (module doc), calling `report` once
+    its `atexit` handlers have run (harness/env/preload_learning.py). Never returns."""
     _finalize()
+    if report is not None:
+        with contextlib.suppress(Exception):
+            report()
     with contextlib.suppress(Exception):
         sys.stdout.flush()
     with contextlib.suppress(Exception):

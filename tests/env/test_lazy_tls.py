@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from killpoint.env import lazy_tls
-from tests.env.test_python_workers import Workers
+from tests.helpers.python_workers import Workers
 
 
 def _cert(folder: Path, name: str) -> tuple[Path, Path]:

@@ -14,16 +14,16 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
 from killpoint.env import pycommand, worker_clock
-from killpoint.env.launcher import HASH_SEEDS, Incarnation
+from killpoint.env.launcher import HASH_SEEDS
 from killpoint.env.pycommand import PythonCommand, auto_preload, parse, preload_option, top_level_imports
 from killpoint.env.pyfork_launcher import PythonForkLauncher
+from tests.helpers.python_workers import Workers, workers_fixture  # noqa: F401 (the `workers` fixture)
 
 # ---- which commands qualify, and what is preloaded (no process) ---------------------------------------------
 
@@ -87,83 +87,6 @@ def test_preload_option() -> None:
 
 
 # ---- forked incarnations, and the cases that are exec'd ----------------------------------------------------
-
-REPORT = """\
-import atexit, json, os, sys
-{imports}
-def bye():
-    print("atexit ran", flush=True)
-atexit.register(bye)
-print(json.dumps({{"name": __name__, "argv": sys.argv, "path0": sys.path[0], "file": __file__,
-                  "main": sys.modules["__main__"].__dict__ is globals(), "var": os.environ.get("INC_VAR"),
-                  "lib": {lib}, "parent": os.getppid(), "hashseed": os.environ.get("PYTHONHASHSEED")}}))
-sys.exit(3)
-"""
-
-
-class Workers:
-    """A `PythonForkLauncher` of `app/worker.py` (which imports `lib/<libs>` from PYTHONPATH), its lines."""
-
-    def __init__(self, root: Path, libs: dict[str, str], uses: str = "None", volatile: tuple[str, ...] = ()) -> None:
-        for folder in ("app", "lib", "logs"):
-            (root / folder).mkdir(exist_ok=True)
-        for name, source in libs.items():
-            (root / "lib" / f"{name}.py").write_text(textwrap.dedent(source))
-        imports = "\n".join(f"import {name}" for name in libs if not name.startswith("_"))  # _name: a dependency
-        self.script = root / "app" / "worker.py"
-        self.script.write_text(REPORT.format(imports=imports, lib=uses))
-        self.logs = root / "logs"
-        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "lib"), os.environ.get("PYTHONPATH", "")])}
-        self.env.pop("PYTHONHASHSEED", None)
-        self.said: list[str] = []
-        worker_cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(self.script))} {{run_id}} x"
-        cmd = parse(shlex.split(worker_cmd))
-        assert isinstance(cmd, PythonCommand)
-        self.launcher = PythonForkLauncher(cmd, auto_preload(cmd), self.env, list(volatile),
-                                           self.said.append)
-        self.launcher.ready()
-        self.n = 0
-        self.incs: list[Incarnation] = []
-        self.servers = self.server_pids()
-
-    def run(self, **extra: str) -> tuple[dict, str, int | None, bool]:
-        """One incarnation with `extra` in its environment: its report, whole log, exit code, and whether it
-        was forked (its parent a fork server)."""
-        self.n += 1
-        log = self.logs / f"w{self.n}.log"
-        inc = self.launcher.spawn(f"w{self.n}", "run-1", "worker", [], {**self.env, **extra}, str(log))
-        self.incs.append(inc)
-        assert inc.ended.wait(60), "the worker did not end"
-        text = log.read_text()
-        report = json.loads(text.splitlines()[0])
-        self.servers = self.server_pids()  # the clock servers too, once started
-        return report, text, inc.exit_code, report.pop("parent") in self.servers
-
-    def server_pids(self, clock: bool | None = None) -> list[int]:
-        """The fork servers' pids (`clock`: only the clock servers', or only the others')."""
-        pools = self.launcher._pools()  # noqa: SLF001
-        return [pid for pool in pools for pid in pool.forks.server_pids
-                if clock is None or (pool is not self.launcher._pool) == clock]  # noqa: SLF001
-
-    def close(self) -> list[str]:
-        """Close the launcher; what is left running of its incarnations and fork servers, and what libfaketime
-        made in /dev/shm for any of them (nothing)."""
-        self.launcher.close()
-        left = [line for inc in self.incs for line in inc.leftovers()]
-        made = [path for pid in [*self.servers, *(inc.pid for inc in self.incs)]
-                for path in worker_clock.leftovers(pid) if os.path.exists(path)]
-        return left + made + [f"fork server {pid}" for pid in self.servers
-                              if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
-
-
-@pytest.fixture
-def workers() -> Iterator[list[Workers]]:
-    """The `Workers` a test made; each is closed after it, and must leave nothing running."""
-    made: list[Workers] = []
-    yield made
-    for w in made:
-        assert not w.close()
-
 
 def test_a_forked_incarnation_behaves_as_a_fresh_interpreter(tmp_path: Path, workers: list[Workers]) -> None:
     """Same `__main__`, argv, sys.path[0], `__file__`, environment, exit code and atexit output as the exec'd
