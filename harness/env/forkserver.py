@@ -27,6 +27,9 @@ On stdin EOF (the harness is done) or SIGTERM (its parent-death signal: the harn
 group it made and every descendant it has, reaps them, and exits.
 Before it imports the agent it installs the egress guard (`egress`) and `lazy_tls` (a TLS context made in a
 child parses its CA bundle at its first handshake, not when an SDK's client makes it: the fakes are plain HTTP).
+A black-box worker's server also imports, between forks, what its first incarnations imported lazily
+(`preload_learning`), and says `{"op": "learned", "modules": [...], "refused": {...}}` before the exits of
+the children that reported it.
 The server is single-threaded on purpose: forking a multi-threaded process can inherit held locks.
 """
 

@@ -19,7 +19,8 @@ the checks `pymain.preload` makes of its own list:
    preload did not read (`reads`: the launcher forks only incarnations that agree with the server on
    those) or that differs per run (`pymain.volatile`). The probe stops at the first refusal; the rest is
    tried again without it (`MAX_PROBES` in all per round). Then the server imports what the probe
-   passed, exactly as the probe did, and says `{"op": "learned", "modules": [...], "refused": {...}}`.
+   passed, exactly as the probe did, freezes what that made out of the garbage collector's reach (as after the
+   preload), and says `{"op": "learned", "modules": [...], "refused": {...}}`.
 4. It learns from the reports of its first `LEARN_FROM` incarnations, then disarms: later children report
    nothing. The report pipe is drained, never closed (a child writing to a closed pipe could die of
    SIGPIPE under its own handler).
@@ -31,6 +32,7 @@ Not seen, as for the preload: a module that captures state the child's own code 
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -151,6 +153,8 @@ class Learner:
                 for name in todo:
                     with contextlib.suppress(Exception):  # the probe imported it: so does this process
                         importlib.import_module(name)
+                gc.collect()
+                gc.freeze()  # as after the preload: a child's collections do not walk (and copy) what was made
                 self.refused.update(refused)
                 return [m for m in todo if m in sys.modules], refused
             refused[bad[0]] = bad[1]

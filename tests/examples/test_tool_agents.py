@@ -196,4 +196,7 @@ def test_keyed_pydantic_ai_dbos_agent_passes_the_whole_suite_runs_side_by_side(s
     assert all(outcomes.get(n) == "PASS" for n in (*KEYED_PASS, "mixed-faults")), outcomes
     assert all(outcomes.get(n) == "SKIP" for n in KEYED_SKIP), outcomes
     assert "one run at a time" not in proc.stdout, describe(proc)
+    # Pydantic AI loads its price table when it first prices an answer: learned from the first incarnations.
+    assert re.search(r"worker-cmd: also preloaded, as incarnations imported them: .*genai_prices\.",
+                     proc.stdout + proc.stderr), describe(proc)
     assert not sandbox.survivors(), sandbox.survivors()
