@@ -12,6 +12,7 @@ a process forked ahead of the worker it will become (the fork server's standby),
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -115,7 +116,9 @@ SDK out). Each set is taken once."""
 def warm(sdk: bool = True) -> None:
     """Do before forking what every worker would otherwise pay for per process (30-40 ms of CPU each): the
     SDK builds the pydantic schemas of its response types, its tracer and its headers on its first call,
-    so one call is made here against an in-memory transport (no socket, no thread); the idna codec a first
+    and those of its error types on the first error it raises (~30 ms: a fault that outlasts its retries),
+    so one call and one overloaded answer are made here against an in-memory transport (no socket, no
+    thread); the idna codec a first
     connection imports is imported; and one set of plain-http clients is built ahead (see
     :class:`Resources`). Without `sdk`, the SDK is neither imported nor called, and only the services'
     client is built ahead (for workers whose steps never call the model). Idempotent; meant for a process
@@ -129,6 +132,8 @@ def warm(sdk: bool = True) -> None:
     import anthropic  # noqa: PLC0415 - see Resources
 
     def answer(request: httpx2.Request) -> httpx2.Response:
+        if b"warm-error" in request.content:  # the API's error shape: the SDK builds its error types' schemas
+            return httpx2.Response(529, json={"type": "error", "error": {"type": "overloaded_error", "message": "warm"}})
         return httpx2.Response(200, json={
             "id": "msg_warm", "type": "message", "role": "assistant", "model": DEFAULT_MODEL,
             "content": [{"type": "text", "text": "warm"}], "stop_reason": "end_turn", "stop_sequence": None,
@@ -137,6 +142,8 @@ def warm(sdk: bool = True) -> None:
     with httpx2.Client(transport=httpx2.MockTransport(answer)) as http:
         sdk = anthropic.Anthropic(base_url="http://warm.invalid", api_key="warm", http_client=http, max_retries=0)
         ModelClient(sdk).ask([{"role": "user", "content": "warm"}])
+        with contextlib.suppress(anthropic.APIStatusError):
+            ModelClient(sdk).ask([{"role": "user", "content": "warm-error"}])
     if not _spare and not _proxied(os.environ):
         _spare.append((_service_http(False), anthropic.DefaultHttpxClient(verify=False)))
 

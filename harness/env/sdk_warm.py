@@ -70,6 +70,9 @@ meet its field's type first in an incarnation whose agent sets it (the Agents SD
 every input item: ~0.1 CPU-s of schema per incarnation)."""
 
 
+ERROR_HEADER = "x-killpoint-warm-error"
+"""A warm-up request with this header gets the fake's error answer of that kind (`model.ANTHROPIC_ERRORS`)."""
+
 _tried: dict[str, bool] = {}
 """What this process tried to warm (or the process it was forked from: a zygote warms what it preloads), and
 whether every call went through."""
@@ -157,10 +160,17 @@ def _anthropic(http: Any) -> list[Callable[[], Any]]:
     async def async_client() -> None:  # its default HTTP client: the async transport stack imported
         await anthropic.AsyncAnthropic(base_url="http://warm.invalid", api_key="warm").close()
 
+    def overloaded() -> None:  # the first error it raises builds its error types' schemas (~30 ms)
+        try:
+            client.messages.create(**ask, extra_headers={ERROR_HEADER: "overload"})
+        except anthropic.APIStatusError:
+            return
+        raise AssertionError("the overload answer was not raised")
+
     return [lambda: _complete(client.messages.create(**ask)), lambda: list(client.messages.create(**ask, stream=True)),
             streamed, lambda: client.beta.messages.create(**ask),
             lambda: list(client.beta.messages.create(**ask, stream=True)), lambda: asyncio.run(async_client()),
-            _executor]
+            _executor, overloaded]
 
 
 def _openai(http: Any) -> list[Callable[[], Any]]:
@@ -268,6 +278,9 @@ def _answer(request: Any) -> Any:
     body = json.loads(request.content or b"{}")
     path = request.url.path
     sse = {"content-type": "text/event-stream"}
+    if path.endswith("/messages") and ERROR_HEADER in request.headers:
+        reply = model.anthropic_error(request.headers[ERROR_HEADER], "warm", {})
+        return httpx2.Response(reply.status, content=reply.body, headers={"content-type": reply.content_type})
 
     def answer(prefix: str) -> model.Answer:
         return model.Answer("0" * 64, "warm", 1, 1, "tool_use", (ToolCall(prefix + "warm", "warm", {}),))

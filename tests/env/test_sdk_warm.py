@@ -73,6 +73,16 @@ async def framework_calls():
             await stream.get_final_message()
     await http.aclose()
     anyio.Event()  # what an async transport's first request makes
+    # a fault that outlasts the retries: the fake's 500 (the warm-up met its 529 overload only)
+    failing = httpx2.AsyncClient(transport=httpx2.MockTransport(lambda _: httpx2.Response(
+        500, json={"type": "error", "error": {"type": "api_error", "message": "boom"}})))
+    try:
+        await anthropic.AsyncAnthropic(base_url="http://x.invalid", api_key="k", http_client=failing,
+                                       max_retries=0).messages.create(model="m", max_tokens=9, messages=LOOP)
+    except anthropic.InternalServerError:
+        pass
+    else:
+        raise AssertionError("the 500 was not raised")
 
 class Listing(stripe.HTTPClient):  # a customer listing holding one of each kind of object the fake serves
     name = "listing"

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from killpoint.reference_agent import context
@@ -156,3 +160,44 @@ print("ok")
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+ERROR_CHILD = r"""
+import gc, json, os, sys
+import anthropic, httpx2
+from pydantic._internal import _generate_schema
+from killpoint.reference_agent import context
+from killpoint.reference_agent.clients import ModelClient
+
+if sys.argv[1] == "warm":
+    context.warm()
+gc.collect(); gc.freeze()
+built = []
+original = _generate_schema.GenerateSchema.generate_schema
+def counted(self, obj, *args, **kwargs):
+    built.append(repr(obj)[:80])
+    return original(self, obj, *args, **kwargs)
+_generate_schema.GenerateSchema.generate_schema = counted
+
+pid = os.fork()
+if pid == 0:  # the fake's 500, as a worker meets it when a fault outlasts the SDK's retries
+    failing = httpx2.Client(transport=httpx2.MockTransport(lambda _: httpx2.Response(
+        500, json={"type": "error", "error": {"type": "api_error", "message": "boom"}})))
+    sdk = anthropic.Anthropic(base_url="http://x.invalid", api_key="k", http_client=failing, max_retries=0)
+    try:
+        ModelClient(sdk).ask([{"role": "user", "content": "hi"}])
+    except anthropic.InternalServerError:
+        print(json.dumps(built[:3]), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+@pytest.mark.parametrize("mode", ["cold", "warm"])
+def test_a_worker_forked_after_warm_builds_no_schema_for_the_models_error(mode: str) -> None:
+    """The SDK builds its error types' schemas on the first error it raises (~30 ms per worker that meets a
+    fault outlasting its retries): `warm` meets one first. The cold control builds them in the child."""
+    proc = subprocess.run([sys.executable, "-c", ERROR_CHILD, mode], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-3000:]
+    built = json.loads(proc.stdout)
+    assert (built == []) == (mode == "warm"), built
