@@ -26,24 +26,19 @@ from killpoint.env.postgres import PostgresHandle
 from tests.helpers import REPO
 from tests.helpers.harness import harness_session
 from tests.helpers.sandbox import without_zygote
+from tests.helpers.schemas import COUNT_SCHEMAS
 
 CHILD = r"""
 import asyncio, gc, json, os, sys
 import anthropic, anyio, httpx2, openai, requests, stripe
 from openai._utils import _transform
-from pydantic._internal import _generate_schema
 from killpoint.env import forkserver, sdk_warm
 
 if sys.argv[1] == "warm":
     sdk_warm.warm()
 gc.collect(); gc.freeze()
 
-built = []
-original = _generate_schema.GenerateSchema.generate_schema
-def counted(self, obj, *args, **kwargs):
-    built.append(repr(obj)[:80])
-    return original(self, obj, *args, **kwargs)
-_generate_schema.GenerateSchema.generate_schema = counted
+""" + COUNT_SCHEMAS + r"""
 
 LOOP = [{"role": "user", "content": "hi"}]  # a tool loop's second request: the model's call, then its result
 async def framework_calls():

@@ -10,6 +10,7 @@ import pytest
 
 from killpoint.reference_agent import context
 from killpoint.reference_agent.context import Resources, build_ahead, warm
+from tests.helpers.schemas import COUNT_SCHEMAS
 
 PLAIN = {"MAILER_URL": "http://127.0.0.1:9/runs/r", "LEDGER_URL": "http://127.0.0.1:9/runs/r",
          "WEBHOOK_URL": "http://127.0.0.1:9/runs/r", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9/runs/r"}
@@ -165,19 +166,13 @@ print("ok")
 ERROR_CHILD = r"""
 import gc, json, os, sys
 import anthropic, httpx2
-from pydantic._internal import _generate_schema
 from killpoint.reference_agent import context
 from killpoint.reference_agent.clients import ModelClient
 
 if sys.argv[1] == "warm":
     context.warm()
 gc.collect(); gc.freeze()
-built = []
-original = _generate_schema.GenerateSchema.generate_schema
-def counted(self, obj, *args, **kwargs):
-    built.append(repr(obj)[:80])
-    return original(self, obj, *args, **kwargs)
-_generate_schema.GenerateSchema.generate_schema = counted
+""" + COUNT_SCHEMAS + r"""
 
 pid = os.fork()
 if pid == 0:  # the fake's 500, as a worker meets it when a fault outlasts the SDK's retries
