@@ -15,11 +15,12 @@ the checks `pymain.preload` makes of its own list:
    modules, imported afresh by every incarnation as in production) or one already refused.
 3. It tries them in a forked probe first (`_probe`: a copy of the server at that moment, so an import there
    is the one the server would make), in the order the child imported them, and refuses a module whose
-   import failed, started a thread, left a descriptor open, or looked up an environment variable that the
-   preload did not read (`reads`: the launcher forks only incarnations that agree with the server on
-   those) or that differs per run (`pymain.volatile`). The probe stops at the first refusal; the rest is
-   tried again without it (`MAX_PROBES` in all per round). Then the server imports what the probe
-   passed, exactly as the probe did, freezes what that made out of the garbage collector's reach (as after the
+   import failed, started a thread, left a descriptor open, changed a signal's handler (the server's own
+   would be replaced) or the environment (a child's is exactly the incarnation's), or looked up a variable
+   that the preload did not read (`reads`: the launcher forks only incarnations that agree with the server
+   on those) or that differs per run (`pymain.volatile`). The probe stops at the first refusal; the rest is
+   tried again without it (`MAX_PROBES` in all per round). Then the server imports what the probe passed,
+   exactly as the probe did, freezes what that made out of the garbage collector's reach (as after the
    preload), and says `{"op": "learned", "modules": [...], "refused": {...}}`.
 4. It learns from the reports of its first `LEARN_FROM` incarnations, then disarms: later children report
    nothing. The report pipe is drained, never closed (a child writing to a closed pipe could die of
@@ -216,9 +217,15 @@ def _probe(modules: list[str], allowed: object) -> dict | None:
         return None
 
 
+def _handlers() -> dict[int, object]:
+    return {int(sig): signal.getsignal(sig) for sig in signal.valid_signals()
+            if sig not in (signal.SIGKILL, signal.SIGSTOP)}
+
+
 def _try(modules: list[str], allowed: object) -> list[str] | None:
     """In the probe: import `modules` in turn; the first refused and why (3. of the module doc), or None."""
     threads, fds = pymain._threads(), pymain._fds()
+    handlers, environ = _handlers(), dict(os.environ)
     for module in modules:
         reads: dict[str, str | None] = {}
         try:
@@ -233,4 +240,8 @@ def _try(modules: list[str], allowed: object) -> list[str] | None:
             return [module, "its import left a thread running"]
         if pymain._fds() - fds:
             return [module, "its import left a descriptor open"]
+        if _handlers() != handlers:  # the server's own (SIGTERM, SIGCHLD) would be replaced
+            return [module, "its import changed a signal's handler"]
+        if dict(os.environ) != environ:  # a child's environment is the incarnation's: the change would be lost
+            return [module, "its import changed the environment"]
     return None

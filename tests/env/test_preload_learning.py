@@ -104,3 +104,23 @@ def test_a_server_learns_from_its_first_incarnations_only(tmp_path: Path, monkey
         preload_learning._armed = None
         os.close(learner.rfd)
         os.close(learner.wfd)
+
+
+def test_a_lazy_module_changing_a_signal_handler_or_the_environment_is_refused(
+        tmp_path: Path, workers: list[Workers]) -> None:
+    """`lazypkg.sig` sets SIGUSR1's handler at import (in the server it would replace the server's own),
+    `lazypkg.env` sets a variable (lost in a child, whose environment is the incarnation's): both refused,
+    each incarnation still sees what its own import did; `lazypkg.sub` is taken."""
+    names = ("lazypkg.sig", "lazypkg.env", "lazypkg.sub")
+    w = Workers(tmp_path, {
+        "lazypkg": "",
+        "lazypkg.sig": "import signal\nsignal.signal(signal.SIGUSR1, lambda *_: None)\nVALUE = 'sig'\n",
+        "lazypkg.env": "import os\nos.environ['LAZY_SET'] = 'set'\nVALUE = 'env'\n",
+        "lazypkg.sub": "VALUE = 7\n",
+    }, uses=lazy(*names) + " + [os.environ.get('LAZY_SET'), callable(__import__('signal').getsignal(10))]")
+    workers.append(w)
+    seen = [w.run()[0]["lib"] for _ in range(4)]
+    assert seen[2:] == [[[False, False, True], ["sig", "env", 7], "set", True]] * 2, seen
+    said = "\n".join(w.said)
+    assert "lazypkg.sig not preloaded: its import changed a signal's handler" in said, said
+    assert "lazypkg.env not preloaded: its import changed the environment" in said, said
