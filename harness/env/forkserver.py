@@ -406,13 +406,18 @@ def serve(modules: list[str], standby: bool = True, black_box: dict | None = Non
     # parent-death signal does not reach the processes the worker started) before it exits.
     die_with_parent(signal.SIGTERM)
     stopping: list[int] = []
-    signal.signal(signal.SIGTERM, lambda signum, _frame: stopping.append(signum))
+
+    def on_term(signum: int, _frame: object) -> None:
+        stopping.append(signum)
+
+    signal.signal(signal.SIGTERM, on_term)
     become_subreaper()
     egress.install_from_env()  # before the agent is imported: its import-time connections are checked too
     lazy_tls.install()  # an incarnation's SDK clients parse no CA bundle unless they make a TLS handshake
     ready: dict = {}
     if black_box is not None:  # a black-box Python worker: its libraries, checked (harness/env/pymain.py)
         ready = pymain.preload(black_box)
+        signal.signal(signal.SIGTERM, on_term)  # a library's own handler is its children's (`pymain`, 3.)
         if ready["unsafe"] is None:  # else every incarnation is exec'd: nothing here would reach them
             from killpoint.env import sdk_warm  # noqa: PLC0415 - only where there is something to warm
 

@@ -15,7 +15,10 @@ In the server (harness/env/forkserver.py, started with `--black-box=JSON`):
    what it made may be held elsewhere: dropping it from `sys.modules` broke SQLAlchemy's caches in DBOS), and
    each incarnation imports it, as it does a module whose import failed in the server. Every other lookup is kept (`reads`, name -> value seen or None): the launcher forks
    an incarnation only if its environment has those same values.
-3. A preload that left a thread running (`threading.active_count()`, `/proc/self/task`) or a descriptor
+3. A handler an import set for a signal the server handles itself (`FRESH_SIGNALS`: a library's SIGTERM
+   handler, say) is set again in each child in place of the default (`_fresh_signals`), as a fresh
+   interpreter importing it would have it; the server then sets its own back.
+4. A preload that left a thread running (`threading.active_count()`, `/proc/self/task`) or a descriptor
    open that was not before cannot be forked faithfully (the thread is not in the child; the descriptor and
    its offset would be shared by every incarnation): `unsafe` says which module and why, and the launcher
    execs every incarnation instead.
@@ -120,7 +123,7 @@ def _restart(spec: dict) -> None:
 
 
 def preload(spec: dict) -> dict:
-    """Steps 1-3 of the module doc; what the server says in its `ready` line: `preloaded` (modules),
+    """Steps 1-4 of the module doc; what the server says in its `ready` line: `preloaded` (modules),
     `skipped` (module -> why), `reads` (variable -> value seen or None), `unsafe` (why forking would not be
     equivalent, or None)."""
     folder = spec["folder"]
@@ -135,6 +138,7 @@ def preload(spec: dict) -> dict:
     quiet = set(spec.get("quiet", ()))  # preloaded in a skipped module's place: not named in the report
     unsafe = None
     threads, fds = _threads(), _fds()
+    handlers = {sig: signal.getsignal(sig) for sig in FRESH_SIGNALS}
     for module in spec["modules"]:
         mine: dict[str, str | None] = {}
         before = set(sys.modules)
@@ -173,16 +177,29 @@ def preload(spec: dict) -> dict:
         if opened:
             unsafe = f"importing {module} left {len(opened)} descriptor(s) open"
             break
+    _imported_handlers.update({sig: now for sig, before in handlers.items()
+                               if (now := signal.getsignal(sig)) is not before})
     return {"preloaded": preloaded, "skipped": skipped, "reads": reads, "unsafe": unsafe}
 
 
+FRESH_SIGNALS = (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGCHLD)
+"""The signals whose handling a child sets afresh (`_fresh_signals`): the server handles them its own way."""
+
+_imported_handlers: dict[int, Any] = {}
+"""The handlers the preload's imports set for `FRESH_SIGNALS` (`preload`): a fresh interpreter importing the
+same modules would have them."""
+
+
 def _fresh_signals() -> None:
-    """The dispositions a fresh interpreter starts with."""
+    """The dispositions a fresh interpreter has once it imported the preloaded modules: its defaults, but
+    for a handler an import set (`_imported_handlers`: a library's SIGTERM handler, say)."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for sig in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(sig, signal.SIG_IGN)
     for sig in (signal.SIGTERM, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
+    for sig, handler in _imported_handlers.items():
+        signal.signal(sig, handler)
 
 
 def _streams() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import textwrap
@@ -23,6 +24,7 @@ from killpoint.env import pycommand, worker_clock
 from killpoint.env.launcher import HASH_SEEDS
 from killpoint.env.pycommand import PythonCommand, auto_preload, parse, preload_option, top_level_imports
 from killpoint.env.pyfork_launcher import PythonForkLauncher
+from tests.helpers.agents import wait_for
 from tests.helpers.python_workers import Workers, workers_fixture  # noqa: F401 (the `workers` fixture)
 
 # ---- which commands qualify, and what is preloaded (no process) ---------------------------------------------
@@ -298,3 +300,28 @@ def test_a_module_run_with_dash_m_is_forked_as_python_dash_m_runs_it(tmp_path: P
         assert not inc.leftovers()
     finally:
         os.chdir(cwd)
+
+
+def test_a_sigterm_handler_a_library_sets_at_import_is_the_forked_incarnations_as_the_exec_d_ones(
+        tmp_path: Path, workers: list[Workers]) -> None:
+    """`graceful` sets a SIGTERM handler at import (printing, then exiting 7): a fresh interpreter importing it
+    ends that way on SIGTERM, and so does a forked incarnation (the server kept the handler for its
+    children and set its own back); the servers still end with the launcher."""
+    ready = tmp_path / "ready"
+    w = Workers(tmp_path, {"graceful": "import signal, sys\ndef bye(*_):\n    print('graceful', flush=True)\n"
+                                       "    sys.exit(7)\nsignal.signal(signal.SIGTERM, bye)\n"},
+                uses="(open(os.environ['READY_FILE'], 'a').close(), __import__('signal').pause())")
+    workers.append(w)
+    ended = []
+    for extra in ({}, {"LD_PRELOAD": ""}):  # forked, then exec'd (LD_PRELOAD differs from the servers')
+        ready.unlink(missing_ok=True)
+        w.n += 1
+        log = w.logs / f"w{w.n}.log"
+        inc = w.launcher.spawn(f"w{w.n}", "run-1", "worker", [], {**w.env, **extra, "READY_FILE": str(ready)},
+                               str(log))
+        w.incs.append(inc)
+        wait_for(ready.exists, 30, "the worker to wait for its signal")
+        os.kill(inc.pid, signal.SIGTERM)
+        assert inc.ended.wait(30), "the worker did not end"
+        ended.append((inc.exit_code, log.read_text().strip()))
+    assert ended == [(7, "graceful\natexit ran")] * 2, ended
