@@ -17,7 +17,8 @@ In the server (harness/env/forkserver.py, started with `--black-box=JSON`):
    an incarnation only if its environment has those same values.
 3. A handler an import set for a signal the server handles itself (`FRESH_SIGNALS`: a library's SIGTERM
    handler, say) is set again in each child in place of the default (`_fresh_signals`), as a fresh
-   interpreter importing it would have it; the server then sets its own back.
+   interpreter importing it would have it; the server then sets its own back. So is a variable an import
+   set or removed (`os.environ.setdefault` reads it too: an incarnation whose value differs is exec'd, 2.).
 4. A preload that left a thread running (`threading.active_count()`, `/proc/self/task`) or a descriptor
    open that was not before cannot be forked faithfully (the thread is not in the child; the descriptor and
    its offset would be shared by every incarnation): `unsafe` says which module and why, and the launcher
@@ -110,16 +111,26 @@ BLACK_BOX_ARG = "--black-box"
 """`--black-box=JSON`: the fork server's argument that makes it a black-box worker's (harness/env/forkserver.py)."""
 
 
-def _restart(spec: dict) -> None:
-    """Start this server afresh (same pid, pipes and group: `execv`) with `spec`: a module's import cannot be
-    undone (another module may hold what it made), so one that must not be preloaded is left out this way.
-    Never returns."""
+def _restart(spec: dict, environ: dict[str, str]) -> None:
+    """Start this server afresh (same pid, pipes and group: `execve`) with `spec`, in `environ` (its own before
+    the preload changed any): a module's import cannot be undone (another module may hold what it made), so
+    one that must not be preloaded is left out this way. Never returns."""
     arg = f"{BLACK_BOX_ARG}={json.dumps(spec)}"
     argv = [arg if a.startswith(BLACK_BOX_ARG + "=") else a for a in sys.orig_argv[1:]]
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()
-    os.execv(sys.executable, [sys.executable, *argv])
+    os.execve(sys.executable, [sys.executable, *argv], environ)
+
+
+_imported_environ: dict[str, str | None] = {}
+"""The variables the preload's imports set (value) or removed (None): a child's environment is exactly the
+incarnation's, so they are made again there (`run_main`), as a fresh interpreter's imports would make them."""
+
+
+def _environ_changes(before: dict[str, str]) -> dict[str, str | None]:
+    now = dict(os.environ)
+    return {**{k: v for k, v in now.items() if before.get(k) != v}, **{k: None for k in before if k not in now}}
 
 
 def preload(spec: dict) -> dict:
@@ -139,6 +150,7 @@ def preload(spec: dict) -> dict:
     unsafe = None
     threads, fds = _threads(), _fds()
     handlers = {sig: signal.getsignal(sig) for sig in FRESH_SIGNALS}
+    environ = dict(os.environ)
     for module in spec["modules"]:
         mine: dict[str, str | None] = {}
         before = set(sys.modules)
@@ -165,7 +177,7 @@ def preload(spec: dict) -> dict:
                 (f" ({len(deps)} modules of other packages it imported are preloaded)" if deps else "")
             i = spec["modules"].index(module)
             _restart({**spec, "modules": [*spec["modules"][:i], *deps, *spec["modules"][i + 1:]], "skipped": skipped,
-                      "quiet": sorted({*quiet, *deps})})
+                      "quiet": sorted({*quiet, *deps})}, environ)
         if module not in quiet:
             preloaded.append(module)
         for k, v in mine.items():
@@ -179,6 +191,7 @@ def preload(spec: dict) -> dict:
             break
     _imported_handlers.update({sig: now for sig, before in handlers.items()
                                if (now := signal.getsignal(sig)) is not before})
+    _imported_environ.update(_environ_changes(environ))
     return {"preloaded": preloaded, "skipped": skipped, "reads": reads, "unsafe": unsafe}
 
 
@@ -221,6 +234,11 @@ def _stream(fd: int, encoding: str, errors: str, line: bool) -> io.TextIOWrapper
 def run_main(spec: dict, argv: list[str]) -> int:
     """Run the worker of `spec` (`script` or `module`) as `__main__` with arguments `argv`; its exit code
     (module doc, the child). Call in the forked child with the incarnation's environment already set."""
+    for name, value in _imported_environ.items():  # what the preload's imports did to the environment (4.)
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     _fresh_signals()
     _streams()
     main = types.ModuleType("__main__")

@@ -325,3 +325,21 @@ def test_a_sigterm_handler_a_library_sets_at_import_is_the_forked_incarnations_a
         assert inc.ended.wait(30), "the worker did not end"
         ended.append((inc.exit_code, log.read_text().strip()))
     assert ended == [(7, "graceful\natexit ran")] * 2, ended
+
+
+def test_the_variables_a_library_sets_at_import_are_the_forked_incarnations_as_the_exec_d_ones(
+        tmp_path: Path, workers: list[Workers], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`setter` sets LIB_SET, removes LIB_GONE (in the session's environment: the servers' and every
+    incarnation's) and `setdefault`s LIB_DEFAULT at import: a forked incarnation's environment (exactly the
+    incarnation's) gets the same changes, as an exec'd one's import makes them; one whose LIB_DEFAULT is
+    already set (read by `setdefault`) is exec'd and keeps its own."""
+    monkeypatch.setenv("LIB_GONE", "here")
+    w = Workers(tmp_path, {"setter": "import os\nos.environ['LIB_SET'] = 'yes'\ndel os.environ['LIB_GONE']\n"
+                                     "os.environ.setdefault('LIB_DEFAULT', 'lib')\n"},
+                uses="[os.environ.get(k) for k in ('LIB_SET', 'LIB_GONE', 'LIB_DEFAULT')]")
+    workers.append(w)
+    forked = w.run()
+    exec_d = w.run(LD_PRELOAD="")
+    own = w.run(LIB_DEFAULT="mine")
+    assert [(r["lib"], was_forked) for r, _, _, was_forked in (forked, exec_d, own)] == [
+        (["yes", None, "lib"], True), (["yes", None, "lib"], False), (["yes", None, "mine"], False)]
