@@ -11,17 +11,19 @@ the checks `pymain.preload` makes of its own list:
    `PIPE_BUF` bytes (atomic: reports of children ending together do not mix), never blocking (a full pipe
    drops the report).
 2. The server (`Learner.feed`) keeps the candidates: a module it lacks whose top-level package it has
-   already imported, or of the standard library; never `__main__`, the worker's own code (its folder's
-   modules, imported afresh by every incarnation as in production) or one already refused.
+   already imported, or of the standard library; never `__main__`, the worker's own code (a module found
+   in its folder, by its own name or through its package's path: imported afresh by every incarnation, as
+   in production) or one already refused.
 3. It tries them in a forked probe first (`_probe`: a copy of the server at that moment, so an import there
    is the one the server would make), in the order the child imported them, and refuses a module whose
    import failed, started a thread, left a descriptor open, changed a signal's handler (the server's own
    would be replaced) or the environment (a child's is exactly the incarnation's), or looked up a variable
    that the preload did not read (`reads`: the launcher forks only incarnations that agree with the server
-   on those) or that differs per run (`pymain.volatile`). The probe stops at the first refusal; the rest is
-   tried again without it (`MAX_PROBES` in all per round). Then the server imports what the probe passed,
-   exactly as the probe did, freezes what that made out of the garbage collector's reach (as after the
-   preload), and says `{"op": "learned", "modules": [...], "refused": {...}}`.
+   on those) or that differs per run (`pymain.volatile`). The probe stops at the first refusal; the server
+   imports what it passed before it, exactly as the probe did, and a new probe tries the rest from there
+   (`MAX_PROBES` in all per round: each import is tried once, imported once). Then the server freezes what
+   that made out of the garbage collector's reach (as after the preload), and says
+   `{"op": "learned", "modules": [...], "refused": {...}}`.
 4. It learns from the reports of its first `LEARN_FROM` incarnations, then disarms: later children report
    nothing. The report pipe is drained, never closed (a child writing to a closed pipe could die of
    SIGPIPE under its own handler).
@@ -49,8 +51,8 @@ from killpoint.env.pycommand import own
 LEARN_FROM = 16
 """A server learns from this many incarnations' reports, then stops asking."""
 
-MAX_PROBES = 4
-"""Probes per round: each refusal costs one more."""
+MAX_PROBES = 8
+"""Probes per round: each refusal costs one more (on what is left after it)."""
 
 PROBE_SECONDS = 20.0
 """A probe still importing after this long is killed and the round given up (the server forks nothing meanwhile)."""
@@ -136,40 +138,60 @@ class Learner:
                 continue
             if top not in sys.modules and top not in sys.stdlib_module_names:
                 continue
-            if own(name, self.folder):
+            if _own(name, self.folder):
                 continue
             out.append(name)
         return out
 
     def learn(self, todo: list[str]) -> tuple[list[str], dict[str, str]]:
         """3. of the module doc: what was imported, and what was refused (module -> why)."""
+        learned: list[str] = []
         refused: dict[str, str] = {}
         for _ in range(MAX_PROBES):
             result = _probe(todo, self.allowed)
             if result is None:
                 refused.update({m: "its trial import did not finish" for m in todo})
+                todo = []
                 break
             bad = result.get("bad")
+            passed = todo if bad is None else todo[:todo.index(bad[0])]
+            for name in passed:  # what the probe imported before its refusal, in its order: so does this process
+                with contextlib.suppress(Exception):
+                    importlib.import_module(name)
+            learned += [m for m in passed if m in sys.modules]
             if bad is None:
-                for name in todo:
-                    with contextlib.suppress(Exception):  # the probe imported it: so does this process
-                        importlib.import_module(name)
-                gc.collect()
-                gc.freeze()  # as after the preload: a child's collections do not walk (and copy) what was made
-                self.refused.update(refused)
-                return [m for m in todo if m in sys.modules], refused
+                todo = []
+                break
             refused[bad[0]] = bad[1]
-            todo = [m for m in todo if m != bad[0]]
+            todo = todo[todo.index(bad[0]) + 1:]  # tried from here on, the prefix now the server's own
             if not todo:
                 break
-        else:
-            refused.update({m: "too many of its fellows were refused" for m in todo})
+        refused.update({m: "too many of its fellows were refused" for m in todo})
+        if learned:
+            gc.collect()
+            gc.freeze()  # as after the preload: a child's collections do not walk (and copy) what was made
         self.refused.update(refused)
-        return [], refused
+        return learned, refused
 
     def allowed(self, name: str) -> bool:
         """A variable a learned module may look up at import (3. of the module doc)."""
         return name in self.reads and not pymain.volatile(name, self.volatile)
+
+
+def _own(name: str, folder: str) -> bool:
+    """True if module `name` is the worker's own code: found in its folder (or below), by its top-level name
+    (`pycommand.own`) or through its nearest imported package's path (`tests.gallery.blackbox.outbox`,
+    beside a script in `tests/gallery/blackbox`). Imports nothing."""
+    parts = name.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        package = sys.modules.get(".".join(parts[:i]))
+        if package is not None:
+            root = os.path.realpath(folder)
+            paths = [os.path.realpath(p) for p in getattr(package, "__path__", None) or []]
+            if paths:
+                return any(p == root or p.startswith(root + os.sep) for p in paths)
+            break
+    return own(name, folder)
 
 
 def _probe(modules: list[str], allowed: object) -> dict | None:

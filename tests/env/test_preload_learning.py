@@ -43,6 +43,20 @@ def test_a_submodule_incarnations_import_lazily_is_preloaded_once_one_of_the_ser
     assert any("also preloaded, as incarnations imported them: lazypkg.sub" in s for s in w.said), w.said
 
 
+def test_a_module_beside_the_script_is_the_workers_own_even_inside_a_preloaded_package(
+        tmp_path: Path, workers: list[Workers]) -> None:
+    """The script is in `lib/lazypkg`, beside `lazypkg.sibling`, and imports `lazypkg` (found on PYTHONPATH, so
+    preloaded) and `otherpkg`: `lazypkg.sibling`, imported lazily, is the worker's own code and never
+    preloaded; `otherpkg.sub` is."""
+    w = Workers(tmp_path, {"lazypkg": "", "lazypkg.sibling": "VALUE = 'sib'\n", "otherpkg": "",
+                           "otherpkg.sub": "VALUE = 7\n"},
+                uses=lazy("lazypkg.sibling", "otherpkg.sub"), script_in="lib/lazypkg")
+    workers.append(w)
+    assert any("preloaded" in s and "lazypkg, otherpkg" in s for s in w.said), w.said
+    seen = [w.run()[0]["lib"] for _ in range(4)]
+    assert seen == [[[False, False], ["sib", 7]]] * 2 + [[[False, True], ["sib", 7]]] * 2, seen
+
+
 def test_a_lazy_module_reading_a_variable_or_leaving_a_thread_is_refused_and_each_incarnation_imports_it(
         tmp_path: Path, workers: list[Workers]) -> None:
     """Imported lazily, in this order: `lazypkg.mode` reads LAZY_MODE (which the preload did not), `lazypkg.url`

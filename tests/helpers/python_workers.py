@@ -36,9 +36,11 @@ class Workers:
     """A `PythonForkLauncher` of `app/worker.py` (which imports `lib/<libs>` from PYTHONPATH), its lines.
     `libs` maps module names to their source: a dotted name is a package's submodule (the package is
     `libs`' entry of its name), a name starting with `_` a module the others import; the worker imports
-    the rest at its top level, and reports the expression `uses` as its `lib`."""
+    the rest at its top level, and reports the expression `uses` as its `lib`. The script is in `script_in`
+    (a folder of `root`: `lib/pkg` puts it beside a package's modules)."""
 
-    def __init__(self, root: Path, libs: dict[str, str], uses: str = "None", volatile: tuple[str, ...] = ()) -> None:
+    def __init__(self, root: Path, libs: dict[str, str], uses: str = "None", volatile: tuple[str, ...] = (),
+                 script_in: str = "app") -> None:
         for folder in ("app", "lib", "logs"):
             (root / folder).mkdir(exist_ok=True)
         for name, source in libs.items():
@@ -49,7 +51,8 @@ class Workers:
             path.write_text(textwrap.dedent(source))
         # `_name`: a dependency, `a.b`: a submodule, neither imported by the worker at its top level
         imports = "\n".join(f"import {name}" for name in libs if not name.startswith("_") and "." not in name)
-        self.script = root / "app" / "worker.py"
+        self.script = root / script_in / "worker.py"
+        self.script.parent.mkdir(parents=True, exist_ok=True)
         self.script.write_text(REPORT.format(imports=imports, lib=uses))
         self.logs = root / "logs"
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "lib"), os.environ.get("PYTHONPATH", "")])}
