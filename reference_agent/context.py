@@ -118,9 +118,8 @@ def warm(sdk: bool = True) -> None:
     SDK builds the pydantic schemas of its response types, its tracer and its headers on its first call,
     and those of its error types on the first error it raises (~30 ms: a fault that outlasts its retries),
     so one call and one overloaded answer are made here against an in-memory transport (no socket, no
-    thread); the idna codec a first
-    connection imports is imported; and one set of plain-http clients is built ahead (see
-    :class:`Resources`). Without `sdk`, the SDK is neither imported nor called, and only the services'
+    thread); the idna codec a first connection imports is imported; and one set of plain-http clients is
+    built ahead (see :class:`Resources`). Without `sdk`, the SDK is neither imported nor called, and only the services'
     client is built ahead (for workers whose steps never call the model). Idempotent; meant for a process
     that forks workers and never uses the clients."""
     import encodings.idna  # noqa: F401, PLC0415 - imported by the first getaddrinfo of a str host

@@ -66,8 +66,6 @@ class _ForkServer:
         self.pid = 0
         self.report: dict = {}
         """The server's `ready` line (a black-box server's preload report: harness/env/pymain.py)."""
-        self.learned: list[dict] = []
-        """The server's `learned` lines, in order (harness/env/preload_learning.py)."""
         self._reader: threading.Thread | None = None
         self._live: set[int] = set()  # forked and not yet reported exited (by the reader thread)
         self._closing = False
@@ -103,9 +101,6 @@ class _ForkServer:
                     self.standby = msg.get("pid")
                     self._standby_due -= 1
                     self._standby_said.notify_all()
-            elif msg.get("op") == "learned":  # a black-box server's preload grew (harness/env/preload_learning.py)
-                self.learned.append(msg)
-                self._on_message(msg)
             else:
                 if msg.get("op") == "exited":
                     self._live.discard(msg.get("pid"))
@@ -266,7 +261,7 @@ class ForkLauncher(Launcher):
         return [server.report for server in self._servers]
 
     def _route(self, msg: dict) -> None:
-        if msg.get("op") == "learned":
+        if msg.get("op") == "learned":  # a black-box server's preload grew (harness/env/preload_learning.py)
             if self.on_learned is not None:
                 self.on_learned(msg)
             return

@@ -43,9 +43,10 @@ import select
 import signal
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from killpoint.env import pymain
+from killpoint.env.procutil import die_with_parent
 from killpoint.env.pycommand import own
 
 LEARN_FROM = 16
@@ -121,8 +122,7 @@ class Learner:
                 names.append(line)
         todo = self.candidates(names)
         if len(self.reporters) >= LEARN_FROM:
-            global _armed
-            _armed = None
+            self.arm()  # disarmed: the last report came
         if not todo:
             return None
         learned, refused = self.learn(todo)
@@ -194,7 +194,7 @@ def _own(name: str, folder: str) -> bool:
     return own(name, folder)
 
 
-def _probe(modules: list[str], allowed: object) -> dict | None:
+def _probe(modules: list[str], allowed: Callable[[str], bool]) -> dict | None:
     """Import `modules` in a forked copy of this process (3. of the module doc); its verdict
     (`{"bad": [module, why] | None}`), or None if it did not finish within `PROBE_SECONDS`."""
     rfd, wfd = os.pipe()
@@ -204,13 +204,11 @@ def _probe(modules: list[str], allowed: object) -> dict | None:
         try:
             signal.set_wakeup_fd(-1)
             os.close(rfd)
-            from killpoint.env.procutil import die_with_parent  # noqa: PLC0415 - imported by the server
-
             die_with_parent(parent=me)
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, 1)
             os.dup2(null, 2)
-            verdict = _try(modules, allowed)  # type: ignore[arg-type]
+            verdict = _try(modules, allowed)
             os.write(wfd, json.dumps({"bad": verdict}).encode())
         finally:
             os._exit(0)
@@ -244,7 +242,7 @@ def _handlers() -> dict[int, object]:
             if sig not in (signal.SIGKILL, signal.SIGSTOP)}
 
 
-def _try(modules: list[str], allowed: object) -> list[str] | None:
+def _try(modules: list[str], allowed: Callable[[str], bool]) -> list[str] | None:
     """In the probe: import `modules` in turn; the first refused and why (3. of the module doc), or None."""
     threads, fds = pymain._threads(), pymain._fds()
     handlers, environ = _handlers(), dict(os.environ)
@@ -255,7 +253,7 @@ def _try(modules: list[str], allowed: object) -> list[str] | None:
                 importlib.import_module(module)
         except Exception as exc:  # noqa: BLE001 - any failure refuses the module
             return [module, f"its import failed here ({type(exc).__name__})"]
-        stray = sorted(n for n in reads if not allowed(n))  # type: ignore[operator]
+        stray = sorted(n for n in reads if not allowed(n))
         if stray:
             return [module, f"it reads {', '.join(stray)} at import, which the preload did not"]
         if pymain._threads() > threads:

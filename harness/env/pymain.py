@@ -236,7 +236,7 @@ def _stream(fd: int, encoding: str, errors: str, line: bool) -> io.TextIOWrapper
 def run_main(spec: dict, argv: list[str]) -> int:
     """Run the worker of `spec` (`script` or `module`) as `__main__` with arguments `argv`; its exit code
     (module doc, the child). Call in the forked child with the incarnation's environment already set."""
-    for name, value in _imported_environ.items():  # what the preload's imports did to the environment (4.)
+    for name, value in _imported_environ.items():  # what the preload's imports did to the environment (3.)
         if value is None:
             os.environ.pop(name, None)
         else:

@@ -315,11 +315,7 @@ def test_a_sigterm_handler_a_library_sets_at_import_is_the_forked_incarnations_a
     ended = []
     for extra in ({}, {"LD_PRELOAD": ""}):  # forked, then exec'd (LD_PRELOAD differs from the servers')
         ready.unlink(missing_ok=True)
-        w.n += 1
-        log = w.logs / f"w{w.n}.log"
-        inc = w.launcher.spawn(f"w{w.n}", "run-1", "worker", [], {**w.env, **extra, "READY_FILE": str(ready)},
-                               str(log))
-        w.incs.append(inc)
+        inc, log = w.spawn(**extra, READY_FILE=str(ready))
         wait_for(ready.exists, 30, "the worker to wait for its signal")
         os.kill(inc.pid, signal.SIGTERM)
         assert inc.ended.wait(30), "the worker did not end"

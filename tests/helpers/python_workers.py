@@ -68,13 +68,18 @@ class Workers:
         self.incs: list[Incarnation] = []
         self.servers = self.server_pids()
 
-    def run(self, **extra: str) -> tuple[dict, str, int | None, bool]:
-        """One incarnation with `extra` in its environment: its report, whole log, exit code, and whether it
-        was forked (its parent a fork server)."""
+    def spawn(self, **extra: str) -> tuple[Incarnation, Path]:
+        """Start the next incarnation with `extra` in its environment; it and its log."""
         self.n += 1
         log = self.logs / f"w{self.n}.log"
         inc = self.launcher.spawn(f"w{self.n}", "run-1", "worker", [], {**self.env, **extra}, str(log))
         self.incs.append(inc)
+        return inc, log
+
+    def run(self, **extra: str) -> tuple[dict, str, int | None, bool]:
+        """One incarnation with `extra` in its environment, to its end: its report, whole log, exit code, and
+        whether it was forked (its parent a fork server)."""
+        inc, log = self.spawn(**extra)
         assert inc.ended.wait(60), "the worker did not end"
         text = log.read_text()
         report = json.loads(text.splitlines()[0])
