@@ -197,8 +197,11 @@ def preload(spec: dict) -> dict:
     return {"preloaded": preloaded, "skipped": skipped, "reads": reads, "unsafe": unsafe}
 
 
-FRESH_SIGNALS = (signal.SIGINT, signal.SIGPIPE, signal.SIGXFSZ, signal.SIGTERM, signal.SIGCHLD)
-"""The signals whose handling a child sets afresh (`_fresh_signals`): the server handles them its own way."""
+FRESH_SIGNALS: dict[int, Any] = {signal.SIGINT: signal.default_int_handler, signal.SIGPIPE: signal.SIG_IGN,
+                                 signal.SIGXFSZ: signal.SIG_IGN, signal.SIGTERM: signal.SIG_DFL,
+                                 signal.SIGCHLD: signal.SIG_DFL}
+"""The signals whose handling a child sets afresh (`_fresh_signals`), each to a fresh interpreter's
+disposition (SIGINT raises KeyboardInterrupt, SIGPIPE and SIGXFSZ ignored): the server handles them its own way."""
 
 _imported_handlers: dict[int, Any] = {}
 """The handlers the preload's imports set for `FRESH_SIGNALS` (`preload`): a fresh interpreter importing the
@@ -208,12 +211,7 @@ same modules would have them."""
 def _fresh_signals() -> None:
     """The dispositions a fresh interpreter has once it imported the preloaded modules: its defaults, but
     for a handler an import set (`_imported_handlers`: a library's SIGTERM handler, say)."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    for sig in (signal.SIGPIPE, signal.SIGXFSZ):
-        signal.signal(sig, signal.SIG_IGN)
-    for sig in (signal.SIGTERM, signal.SIGCHLD):
-        signal.signal(sig, signal.SIG_DFL)
-    for sig, handler in _imported_handlers.items():
+    for sig, handler in {**FRESH_SIGNALS, **_imported_handlers}.items():
         signal.signal(sig, handler)
 
 
