@@ -24,7 +24,7 @@ from killpoint.env import proctable, vitals, worker_clock, zygote
 from killpoint.env.forkserver import BLACK_BOX_ARG, PROTOCOL_FD_ARG
 from killpoint.env.launcher import HASH_SEEDS, Incarnation, IncarnationSeeds, Launcher
 from killpoint.env.proctable import TAG_VAR, kill_all
-from killpoint.env.procutil import dying_with_us, wait_gone
+from killpoint.env.procutil import dying_with_us, pgid, wait_gone
 from killpoint.errors import EnvironmentProblem
 
 
@@ -157,7 +157,9 @@ class _ForkServer:
             self.leaders.difference_update(pids)
 
     def adopted(self) -> list[psutil.Process]:
-        """Live processes this server adopted as a subreaper (see `ForkLauncher.adopted`)."""
+        """Live processes this server adopted as a subreaper (see `ForkLauncher.adopted`). A child still in the
+        server's own process group is the server's own (a probe trying an import: harness/env/preload_learning.py),
+        never an incarnation's: every incarnation and standby leads a group of its own from its fork on."""
         with self.spawn_lock, self._standby_said:  # no fork in flight, the standby known: every other child was adopted
             self._standby_said.wait_for(lambda: self._standby_due <= 0 or self.death is not None, timeout=10)
             leaders = {*self.leaders, self.standby}
@@ -172,8 +174,9 @@ class _ForkServer:
                 with contextlib.suppress(psutil.Error):  # one reaped meanwhile is no orphan any more
                     kids.append(psutil.Process(pid))
         out: list[psutil.Process] = []
+        own_group = pgid(self.pid)
         for kid in kids:
-            if kid.pid in leaders:
+            if kid.pid in leaders or pgid(kid.pid) in (own_group, -1):  # -1: gone meanwhile
                 continue
             with contextlib.suppress(psutil.Error):
                 out += [p for p in [kid, *kid.children(recursive=True)] if p.status() != psutil.STATUS_ZOMBIE]

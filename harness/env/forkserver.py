@@ -53,7 +53,14 @@ import psutil
 
 from killpoint.env import egress, lazy_tls, preload_learning, pymain, worker_clock
 from killpoint.env.postgres import conninfo
-from killpoint.env.procutil import become_subreaper, decode_status, die_with_parent, huge_heap, wait_gone
+from killpoint.env.procutil import (
+    become_subreaper,
+    decode_status,
+    die_with_parent,
+    huge_heap,
+    pgid,
+    wait_gone,
+)
 
 
 def _child(argv: list[str], env: dict[str, str], log: str | None, fds: list[int]) -> None:
@@ -489,9 +496,9 @@ def _kill_everything(groups: set[int]) -> None:
         live = [p for p in procs if _running(p)]
         if not live:
             break
-        for pgid in {_pgid(p.pid) for p in live} & groups:  # a live member: the group is still ours
+        for group in {pgid(p.pid) for p in live} & groups:  # a live member: the group is still ours
             with contextlib.suppress(OSError):
-                os.killpg(pgid, signal.SIGKILL)
+                os.killpg(group, signal.SIGKILL)
         for p in live:
             with contextlib.suppress(psutil.Error):
                 p.kill()
@@ -516,13 +523,6 @@ def _running(proc: psutil.Process) -> bool:
         return proc.status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
-
-
-def _pgid(pid: int) -> int:
-    try:
-        return os.getpgid(pid)
-    except OSError:
-        return -1
 
 
 def _warm(agents: list[Any]) -> bool:

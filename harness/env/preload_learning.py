@@ -15,7 +15,8 @@ the checks `pymain.preload` makes of its own list:
    in its folder, by its own name or through its package's path: imported afresh by every incarnation, as
    in production) or one already refused.
 3. It tries them in a forked probe first (`_probe`: a copy of the server at that moment, so an import there
-   is the one the server would make), in the order the child imported them, and refuses a module whose
+   is the one the server would make; it stays in the server's process group, which is how the launcher
+   tells it from an escaped worker process: `fork_launcher._ForkServer.adopted`), in the order the child imported them, and refuses a module whose
    import failed, started a thread, left a descriptor open, changed a signal's handler (the server's own
    would be replaced) or the environment (a child's is exactly the incarnation's), or looked up a variable
    that the preload did not read (`reads`: the launcher forks only incarnations that agree with the server

@@ -67,6 +67,14 @@ def huge_heap(maps: str = "/proc/self/maps") -> int:
     return done
 
 
+def pgid(pid: int) -> int:
+    """`pid`'s process group, or -1 if it is gone (or not ours to ask about)."""
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return -1
+
+
 def die_with_parent(sig: int = signal.SIGKILL, parent: int | None = None) -> None:
     """Ask Linux to send `sig` to this process when the thread that forked it dies (no-op elsewhere).
 

@@ -10,10 +10,12 @@ import os
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from killpoint.env import preload_learning
 from killpoint.env.preload_learning import LEARN_FROM, Learner
+from tests.helpers.agents import wait_for
 from tests.helpers.python_workers import Workers, workers_fixture  # noqa: F401 (the `workers` fixture)
 
 LAZY = ("[[name in sys.modules for name in {names}], "
@@ -138,3 +140,29 @@ def test_a_lazy_module_changing_a_signal_handler_or_the_environment_is_refused(
     said = "\n".join(w.said)
     assert "lazypkg.sig not preloaded: its import changed a signal's handler" in said, said
     assert "lazypkg.env not preloaded: its import changed the environment" in said, said
+
+
+def test_a_probe_under_way_is_the_servers_own_not_an_escaped_process(
+        tmp_path: Path, workers: list[Workers], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A probe is a child of its fork server, as an escaped worker process adopted by it would be: while one is
+    importing (held at a FIFO only the servers' environment names), the launcher's count of adopted processes
+    (the no_orphans checker's evidence of escapees) leaves it out; released, it ends and so does the
+    incarnation whose report started it."""
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    monkeypatch.setenv("SLOW_GATE", str(gate))  # in the servers' environment; the incarnation's is empty
+    w = Workers(tmp_path, {"lazypkg": "", "lazypkg.slow": "import os\nif os.environ.get('SLOW_GATE'):\n"
+                                                          "    with open(os.environ['SLOW_GATE']) as f:\n"
+                                                          "        f.read()\n"},
+                uses=lazy("lazypkg.slow"))
+    workers.append(w)
+    inc, _ = w.spawn(SLOW_GATE="")
+    pool = w.launcher._pool  # noqa: SLF001
+    assert pool is not None
+    server = psutil.Process(pool.forks.server_pids[0])  # the first incarnation of a run comes from the first
+    probes = wait_for(lambda: [c for c in server.children() if c.pid != inc.pid], 30, "the probe to start")
+    assert pool.forks.adopted() == [], probes
+    with open(gate, "w") as release:
+        release.write("go")
+    assert inc.ended.wait(30) and inc.exit_code == 3
+    assert not [p for p in probes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
