@@ -20,7 +20,8 @@ the checks `pymain.preload` makes of its own list:
    import failed, started a thread, left a descriptor open, changed a signal's handler (the server's own
    would be replaced) or the environment (a child's is exactly the incarnation's), or looked up a variable
    that the preload did not read (`reads`: the launcher forks only incarnations that agree with the server
-   on those) or that differs per run (`pymain.volatile`). The probe stops at the first refusal; the server
+   on those) or that differs per run (`pymain.volatile`), or used (or kept anew) the value a preloaded module
+   read of one (`stand_ins.intact`: each child binds only the globals judged at the preload). The probe stops at the first refusal; the server
    imports what it passed before it, exactly as the probe did, and a new probe tries the rest from there
    (`MAX_PROBES` in all per round: each import is tried once, imported once). Then the server freezes what
    that made out of the garbage collector's reach (as after the preload), and says
@@ -46,7 +47,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 
-from killpoint.env import pymain
+from killpoint.env import pymain, stand_ins
 from killpoint.env.procutil import die_with_parent
 from killpoint.env.pycommand import own
 
@@ -265,4 +266,7 @@ def _try(modules: list[str], allowed: Callable[[str], bool]) -> list[str] | None
             return [module, "its import changed a signal's handler"]
         if dict(os.environ) != environ:  # a child's environment is the incarnation's: the change would be lost
             return [module, "its import changed the environment"]
+        var = stand_ins.intact()
+        if var is not None:  # it made something of the server's stand-in, which no child would rebind
+            return [module, f"its import used the value of {var}, which differs per run"]
     return None

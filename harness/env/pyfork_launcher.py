@@ -71,6 +71,7 @@ class _Pool:
     forks: ForkLauncher
     env: dict[str, str]
     reads: dict[str, str | None] = field(default_factory=dict)
+    stood_in: set[str] = field(default_factory=set)
 
 
 class PythonForkLauncher(Launcher):
@@ -82,8 +83,9 @@ class PythonForkLauncher(Launcher):
        or a descriptor open (harness/env/pymain.py), every incarnation is exec'd, and `say` tells why once.
        Else `say` names what was preloaded and what was not, and why.
     2. At each spawn: an incarnation whose environment differs from its servers' in a variable of
-       `STARTUP_PREFIXES` or in one a preloaded module read at import is exec'd; `say` tells why, once per
-       reason.
+       `STARTUP_PREFIXES` or in one a preloaded module read at import, or that lacks a per-run variable a
+       preloaded module read at import (each fork gets its own value: harness/env/stand_ins.py), is exec'd;
+       `say` tells why, once per reason.
     3. An incarnation under a clock fault's shift (`FAKETIME` in its environment: harness/env/worker_clock.py)
        is forked from a second pair of servers, the clock servers, started under libfaketime with a shift
        of 0 (`worker_clock.fork_server_env`) at the first such spawn, which waits for their preload; the
@@ -137,6 +139,7 @@ class PythonForkLauncher(Launcher):
                    "(see --worker-preload)"
         for report in reports:
             pool.reads.update(report.get("reads", {}))
+            pool.stood_in.update(report.get("stood_in", {}))
         return None
 
     def ready(self) -> None:
@@ -149,8 +152,11 @@ class PythonForkLauncher(Launcher):
             self._tell(f"every incarnation exec'd: {why}")
             return
         report = self._pool.forks.reports[0]
+        stood = report.get("stood_in", {})
         self._tell(f"incarnations forked from servers that preloaded {', '.join(report.get('preloaded', []))}"
-                   + "".join(f"; {m} not preloaded: {why}" for m, why in report.get("skipped", {}).items()))
+                   + "".join(f"; {m} not preloaded: {why}" for m, why in report.get("skipped", {}).items())
+                   + "".join(f"; {var}, read at import, is each incarnation's own"
+                             + (f" in {', '.join(places)}" if places else "") for var, places in sorted(stood.items())))
 
     def _clock_pool(self) -> _Pool | str:
         """The clock servers (3. of the class doc), started and checked on the first call; or why there are
@@ -207,6 +213,9 @@ class PythonForkLauncher(Launcher):
         for name, seen in sorted((pool.reads if pool is not None else {}).items()):
             if env.get(name) != seen and name != "PYTHONHASHSEED":
                 return f"incarnations whose {name} differs are exec'd (a preloaded module read it at import)"
+        for name in sorted(pool.stood_in if pool is not None else ()):
+            if not env.get(name):
+                return f"incarnations without {name} are exec'd (a preloaded module read it at import)"
         return None
 
     def spawn(self, inc: str, run_id: str, role: str, argv: list[str], env: dict[str, str],

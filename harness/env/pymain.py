@@ -6,15 +6,17 @@ In the server (harness/env/forkserver.py, started with `--black-box=JSON`):
 1. `preload(spec)` puts the worker's folder first on `sys.path` (a fresh interpreter's `sys.path[0]`) and
    imports each module of `spec["modules"]` in turn, recording every environment variable read meanwhile
    (`os.environ[...]`, `.get`, `in`, `os.getenv`: every key looked up through `os._Environ`).
-2. A module whose import looked up a per-incarnation variable (`spec["volatile"]` by name, or a name
-   starting with one of `VOLATILE_PREFIXES`: the run's service URLs, its database, its ids) could have
-   captured the server's value (the resend SDK reads `RESEND_API_URL` at import): the server starts afresh
-   without it, with the modules its import loaded in its place, less those of its own package and of every
-   package that was being imported when such a variable was read (the rest read nothing per-run: `requests`
-   and `httpx` for resend, imported before and after its read) (`_restart`: an import cannot be undone, as
-   what it made may be held elsewhere: dropping it from `sys.modules` broke SQLAlchemy's caches in DBOS), and
-   each incarnation imports it, as it does a module whose import failed in the server. Every other lookup is kept (`reads`, name -> value seen or None): the launcher forks
-   an incarnation only if its environment has those same values.
+2. A per-run variable (`spec["volatile"]` by name, or a name starting with one of `VOLATILE_PREFIXES`: the
+   run's service URLs, its database, its ids) looked up at import gets a stand-in, and each child its own
+   value in the globals that kept it (harness/env/stand_ins.py: the resend SDK's `api_url`). A module
+   whose import looked at that value, kept it elsewhere, or failed (or looked it up in `os.environb`) could
+   have made something of the server's value: the server starts afresh without it, with the modules its
+   import loaded in its place, less those of its own package and of every package that was being imported
+   when such a variable was read (`_restart`: an import cannot be undone, as what it made may be held
+   elsewhere: dropping it from `sys.modules` broke SQLAlchemy's caches in DBOS), and each incarnation
+   imports it, as it does a module whose import failed in the server. Every other lookup is kept (`reads`,
+   name -> value seen or None): the launcher forks an incarnation only if its environment has those same
+   values, and each variable stood in for (`stood_in`) set.
 3. A handler an import set for a signal the server handles itself (`FRESH_SIGNALS`: a library's SIGTERM
    handler, say) is set again in each child in place of the default (`_fresh_signals`), as a fresh
    interpreter importing it would have it; the server then sets its own back. So is a variable an import
@@ -28,7 +30,7 @@ Not seen: a variable read through C's `getenv` at import (no Python lookup), and
 made at import (iterating `os.environ`: platform's `file` call under croniter does; the copy lacks the
 per-incarnation variables, which the server's environment does not have).
 
-In a child (`run_main`): the variables the preload's imports set (3.), a fresh interpreter's signal
+In a child (`run_main`): the variables the preload's imports set (3.), the per-run values bound (2.), a fresh interpreter's signal
 dispositions (SIGINT raises KeyboardInterrupt, SIGPIPE and SIGXFSZ ignored) but for the handlers those
 imports set, `sys.argv`, `sys.orig_argv`, a new `__main__` module running the script's code (or `runpy`'s
 `-m` path), and its end as `Py_FinalizeEx` does it: an uncaught exception printed by `sys.excepthook`
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import atexit
 import builtins
+import collections.abc
 import contextlib
 import importlib
 import io
@@ -54,6 +57,8 @@ import types
 from collections.abc import Callable, Iterator
 from importlib.machinery import SourceFileLoader
 from typing import Any
+
+from killpoint.env import stand_ins
 
 VOLATILE_PREFIXES = ("KILLPOINT_",)
 """Variables of these prefixes differ per incarnation or per run (its id, socket, parameters)."""
@@ -74,9 +79,11 @@ def _threads() -> int:
 
 
 @contextlib.contextmanager
-def _recording(reads: dict[str, str | None], seen: Callable[[str], None]) -> Iterator[None]:
+def _recording(reads: dict[str, str | None], seen: Callable[[str], None],
+               stand_in: Callable[[str], bool] = lambda _name: False) -> Iterator[None]:
     """Within: every key looked up in `os.environ` (or `os.environb`) is recorded in `reads` with the value
-    found (None: absent); `seen(name)` is called on every lookup, before it."""
+    found (None: absent); `seen(name)` is called on every lookup, before it. A name absent for which
+    `stand_in(name)` is true is not recorded: it is found, with a stand-in's value (harness/env/stand_ins.py)."""
     cls = os._Environ
     original = cls.__getitem__
 
@@ -86,6 +93,8 @@ def _recording(reads: dict[str, str | None], seen: Callable[[str], None]) -> Ite
         try:
             value = original(self, key)
         except KeyError:
+            if self is os.environ and stand_in(name):
+                return stand_ins.stand_in(name, kept=sys._getframe(1).f_code is not _CONTAINS)
             reads.setdefault(name, None)
             raise
         reads.setdefault(name, value.decode(errors="replace") if isinstance(value, bytes) else value)
@@ -96,6 +105,10 @@ def _recording(reads: dict[str, str | None], seen: Callable[[str], None]) -> Ite
         yield
     finally:
         cls.__getitem__ = original  # type: ignore[method-assign]
+
+
+_CONTAINS = collections.abc.Mapping.__contains__.__code__
+"""`VAR in os.environ` looks the value up from here, and drops it."""
 
 
 def _initializing(module: object) -> bool:
@@ -146,6 +159,7 @@ def preload(spec: dict) -> dict:
         sys.path.insert(0, folder)
     names = frozenset(spec.get("volatile", ()))
     reads: dict[str, str | None] = {}
+    stood: dict[str, list[str]] = {}  # per-run variables stood in for -> the globals bound to them
     preloaded: list[str] = []
     skipped: dict[str, str] = dict(spec.get("skipped", {}))
     quiet = set(spec.get("quiet", ()))  # preloaded in a skipped module's place: not named in the report
@@ -157,29 +171,38 @@ def preload(spec: dict) -> dict:
         mine: dict[str, str | None] = {}
         before = set(sys.modules)
         tainted: set[str] = set()  # the packages being imported whenever a volatile variable was read
+        first = len(stand_ins.made)
 
         def seen(name: str, before: set[str] = before, tainted: set[str] = tainted) -> None:
             if volatile(name, names):
                 tainted.update(n.split(".")[0] for n, m in list(sys.modules.items())
                                if n not in before and _initializing(m))
 
+        failed = None
         try:
-            with _recording(mine, seen):
+            with _recording(mine, seen, lambda name: volatile(name, names)):
                 importlib.import_module(module)
         except Exception as exc:  # noqa: BLE001 - the incarnation meets it itself
+            failed = f"its import failed here ({type(exc).__name__})"
+        caught = sorted(n for n in mine if volatile(n, names))  # looked up in `os.environb`: no stand-in
+        bound, why = stand_ins.bindings(first) if not caught and failed is None else (None, "")
+        if failed is not None and len(stand_ins.made) == first:
             if module not in quiet:
-                skipped[module] = f"its import failed here ({type(exc).__name__})"
+                skipped[module] = failed
             continue
-        caught = sorted(n for n in mine if volatile(n, names))
-        if caught:
+        if bound is None:  # what it made from a per-run value (or a stand-in) stays with its modules: left out
             tainted.add(module.split(".")[0])
             deps = [n for n in sys.modules if n not in before and n.split(".")[0] not in tainted
                     and n not in spec["modules"]]
-            skipped[module] = f"it reads {', '.join(caught)} at import, which differs per run" + \
+            read = caught or sorted({v.var for v in stand_ins.made[first:]})
+            reason = why if why else f"it reads {', '.join(read)} at import"
+            skipped[module] = (f"{failed}; " if failed else "") + f"{reason}, which differs per run" + \
                 (f" ({len(deps)} modules of other packages it imported are preloaded)" if deps else "")
             i = spec["modules"].index(module)
             _restart({**spec, "modules": [*spec["modules"][:i], *deps, *spec["modules"][i + 1:]], "skipped": skipped,
                       "quiet": sorted({*quiet, *deps})}, environ)
+        for var, places in bound.items():
+            stood.setdefault(var, []).extend(places)
         if module not in quiet:
             preloaded.append(module)
         for k, v in mine.items():
@@ -194,7 +217,7 @@ def preload(spec: dict) -> dict:
     _imported_handlers.update({sig: now for sig, before in handlers.items()
                                if (now := signal.getsignal(sig)) is not before})
     _imported_environ.update(_environ_changes(environ))
-    return {"preloaded": preloaded, "skipped": skipped, "reads": reads, "unsafe": unsafe}
+    return {"preloaded": preloaded, "skipped": skipped, "reads": reads, "stood_in": stood, "unsafe": unsafe}
 
 
 FRESH_SIGNALS: dict[int, Any] = {signal.SIGINT: signal.default_int_handler, signal.SIGPIPE: signal.SIG_IGN,
@@ -239,6 +262,7 @@ def run_main(spec: dict, argv: list[str]) -> int:
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+    stand_ins.bind()  # the per-run values a preloaded module read at import (2.)
     _fresh_signals()
     _streams()
     main = types.ModuleType("__main__")

@@ -93,6 +93,30 @@ def test_a_lazy_module_reading_a_variable_or_leaving_a_thread_is_refused_and_eac
     assert not forked and report["lib"][1][3] == "high", report
 
 
+def test_a_lazy_module_using_a_per_run_value_a_preloaded_module_kept_is_refused(
+        tmp_path: Path, workers: list[Workers]) -> None:
+    """`capture` is preloaded with RUN_URL bound per incarnation (harness/env/stand_ins.py). Imported lazily:
+    `lazypkg.derived` extends `capture.URL`, `lazypkg.copied` takes it with `from capture import URL`; a child
+    rebinds only the globals judged at the preload, so both are refused, and every incarnation sees its own
+    value in each; `lazypkg.sub` is preloaded."""
+    names = ("lazypkg.derived", "lazypkg.copied", "lazypkg.sub")
+    w = Workers(tmp_path, {"capture": "import os\nURL = os.environ.get('RUN_URL')\n", "lazypkg": "",
+                           "lazypkg.derived": "import capture\nVALUE = capture.URL + '/x'\n",
+                           "lazypkg.copied": "from capture import URL as VALUE\n", "lazypkg.sub": "VALUE = 7\n"},
+                uses=lazy(*names), volatile=("RUN_URL",))
+    workers.append(w)
+    seen = []
+    for n in range(4):
+        report, _, code, forked = w.run(RUN_URL=f"http://fake/runs/{n}")
+        assert forked and code == 3, report
+        seen.append(report["lib"])
+    assert [s[1] for s in seen] == [[f"http://fake/runs/{n}/x", f"http://fake/runs/{n}", 7] for n in range(4)], seen
+    assert [s[0] for s in seen[2:]] == [[False, False, True]] * 2, seen
+    said = "\n".join(w.said)
+    assert "lazypkg.derived not preloaded: its import used the value of RUN_URL, which differs per run" in said, said
+    assert "lazypkg.copied not preloaded: its import used the value of RUN_URL, which differs per run" in said, said
+
+
 def test_a_server_learns_from_its_first_incarnations_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """In this process, reports written as children write them: a candidate is a module of the standard
     library or of a package already imported, never the worker's own code nor `__main__`; after

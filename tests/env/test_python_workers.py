@@ -109,25 +109,71 @@ def test_a_forked_incarnation_behaves_as_a_fresh_interpreter(tmp_path: Path, wor
     assert code == 3 and text.rstrip().endswith("atexit ran")
 
 
-def test_a_library_that_reads_a_per_run_variable_at_import_is_not_preloaded(tmp_path: Path,
-                                                                              workers: list[Workers]) -> None:
-    """`capture` reads RUN_URL at import (as the resend SDK reads RESEND_API_URL): the servers start again
-    without it, so each incarnation imports it under its own value; `steady` is still preloaded, and so are
-    `_capdep` and `_capafter`, which `capture` imports before and after it reads RUN_URL (their PID is the
-    server's, the incarnation's parent: as resend's `requests` and `httpx`); `_captwo`, which it imports
-    last and which reads RUN_URL again itself, is not (its PID is the incarnation's own)."""
-    w = Workers(tmp_path, {"steady": "X = 1\n", "_capdep": "import os\nPID = os.getpid()\n",
-                           "_capafter": "import os\nPID = os.getpid()\n",
-                           "_captwo": "import os\nPID = os.getpid()\nURL = os.environ.get('RUN_URL')\n",
-                           "capture": "import os, _capdep\nURL = os.environ.get('RUN_URL')\nimport _capafter, _captwo\n"},
-                uses="[capture.URL, capture._capdep.PID == os.getppid(), capture._capafter.PID == os.getppid(), "
-                     "capture._captwo.PID == os.getpid()]", volatile=("RUN_URL",))
+def test_a_library_that_keeps_a_per_run_variable_read_at_import_in_its_globals_is_preloaded_with_each_value(
+        tmp_path: Path, workers: list[Workers]) -> None:
+    """`capture` keeps RUN_URL, read at import, in a global (as the resend SDK keeps RESEND_API_URL in
+    `resend.api_url`); `_captwo`, which it imports, reads it again with `os.getenv`; `_copy` takes capture's
+    with `from capture import URL`; `_flag` only asks whether it is set. All are preloaded (their PID is the
+    server's) and every forked incarnation finds its own value in each global; one without RUN_URL is exec'd,
+    as a fresh interpreter would make `_flag.ON` false."""
+    w = Workers(tmp_path, {"steady": "X = 1\n", "_captwo": "import os\nPID = os.getpid()\nURL = os.getenv('RUN_URL')\n",
+                           "_copy": "from capture import URL\n", "_flag": "import os\nON = 'RUN_URL' in os.environ\n",
+                           "capture": "import os\nURL = os.environ.get('RUN_URL', 'https://api')\nimport _captwo\n"
+                                      "import _copy, _flag\n"},
+                uses="[capture.URL, capture._captwo.URL, capture._copy.URL, capture._flag.ON, "
+                     "capture._captwo.PID == os.getppid()]", volatile=("RUN_URL",))
     workers.append(w)
-    assert any("steady; capture not preloaded: it reads RUN_URL at import, which differs per run (2 modules of "
-               "other packages it imported are preloaded)" in s for s in w.said), w.said
-    for url in ("http://a/runs/1", "http://a/runs/2"):
+    said = "\n".join(w.said)
+    assert "steady, capture; RUN_URL, read at import, is each incarnation's own in _captwo.URL, _copy.URL, " \
+           "capture.URL" in said, said
+    assert "not preloaded" not in said, said
+    for url in ("http://a/runs/1", "http://a/runs/2", "http://a/runs/3"):
         report, _, code, forked = w.run(RUN_URL=url)
-        assert forked and code == 3 and report["lib"] == [url, True, True, True]
+        assert forked and code == 3 and report["lib"] == [url, url, url, True, True], report
+    report, _, code, forked = w.run()
+    assert not forked and code == 3 and report["lib"] == ["https://api", None, "https://api", False, False], report
+    assert any("incarnations without RUN_URL are exec'd" in s for s in w.said), w.said
+
+
+def test_a_library_that_makes_something_of_a_per_run_variable_at_import_is_not_preloaded(
+        tmp_path: Path, workers: list[Workers]) -> None:
+    """What a library makes at import of a per-run variable cannot be bound per incarnation: `joined` extends
+    RUN_URL, `parsed` keeps only its host, `branch` tests its scheme, `boxed` keeps it in a dict, `classy` in a
+    class, `matched` its scheme as a regular expression (C code, no method called) found it. Each is left out (the servers start again without it), said with its reason, and each incarnation
+    imports it under its own value; `capture` keeps the variable itself and is preloaded. `_dep` and `_after`,
+    which `joined` imports before and after it reads RUN_URL, are preloaded in its place (their PID is the
+    server's: as resend's `requests` and `httpx` were); `_again`, which it imports last and which reads
+    RUN_URL itself, is not."""
+    bad = {
+        "joined": "import os, _dep\nURL = os.environ['RUN_URL'] + '/v1'\nimport _after, _again\n",
+        "parsed": "import os, urllib.parse\nURL = urllib.parse.urlsplit(os.environ['RUN_URL']).netloc\n",
+        "branch": "import os\nURL = 'tls' if os.environ.get('RUN_URL', '').startswith('https') else 'plain'\n",
+        "boxed": "import os\nCONFIG = {'url': os.environ.get('RUN_URL')}\nURL = CONFIG['url']\n",
+        "classy": "import os\nclass Settings:\n    url = os.environ.get('RUN_URL')\nURL = Settings.url\n",
+        "matched": "import os, re\nURL = re.match('[^:]*', os.environ['RUN_URL']).group(0)\n",
+    }
+    w = Workers(tmp_path, {"capture": "import os\nURL = os.environ.get('RUN_URL')\n", **bad,
+                           "_dep": "import os\nPID = os.getpid()\n", "_after": "import os\nPID = os.getpid()\n",
+                           "_again": "import os\nPID = os.getpid()\nURL = os.environ.get('RUN_URL')\n"},
+                uses="[m.URL for m in (capture, joined, parsed, branch, boxed, classy, matched)] + "
+                     "[joined._dep.PID == os.getppid(), joined._after.PID == os.getppid(), "
+                     "joined._again.PID == os.getpid(), capture.__name__ in __import__('sys').modules]",
+                volatile=("RUN_URL",))
+    workers.append(w)
+    said = "\n".join(w.said)
+    assert "os, sys, capture;" in said, said
+    assert "joined not preloaded: its import looked at the value of RUN_URL, which differs per run (2 modules of " \
+           "other packages it imported are preloaded)" in said, said
+    assert "parsed not preloaded: its import looked at the value of RUN_URL" in said, said
+    assert "branch not preloaded: its import looked at the value of RUN_URL" in said, said
+    assert "boxed not preloaded: its import kept the value of RUN_URL elsewhere than in a module's globals" in said
+    assert "classy not preloaded: its import kept the value of RUN_URL elsewhere than in a module's globals" in said
+    assert "matched not preloaded: its import passed on the value of RUN_URL and kept it in no module's globals" in said
+    for url, host, branch in (("http://a/runs/1", "a", "plain"), ("https://b/runs/2", "b", "tls")):
+        scheme = url.partition(":")[0]
+        report, _, code, forked = w.run(RUN_URL=url)
+        assert forked and code == 3, report
+        assert report["lib"] == [url, url + "/v1", host, branch, url, url, scheme, True, True, True, True], report
 
 
 def test_an_incarnation_whose_variable_read_at_import_differs_is_exec_d(tmp_path: Path,

@@ -168,7 +168,9 @@ def test_keyed_langgraph_react_agent_passes_the_whole_suite(sandbox: Sandbox) ->
     backward clock jumps resume the thread on a worker an hour behind, which MonotonicPostgresSaver makes safe
     (PostgresSaver alone FAILs there, as examples/langgraph does in tests/examples/test_langgraph.py).
     deploy-drain among the PASSes: its trials run one at a time for a black-box worker (eight framework
-    imports at once outran the run's time budget, and every trial had FAILed as hung)."""
+    imports at once outran the run's time budget, and every trial had FAILed as hung). Its emails, sent
+    through the resend SDK preloaded by the fork servers, reach each run's own fake (harness/env/stand_ins.py):
+    else the runs' emails would be missing or another run's, and its scenarios would not PASS."""
     example = next(e for e in EXAMPLES_UNDER_TEST if e.name == "langgraph-react")
     needs(example)
     proc = killpoint(sandbox, "run", "--seed", "1", "--budget", "1", *example.keyed)
@@ -177,6 +179,8 @@ def test_keyed_langgraph_react_agent_passes_the_whole_suite(sandbox: Sandbox) ->
     assert outcomes and set(outcomes.values()) <= {"PASS", "SKIP"} and "UNKNOWN" not in proc.stdout, describe(proc)
     assert all(outcomes.get(n) == "PASS" for n in (*KEYED_PASS, "mixed-faults")), outcomes
     assert all(outcomes.get(n) == "SKIP" for n in KEYED_SKIP), outcomes
+    # resend reads RESEND_API_URL, per run, at import: preloaded all the same, each incarnation's own bound.
+    assert "RESEND_API_URL, read at import, is each incarnation's own in resend.api_url" in proc.stdout + proc.stderr
     assert not sandbox.survivors(), sandbox.survivors()
 
 
