@@ -32,8 +32,8 @@ per-incarnation variables, which the server's environment does not have).
 
 In a child (`run_main`): the variables the preload's imports set (3.), the per-run values bound (2.), a fresh interpreter's signal
 dispositions (SIGINT raises KeyboardInterrupt, SIGPIPE and SIGXFSZ ignored) but for the handlers those
-imports set, `sys.argv`, `sys.orig_argv`, a new `__main__` module running the script's code (or `runpy`'s
-`-m` path), and its end as `Py_FinalizeEx` does it: an uncaught exception printed by `sys.excepthook`
+imports set, `sys.argv`, `sys.orig_argv`, a new `__main__` module running the script's code (`script_code`: compiled
+as `python` compiles it, once by the server while the file is unchanged; or `runpy`'s `-m` path), and its end as `Py_FinalizeEx` does it: an uncaught exception printed by `sys.excepthook`
 (exit 1), `SystemExit`'s code (None 0, text printed and 1), non-daemon threads joined, `atexit` handlers
 run, then `finish`'s `report` (the modules it imported, while its server learns:
 harness/env/preload_learning.py), the standard streams flushed.
@@ -217,7 +217,35 @@ def preload(spec: dict) -> dict:
     _imported_handlers.update({sig: now for sig, before in handlers.items()
                                if (now := signal.getsignal(sig)) is not before})
     _imported_environ.update(_environ_changes(environ))
+    if spec.get("script"):
+        with contextlib.suppress(Exception):  # unreadable or not Python: each incarnation meets it as `python` would
+            script_code(spec["script"])
     return {"preloaded": preloaded, "skipped": skipped, "reads": reads, "stood_in": stood, "unsafe": unsafe}
+
+
+_compiled: dict[str, tuple[tuple[int, ...], types.CodeType]] = {}
+"""Script path -> the identity of the file compiled (`_identity`) and its code (`script_code`)."""
+
+
+def _identity(path: str) -> tuple[int, ...]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def script_code(script: str) -> types.CodeType:
+    """The code of `script` as `python SCRIPT` compiles it: with none of the future features of the code
+    calling `compile` (`dont_inherit`: this module's `annotations` would postpone the script's), compiled
+    once while the file is the same (device, inode, size and modification time as when it was compiled,
+    so an edited or a different file at the path is compiled afresh). The server compiles it in `preload`,
+    so that its children find it compiled."""
+    identity = _identity(script)
+    cached = _compiled.get(script)
+    if cached is not None and cached[0] == identity:
+        return cached[1]
+    with open(script, "rb") as f:
+        code = compile(f.read(), script, "exec", dont_inherit=True)
+    _compiled[script] = (identity, code)
+    return code
 
 
 FRESH_SIGNALS: dict[int, Any] = {signal.SIGINT: signal.default_int_handler, signal.SIGPIPE: signal.SIG_IGN,
@@ -276,8 +304,7 @@ def run_main(spec: dict, argv: list[str]) -> int:
             runpy._run_module_as_main(module, alter_argv=True)  # type: ignore[attr-defined] # what `python -m` runs
         else:
             sys.argv = [script, *argv]
-            with open(script, "rb") as f:
-                code = compile(f.read(), script, "exec")
+            code = script_code(script)
             main.__dict__.update(__file__=script, __cached__=None, __spec__=None,
                                  __loader__=SourceFileLoader("__main__", script))
             exec(code, main.__dict__)  # noqa: S102 - the worker's own script, as `python SCRIPT` runs it

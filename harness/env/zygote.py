@@ -517,7 +517,9 @@ def _become(request: dict, fds: list[int]) -> int:
             runpy.run_module(args[1], run_name="__main__", alter_sys=True)
         else:
             sys.argv = ["-c", *args[2:]]
-            exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": builtins})  # noqa: S102
+            # dont_inherit: as `python -c` compiles it, without this module's `annotations` future
+            program = compile(args[1], "<string>", "exec", dont_inherit=True)
+            exec(program, {"__name__": "__main__", "__builtins__": builtins})  # noqa: S102
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if not isinstance(exc.code, int | None):

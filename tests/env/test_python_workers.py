@@ -92,7 +92,9 @@ def test_preload_option() -> None:
 
 def test_a_forked_incarnation_behaves_as_a_fresh_interpreter(tmp_path: Path, workers: list[Workers]) -> None:
     """Same `__main__`, argv, sys.path[0], `__file__`, environment, exit code and atexit output as the exec'd
-    command; the n-th incarnation of a run gets the n-th hash seed either way; nothing left running."""
+    command, and annotations evaluated as `python` compiles the script (not postponed by pymain's own
+    `from __future__ import annotations`); the n-th incarnation of a run gets the n-th hash seed either way;
+    nothing left running."""
     w = Workers(tmp_path, {"mylib": "VALUE = 41 + 1\n"}, uses="mylib.VALUE")
     workers.append(w)
     assert w.launcher.forking and any("preloaded" in s and "mylib" in s for s in w.said), w.said
@@ -104,9 +106,20 @@ def test_a_forked_incarnation_behaves_as_a_fresh_interpreter(tmp_path: Path, wor
     assert (forked[0], forked[2]) == (exec_d[0], exec_d[2])
     assert forked[1].splitlines()[1:] == exec_d[1].splitlines()[1:]
     report, text, code, _ = forked
-    assert report == {"name": "__main__", "argv": [str(w.script), "run-1", "x"], "path0": str(w.script.parent),
+    assert report == {"annotations": "evaluated", "name": "__main__", "argv": [str(w.script), "run-1", "x"], "path0": str(w.script.parent),
                       "file": str(w.script), "main": True, "var": "one", "lib": 42}
     assert code == 3 and text.rstrip().endswith("atexit ran")
+
+
+def test_a_script_edited_between_incarnations_runs_as_edited(tmp_path: Path, workers: list[Workers]) -> None:
+    """The server compiles the script once, before its first fork (pymain.script_code); an incarnation
+    started after the file changed runs the file as it is now, forked all the same."""
+    w = Workers(tmp_path, {"mylib": "VALUE = 41 + 1\n"}, uses="mylib.VALUE")
+    workers.append(w)
+    first = w.run()
+    w.script.write_text(w.script.read_text().replace("mylib.VALUE", "mylib.VALUE + 1"))
+    second = w.run()
+    assert (first[0]["lib"], first[3], second[0]["lib"], second[3]) == (42, True, 43, True)
 
 
 def test_a_library_that_keeps_a_per_run_variable_read_at_import_in_its_globals_is_preloaded_with_each_value(
@@ -323,7 +336,8 @@ def test_a_module_run_with_dash_m_is_forked_as_python_dash_m_runs_it(tmp_path: P
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    (pkg / "worker.py").write_text("import json, sys\nprint(json.dumps([__name__, sys.argv, sys.path[0], __file__]))\n")
+    (pkg / "worker.py").write_text("import json, sys\ndef f(x: int): ...\n"
+                                   "print(json.dumps([__name__, sys.argv, sys.path[0], __file__, f.__annotations__['x'] is int]))\n")
     worker_cmd = f"{shlex.quote(sys.executable)} -m pkg.worker {{run_id}} y"
     cwd = os.getcwd()
     os.chdir(tmp_path)
@@ -342,7 +356,7 @@ def test_a_module_run_with_dash_m_is_forked_as_python_dash_m_runs_it(tmp_path: P
         fresh = subprocess.run([sys.executable, "-m", "pkg.worker", "r1", "y"], capture_output=True, text=True,
                                env=env, check=True)
         assert json.loads((tmp_path / "w1.log").read_text()) == json.loads(fresh.stdout) == \
-            ["__main__", [str(pkg / "worker.py"), "r1", "y"], str(tmp_path), str(pkg / "worker.py")]
+            ["__main__", [str(pkg / "worker.py"), "r1", "y"], str(tmp_path), str(pkg / "worker.py"), True]
         assert not inc.leftovers()
     finally:
         os.chdir(cwd)

@@ -232,6 +232,9 @@ def test_a_cli_forked_by_a_zygote_says_what_a_fresh_one_says(zygotes: Zygotes, t
         parent = forked_run([sys.executable, "-c", "import os, psutil; print(psutil.Process(os.getppid()).pid)"],
                             env, box.cwd, 60)
         assert parent is not None and int(parent.stdout) in zygotes.pids
+        typed = [sys.executable, "-c", "def f(x: int): ...\nprint(f.__annotations__)"]  # not zygote.py's future
+        forked, fresh = forked_run(typed, env, box.cwd, 60), subprocess.run(typed, capture_output=True, text=True)
+        assert forked is not None and forked.stdout == fresh.stdout == "{'x': <class 'int'>}\n", forked
         for args in (["scenarios"], ["run", "--bogus"], ["replay", "--scenario", "crash-points", "--schedule",
                                                            "email:effect.applied:kill", "--steps", "no.such.module"]):
             forked = forked_run(box.argv(*args), env, box.cwd, 120)

@@ -25,7 +25,9 @@ import atexit, json, os, sys
 def bye():
     print("atexit ran", flush=True)
 atexit.register(bye)
-print(json.dumps({{"name": __name__, "argv": sys.argv, "path0": sys.path[0], "file": __file__,
+def typed(x: int) -> None: ...
+print(json.dumps({{"annotations": "postponed" if isinstance(typed.__annotations__["x"], str) else "evaluated",
+                  "name": __name__, "argv": sys.argv, "path0": sys.path[0], "file": __file__,
                   "main": sys.modules["__main__"].__dict__ is globals(), "var": os.environ.get("INC_VAR"),
                   "lib": {lib}, "parent": os.getppid(), "hashseed": os.environ.get("PYTHONHASHSEED")}}))
 sys.exit(3)

@@ -15,14 +15,17 @@ successor moved the run on writes nothing and exits 3 (fenced), so it passes zom
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from tests.gallery.blackbox import outbox
 
 
-def main(run_id: str) -> int:
+def main(run_id: str, check: Callable[[str, dict], object] = lambda path, body: None) -> int:
+    """The run; `check(path, body)` sees each effect before it is sent (typed_effects.py's types)."""
     with outbox.connect() as conn:
         outbox.ensure_outbox(conn)
         for n, url_var, path, body, key in outbox.rows(conn, run_id, unsent_only=True):
+            check(path, body)
             outbox.send(url_var, path, body, key)
             outbox.mark_sent(conn, run_id, n)
         data = outbox.load(conn, run_id)
@@ -33,6 +36,7 @@ def main(run_id: str) -> int:
                 data = outbox.advance(conn, data, {**data["state"], step: True})
             if row is not None:
                 n, url_var, path, body, key = row
+                check(path, body)
                 outbox.send(url_var, path, body, key, step=step)
                 outbox.mark_sent(conn, run_id, n)
     return 0
