@@ -35,7 +35,7 @@ dispositions (SIGINT raises KeyboardInterrupt, SIGPIPE and SIGXFSZ ignored) but 
 imports set, `sys.argv`, `sys.orig_argv`, a new `__main__` module running the script's code (`script_code`: compiled
 as `python` compiles it, once by the server while the file is unchanged; or `runpy`'s `-m` path), and its end as `Py_FinalizeEx` does it: an uncaught exception printed by `sys.excepthook`
 (exit 1), `SystemExit`'s code (None 0, text printed and 1), non-daemon threads joined, `atexit` handlers
-run, then `finish`'s `report` (the modules it imported, while its server learns:
+run, the files it left open for writing flushed (harness/env/open_files.py), then `finish`'s `report` (the modules it imported, while its server learns:
 harness/env/preload_learning.py), the standard streams flushed.
 """
 
@@ -58,7 +58,7 @@ from collections.abc import Callable, Iterator
 from importlib.machinery import SourceFileLoader
 from typing import Any
 
-from killpoint.env import stand_ins
+from killpoint.env import open_files, stand_ins
 
 VOLATILE_PREFIXES = ("KILLPOINT_",)
 """Variables of these prefixes differ per incarnation or per run (its id, socket, parameters)."""
@@ -291,6 +291,7 @@ def run_main(spec: dict, argv: list[str]) -> int:
         else:
             os.environ[name] = value
     stand_ins.bind()  # the per-run values a preloaded module read at import (2.)
+    open_files.track()  # flushed at the end, as a fresh interpreter's finalization would (`_finalize`)
     _fresh_signals()
     _streams()
     main = types.ModuleType("__main__")
@@ -332,11 +333,13 @@ def _exit_code(exc: SystemExit) -> int:
 
 
 def _finalize() -> None:
-    """What `Py_FinalizeEx` does before the process ends: join non-daemon threads, run `atexit` handlers."""
+    """What `Py_FinalizeEx` does before the process ends: join non-daemon threads, run `atexit` handlers,
+    flush the files the worker left open (harness/env/open_files.py)."""
     with contextlib.suppress(BaseException):
         threading._shutdown()  # type: ignore[attr-defined]
     with contextlib.suppress(BaseException):
         atexit._run_exitfuncs()
+    open_files.flush()
 
 
 def finish(code: int, report: Callable[[], None] | None = None) -> None:

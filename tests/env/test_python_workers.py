@@ -111,6 +111,20 @@ def test_a_forked_incarnation_behaves_as_a_fresh_interpreter(tmp_path: Path, wor
     assert code == 3 and text.rstrip().endswith("atexit ran")
 
 
+def test_a_file_the_worker_left_open_is_flushed_at_its_end_as_by_a_fresh_interpreter(
+        tmp_path: Path, workers: list[Workers]) -> None:
+    """A file opened for writing, kept in a global, written and never closed: a fresh interpreter flushes it
+    when it finalizes at exit; a forked incarnation, which ends with `os._exit`, flushes it too
+    (harness/env/open_files.py), and so does an exec'd one (the same `pymain` end behind the egress guard)."""
+    w = Workers(tmp_path, {"mylib": "VALUE = 41 + 1\n"}, uses="mylib.VALUE")
+    workers.append(w)
+    journal = tmp_path / "journal.txt"
+    forked = w.run(JOURNAL=str(journal))
+    exec_d = w.run(JOURNAL=str(journal), LD_PRELOAD="")
+    assert (forked[2], forked[3], exec_d[2], exec_d[3]) == (3, True, 3, False)
+    assert journal.read_text().splitlines() == [f"{inc.pid} ran" for inc in w.incs], journal.read_text()
+
+
 def test_a_script_edited_between_incarnations_runs_as_edited(tmp_path: Path, workers: list[Workers]) -> None:
     """The server compiles the script once, before its first fork (pymain.script_code); an incarnation
     started after the file changed runs the file as it is now, forked all the same."""

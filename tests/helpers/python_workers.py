@@ -26,6 +26,9 @@ def bye():
     print("atexit ran", flush=True)
 atexit.register(bye)
 def typed(x: int) -> None: ...
+journal = open(os.environ["JOURNAL"], "a") if os.environ.get("JOURNAL") else None  # never closed: flushed at exit
+if journal:
+    journal.write(f"{{os.getpid()}} ran\\n")
 print(json.dumps({{"annotations": "postponed" if isinstance(typed.__annotations__["x"], str) else "evaluated",
                   "name": __name__, "argv": sys.argv, "path0": sys.path[0], "file": __file__,
                   "main": sys.modules["__main__"].__dict__ is globals(), "var": os.environ.get("INC_VAR"),
