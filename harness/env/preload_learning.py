@@ -266,7 +266,9 @@ def _try(modules: list[str], allowed: Callable[[str], bool]) -> list[str] | None
             return [module, "its import changed a signal's handler"]
         if dict(os.environ) != environ:  # a child's environment is the incarnation's: the change would be lost
             return [module, "its import changed the environment"]
-        var = stand_ins.intact()
-        if var is not None:  # it made something of the server's stand-in, which no child would rebind
-            return [module, f"its import used the value of {var}, which differs per run"]
+        touched = stand_ins.intact()
+        if touched is not None:  # it made something of the server's stand-in, or kept it where no child rebinds
+            how, var = touched
+            return [module, f"its import used the value of {var}, which differs per run" if how == "used" else
+                    f"its import kept the value of {var}, which differs per run, where no child binds its own"]
     return None

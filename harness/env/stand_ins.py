@@ -147,12 +147,14 @@ def bindings(start: int) -> tuple[dict[str, list[str]] | None, str]:
     return out, ""
 
 
-def intact() -> str | None:
+def intact() -> tuple[str, str] | None:
     """None if no stand-in was used or newly held since `bindings` judged it (5. of the module doc), else
-    the variable whose was."""
+    the variable whose was and how: ("used", VAR) or ("kept", VAR)."""
     for i in range(len(made)):
-        if made[i].used or (i in _refs and _count(i) != _refs[i]):
-            return made[i].var
+        if made[i].used:
+            return "used", made[i].var
+        if i in _refs and _count(i) != _refs[i]:
+            return "kept", made[i].var
     return None
 
 
