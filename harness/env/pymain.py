@@ -58,7 +58,7 @@ from collections.abc import Callable, Iterator
 from importlib.machinery import SourceFileLoader
 from typing import Any
 
-from killpoint.env import open_files, stand_ins
+from killpoint.env import open_files, proctitle, stand_ins
 
 VOLATILE_PREFIXES = ("KILLPOINT_",)
 """Variables of these prefixes differ per incarnation or per run (its id, socket, parameters)."""
@@ -299,6 +299,8 @@ def run_main(spec: dict, argv: list[str]) -> int:
     sys.modules["__main__"] = main
     script, module = spec.get("script"), spec.get("module")
     sys.orig_argv = [sys.executable, *(["-m", module] if module else [script]), *argv]
+    with contextlib.suppress(OSError, ValueError):  # what ps and /proc/self/cmdline show: the worker's command
+        proctitle.rewrite(sys.orig_argv)
     try:
         if module:
             sys.argv = ["-m", *argv]

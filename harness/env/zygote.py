@@ -48,7 +48,6 @@ from __future__ import annotations
 import atexit
 import builtins
 import contextlib
-import ctypes
 import fcntl
 import gc
 import importlib
@@ -70,7 +69,7 @@ from typing import IO
 
 import psutil
 
-from killpoint.env import sdk_warm
+from killpoint.env import proctitle, sdk_warm
 from killpoint.env.launcher import HASH_SEEDS
 from killpoint.env.procutil import die_with_parent, dying_with_us, huge_heap, wait_gone
 
@@ -509,7 +508,7 @@ def _become(request: dict, fds: list[int]) -> int:
     sys.dont_write_bytecode = bool(env.get("PYTHONDONTWRITEBYTECODE"))
     first = os.getcwd() if args[0] == "-m" else ""  # as `python -m` and `python -c` put it first
     _rebase_path(old_front, [first, *_entries(env.get("PYTHONPATH", ""))])
-    _rewrite_proc([sys.executable, *args], env)
+    proctitle.rewrite([sys.executable, *args], env)
     code = 0
     try:
         if args[0] == "-m":
@@ -577,24 +576,6 @@ def _rebase_path(old_front: list[str], new_front: list[str]) -> None:
     for name in [n for n in sys.modules if n.split(".")[0] in tops]:
         del sys.modules[name]
     importlib.invalidate_caches()
-
-
-def _rewrite_proc(argv: list[str], env: dict[str, str]) -> None:
-    """Write `argv` and `env` over this process's original command line and environment (what
-    `/proc/PID/cmdline` and `/proc/PID/environ` show, and what every process forked from it inherits); what
-    does not fit is cut (`popen` sends no environment larger than the zygote's `PAD_BYTES`)."""
-    with open("/proc/self/stat") as f:
-        stat = f.read()
-    fields = stat[stat.rindex(")") + 2:].split()  # fields 3 onward: `comm` may hold spaces
-    arg_start, arg_end, env_start, env_end = (int(fields[n - 3]) for n in (48, 49, 50, 51))
-    # The command line as setproctitle(3) writes one: its arguments joined by spaces, then NULs, and a last
-    # byte that is not NUL, so that Linux shows it up to its first NUL (psutil splits it at the spaces),
-    # not the whole padded area.
-    size = arg_end - arg_start
-    ctypes.memmove(arg_start, " ".join(argv).encode()[:size - 2].ljust(size - 1, b"\0") + b" ", size)
-    size = env_end - env_start  # NUL after NUL ends an environment: the padding reads as nothing
-    block = b"".join(f"{k}={v}".encode() + b"\0" for k, v in env.items())
-    ctypes.memmove(env_start, block[:size - 1].ljust(size, b"\0"), size)
 
 
 if __name__ == "__main__":

@@ -93,7 +93,8 @@ def test_preload_option() -> None:
 def test_a_forked_incarnation_behaves_as_a_fresh_interpreter(tmp_path: Path, workers: list[Workers]) -> None:
     """Same `__main__`, argv, sys.path[0], `__file__`, environment, exit code and atexit output as the exec'd
     command, and annotations evaluated as `python` compiles the script (not postponed by pymain's own
-    `from __future__ import annotations`); the n-th incarnation of a run gets the n-th hash seed either way;
+    `from __future__ import annotations`), and `/proc/self/cmdline` the worker's command, not the fork
+    server's (harness/env/proctitle.py); the n-th incarnation of a run gets the n-th hash seed either way;
     nothing left running."""
     w = Workers(tmp_path, {"mylib": "VALUE = 41 + 1\n"}, uses="mylib.VALUE")
     workers.append(w)
@@ -106,7 +107,8 @@ def test_a_forked_incarnation_behaves_as_a_fresh_interpreter(tmp_path: Path, wor
     assert (forked[0], forked[2]) == (exec_d[0], exec_d[2])
     assert forked[1].splitlines()[1:] == exec_d[1].splitlines()[1:]
     report, text, code, _ = forked
-    assert report == {"annotations": "evaluated", "name": "__main__", "argv": [str(w.script), "run-1", "x"], "path0": str(w.script.parent),
+    assert report == {"annotations": "evaluated", "cmdline": [sys.executable, str(w.script), "run-1", "x"],
+                      "name": "__main__", "argv": [str(w.script), "run-1", "x"], "path0": str(w.script.parent),
                       "file": str(w.script), "main": True, "var": "one", "lib": 42}
     assert code == 3 and text.rstrip().endswith("atexit ran")
 
@@ -351,7 +353,8 @@ def test_a_module_run_with_dash_m_is_forked_as_python_dash_m_runs_it(tmp_path: P
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "worker.py").write_text("import json, sys\ndef f(x: int): ...\n"
-                                   "print(json.dumps([__name__, sys.argv, sys.path[0], __file__, f.__annotations__['x'] is int]))\n")
+                                   "cmd = open('/proc/self/cmdline').read().replace(chr(0), ' ').split()\n"
+                                   "print(json.dumps([__name__, sys.argv, sys.path[0], __file__, f.__annotations__['x'] is int, cmd]))\n")
     worker_cmd = f"{shlex.quote(sys.executable)} -m pkg.worker {{run_id}} y"
     cwd = os.getcwd()
     os.chdir(tmp_path)
@@ -370,7 +373,8 @@ def test_a_module_run_with_dash_m_is_forked_as_python_dash_m_runs_it(tmp_path: P
         fresh = subprocess.run([sys.executable, "-m", "pkg.worker", "r1", "y"], capture_output=True, text=True,
                                env=env, check=True)
         assert json.loads((tmp_path / "w1.log").read_text()) == json.loads(fresh.stdout) == \
-            ["__main__", [str(pkg / "worker.py"), "r1", "y"], str(tmp_path), str(pkg / "worker.py"), True]
+            ["__main__", [str(pkg / "worker.py"), "r1", "y"], str(tmp_path), str(pkg / "worker.py"), True,
+             [sys.executable, "-m", "pkg.worker", "r1", "y"]]
         assert not inc.leftovers()
     finally:
         os.chdir(cwd)

@@ -30,6 +30,7 @@ journal = open(os.environ["JOURNAL"], "a") if os.environ.get("JOURNAL") else Non
 if journal:
     journal.write(f"{{os.getpid()}} ran\\n")
 print(json.dumps({{"annotations": "postponed" if isinstance(typed.__annotations__["x"], str) else "evaluated",
+                  "cmdline": open("/proc/self/cmdline").read().replace("\\0", " ").split(),
                   "name": __name__, "argv": sys.argv, "path0": sys.path[0], "file": __file__,
                   "main": sys.modules["__main__"].__dict__ is globals(), "var": os.environ.get("INC_VAR"),
                   "lib": {lib}, "parent": os.getppid(), "hashseed": os.environ.get("PYTHONHASHSEED")}}))
