@@ -78,16 +78,18 @@ def test_queue_worker_with_nothing_to_do_exits_0_on_sigterm(agent: AgentEnv) -> 
     assert worker.wait(timeout=60) == 0, worker.output
 
 
-@pytest.mark.parametrize(("slow", "code"), [("plan", 6), ("validate,charge", 0)])
-def test_only_the_slow_steps_sleep(agent: AgentEnv, slow: str, code: int) -> None:
+@pytest.mark.parametrize(("slow", "code", "deadline"), [("plan", 6, 0.3), ("validate,charge", 0, 10.0)])
+def test_only_the_slow_steps_sleep(agent: AgentEnv, slow: str, code: int, deadline: float) -> None:
     """KILLPOINT_SLOW_STEPS names the steps KILLPOINT_STEP_DELAY applies to (deploy-drain sets it to the
-    steps its SIGTERMs land in). SIGTERM at `plan`'s start, a 30 s delay and a 0.3 s drain deadline: with
-    `plan` slow the worker gives up at its deadline (exit 6); with only other steps slow `plan` takes no
-    time, so the worker drains it (exit 0, paused at `validate`) without reaching a slow step."""
+    steps its SIGTERMs land in). SIGTERM at `plan`'s start and a 30 s delay: with `plan` slow the worker
+    gives up at its 0.3 s drain deadline (exit 6); with only other steps slow `plan` takes no time, so the
+    worker drains it (exit 0, paused at `validate`) without reaching a slow step, well inside a 10 s
+    deadline (a 0.3 s one was missed on a loaded CI machine: the worker waited 0.295 s for a CPU), which a
+    30 s delay of `plan` would still pass."""
     run_id = f"r-slow-{code}"
-    worker = agent.term_at(run_id, "plan", "step.start", KILLPOINT_STEP_DELAY=30, KILLPOINT_DRAIN_SECONDS=0.3,
-                           KILLPOINT_SLOW_STEPS=slow)
-    assert worker.wait(timeout=20) == code, worker.output
+    worker = agent.term_at(run_id, "plan", "step.start", KILLPOINT_STEP_DELAY=30,
+                           KILLPOINT_DRAIN_SECONDS=deadline, KILLPOINT_SLOW_STEPS=slow)
+    assert worker.wait(timeout=60) == code, worker.output
     row = agent.row(run_id)
     expected = ("running", "plan") if code == 6 else ("paused", "validate")
     assert (row["status"], row["data"]["cursor"]) == expected, row
