@@ -30,13 +30,14 @@ Not seen: a variable read through C's `getenv` at import (no Python lookup), and
 made at import (iterating `os.environ`: platform's `file` call under croniter does; the copy lacks the
 per-incarnation variables, which the server's environment does not have).
 
-In a child (`run_main`): the variables the preload's imports set (3.), the per-run values bound (2.), a fresh interpreter's signal
-dispositions (SIGINT raises KeyboardInterrupt, SIGPIPE and SIGXFSZ ignored) but for the handlers those
-imports set, `sys.argv`, `sys.orig_argv`, a new `__main__` module running the script's code (`script_code`: compiled
-as `python` compiles it, once by the server while the file is unchanged; or `runpy`'s `-m` path), and its end as `Py_FinalizeEx` does it: an uncaught exception printed by `sys.excepthook`
-(exit 1), `SystemExit`'s code (None 0, text printed and 1), non-daemon threads joined, `atexit` handlers
-run, the files it left open for writing flushed (harness/env/open_files.py), then `finish`'s `report` (the modules it imported, while its server learns:
-harness/env/preload_learning.py), the standard streams flushed.
+In a child (`run_main`): the variables the preload's imports set (3.), the per-run values bound (2.), a fresh
+interpreter's signal dispositions (SIGINT raises KeyboardInterrupt, SIGPIPE and SIGXFSZ ignored) but for the
+handlers those imports set, `sys.argv`, `sys.orig_argv`, a new `__main__` module running the script's code
+(`script_code`: compiled as `python` compiles it, once by the server while the file is unchanged; or `runpy`'s
+`-m` path), and its end as `Py_FinalizeEx` does it: an uncaught exception printed by `sys.excepthook` (exit
+1), `SystemExit`'s code (None 0, text printed and 1), non-daemon threads joined, `atexit` handlers run, the
+files it left open for writing flushed (harness/env/open_files.py), then `finish`'s `report` (the modules it
+imported, while its server learns: harness/env/preload_learning.py), the standard streams flushed.
 """
 
 from __future__ import annotations

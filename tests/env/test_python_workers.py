@@ -354,7 +354,8 @@ def test_a_module_run_with_dash_m_is_forked_as_python_dash_m_runs_it(tmp_path: P
     (pkg / "__init__.py").write_text("")
     (pkg / "worker.py").write_text("import json, sys\ndef f(x: int): ...\n"
                                    "cmd = open('/proc/self/cmdline').read().replace(chr(0), ' ').split()\n"
-                                   "print(json.dumps([__name__, sys.argv, sys.path[0], __file__, f.__annotations__['x'] is int, cmd]))\n")
+                                   "print(json.dumps([__name__, sys.argv, sys.path[0], __file__,"
+                                   " f.__annotations__['x'] is int, cmd]))\n")
     worker_cmd = f"{shlex.quote(sys.executable)} -m pkg.worker {{run_id}} y"
     cwd = os.getcwd()
     os.chdir(tmp_path)
