@@ -233,6 +233,18 @@ class FleetSubmit(Event):
     runs: list[str] | None = None
 
 
+@_kind("together")
+class Together(Event):
+    """the runs of a fleet held at a step's start (`step`) went on at once: all of them (`runs`), or, when
+    those named `missing` had not come within the rendezvous's timeout, the others, and the set is held no
+    more (run/rendezvous.py; concurrent-runs)"""
+
+    OPTIONAL = frozenset({"runs", "missing"})
+    step: str | None = None
+    runs: list[str] | None = None
+    missing: list[str] | None = None
+
+
 @_kind("sweep")
 class Sweep(Event):
     """a sweeper queued stalled runs (`queued`)"""

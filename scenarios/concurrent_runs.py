@@ -2,9 +2,11 @@
 after another.
 
 `RUNS` runs of the same invoice parameters (one customer account) are served by as many queue workers at
-once, their `record` step held back by `DELAY` seconds so that every run is between its earlier steps and
-its checkpoint at the same time (what a busy production queue does now and then). Then the same runs
-again, from where the first set left the agent's tables, served by one queue worker: one after another.
+once, held together at the start of every step until all of them are there (run/rendezvous.py: a
+barrier, whatever the agent names its steps), so that each step's work begins in every run at the same
+moment: every run reads what it reads before any writes what it read back (what a busy production queue
+does now and then). Then the same runs again, from where the first set left the agent's tables, served by
+one queue worker: one after another.
 
 Judged, each run of both sets: by every crash checker against the crash-free run (a memo one process keeps
 across the runs it serves shows in the serial set); each concurrent run also by `invariants_hold` on the
@@ -31,12 +33,11 @@ from killpoint.reference_agent.sweeper import sweep_stalled
 from killpoint.run.fleet import Fleet
 from killpoint.run.options import RunOptions
 from killpoint.run.plans import in_shard
+from killpoint.run.rendezvous import Rendezvous
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 
 RUNS = 3
-DELAY = 0.4
-"""Seconds each run's `record` step waits before it runs: longer than the runs take to start together."""
 
 
 class ConcurrentRuns(Scenario):
@@ -47,9 +48,11 @@ class ConcurrentRuns(Scenario):
     black_box_reason = "the runs are served by queue workers (worker --queue), which a --worker-cmd does not serve"
     checkers = CRASH_CHECKERS
     actions = ("kill",)
+    held: Rendezvous | None = None
+    """The last concurrent set's rendezvous (its summary line says how the runs were held)."""
 
     def options(self, base: RunOptions) -> RunOptions:
-        return replace(base, budget_cap=40.0, step_delay=DELAY, slow_steps=("record",))
+        return replace(base, budget_cap=40.0)
 
     def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
         """No faults: the concurrency is the test (a seed names the same empty schedule)."""
@@ -79,12 +82,13 @@ class ConcurrentRuns(Scenario):
         options = self.options(ctx.session.options)
         agent = self.agent(ctx)
         concurrent, base = Fleet.new(ctx.session, self.name, RUNS, options, agent, FaultPlan(schedule, "fleet"))
+        self.held = concurrent.hold_together()
         with concurrent.attached():
             concurrent.submit(options.params)
             concurrent.drive_queue(RUNS, self.sweep)
         concurrent.invariant_facts()  # measured now, before the serial set moves the same tables
-        serial, _ = Fleet.new(ctx.session, f"{self.name}-serial", RUNS, replace(options, step_delay=0.0),
-                              agent, FaultPlan(Schedule(), "fleet"))
+        serial, _ = Fleet.new(ctx.session, f"{self.name}-serial", RUNS, options, agent,
+                              FaultPlan(Schedule(), "fleet"))
         with serial.attached():
             serial.submit(options.params)
             serial.drive_queue(1, self.sweep)
@@ -101,7 +105,18 @@ class ConcurrentRuns(Scenario):
         return trials
 
     def figures(self, trials: list[Trial]) -> str:
-        return f"{len(trials)} runs: {RUNS} at once, then the same {RUNS} one after another"
+        return f"{len(trials)} runs: {RUNS} at once ({self.held_line()}), then the same {RUNS} one after another"
+
+    def held_line(self) -> str:
+        """How the concurrent set was held together: at each step's start, or up to where it broke."""
+        held = self.held
+        if held is None:
+            return "not held"
+        if held.missing is None:
+            return f"each of {len(held.together)} steps begun together"
+        step, missing = held.missing
+        return (f"{len(held.together)} steps begun together, then {', '.join(missing)} not at {step!r} within "
+                f"{held.timeout:g}s (a run waiting on another, or on another path): held no more")
 
 
 def own_effects(fleet: Fleet) -> list[list]:

@@ -12,9 +12,11 @@ workers serving many runs). Whatever the policy, the environment's reports go th
    session's incarnation or the run's owner; for a service request, its sender (env/peers.py) when two
    of the run's workers are alive, else the run's owner.
 4. The step of a service request: `StepAttribution`, with the run's cursor read through the adapter.
-5. A fired fault goes to the run's `Nemesis`, whose `RunTarget` reaches the database, the run's lease
+5. A worker's `step.start` with no fault waits at the driver's `together` rendezvous, if it has one
+   (run/rendezvous.py: a fleet's runs begin each step at once).
+6. A fired fault goes to the run's `Nemesis`, whose `RunTarget` reaches the database, the run's lease
    (through the adapter), the time budget and the policy's `successor`, never these handlers.
-6. Notes are recorded; `inc.end` once the worker's last notes are (the barrier settles); a run's
+7. Notes are recorded; `inc.end` once the worker's last notes are (the barrier settles); a run's
    `run.done` note and every end set `changed` (a policy's loop waits on it).
 
 Threads: barrier and service threads call the `on_*point` methods and are held while they run (that is
@@ -49,6 +51,7 @@ from killpoint.run.history import History
 from killpoint.run.nemesis import Nemesis
 from killpoint.run.options import RunOptions
 from killpoint.run.registry import Registry
+from killpoint.run.rendezvous import Rendezvous
 
 NOTE_HEADER = ("v", "kind", "note", "incarnation", "pid", "run_id")
 """A note's fields that the `note` event names otherwise (or not at all)."""
@@ -156,6 +159,8 @@ class Driver:
         self.clock: dict[str, float] = {}
         """Each run's clock shift in seconds (its `clock` faults so far): its later incarnations' wall clock."""
         self._deadline = time.monotonic() + options.run_limit
+        self.together: Rendezvous | None = None
+        """Holds the runs at each step's start until all are there (a fleet's concurrent set), or None."""
 
     def remaining(self) -> float:
         """Seconds left of the time budget (`options.run_limit`, from the driver's creation on)."""
@@ -226,7 +231,11 @@ class Driver:
         self.registry.serve(run_id, inc)
         self.steps.on_point(run_id, step, point, inc_id)
         fault = self._reach(run_id, step, point, inc_id, "worker", msg.get("seq"))
-        return True if fault is None else self._nemesis(run_id).apply(fault, inc, service_point=False).release
+        if fault is not None:
+            return self._nemesis(run_id).apply(fault, inc, service_point=False).release
+        if self.together is not None and point == "step.start" and step:
+            self.together.arrive(run_id, step)
+        return True
 
     def on_held_point(self, run_id: str, step: str | None, point: str, inc_id: str | None, source: str,
                       seq: int | None = None) -> bool:

@@ -17,7 +17,9 @@ run; what the fleet adds is when workers start:
 6. invariants across runs (`checkers/invariants.py`): the quantities the agent's `INVARIANTS` declare are
    measured when the runs are submitted and once they have all ended, and every run of the fleet is judged
    by `invariants_hold` on them (with the witnesses' effects of the fleet's runs); `moved()` is how far each
-   quantity moved, which `concurrent-runs` compares with the same runs done one after another.
+   quantity moved, which `concurrent-runs` compares with the same runs done one after another;
+7. `hold_together()` (before the workers start) makes the runs begin each step at once
+   (run/rendezvous.py), each time a `together` event; `concurrent-runs` holds its concurrent set so.
 
 Threads: the driver's handlers on the barrier, service and launcher threads; the loop that called
 `drive_queue` does the database work (lease expiry, sweeps, status).
@@ -46,6 +48,7 @@ from killpoint.faults.schedule import Schedule
 from killpoint.run.driver import Driver, Route, kill_all
 from killpoint.run.history import History
 from killpoint.run.options import RunOptions
+from killpoint.run.rendezvous import HOLD_SECONDS, Rendezvous
 from killpoint.run.trial import Session, Trial, judge
 
 Sweep = Callable[[psycopg.Connection, float], list[str]]
@@ -117,6 +120,15 @@ class Fleet:
                     plan)
         return fleet, base
 
+    def hold_together(self, timeout: float = HOLD_SECONDS) -> Rendezvous:
+        """Flow step 7: hold the runs at each step's start until all are there (or `timeout` has passed)."""
+
+        def told(how: str, step: str, runs: list[str]) -> None:
+            self.history.append("together", run_id=None, step=step, **{"runs" if how == "together" else "missing": runs})
+
+        self.driver.together = Rendezvous(self.run_ids, timeout, told)
+        return self.driver.together
+
     @contextlib.contextmanager
     def attached(self) -> Iterator[Fleet]:
         """Route the runs' events to the driver; on the way out, end every incarnation and detach."""
@@ -125,6 +137,8 @@ class Fleet:
         try:
             yield self
         finally:
+            if self.driver.together is not None:
+                self.driver.together.close()  # a held worker's barrier thread goes on before its worker is killed
             self.kill_all()
             with self._lock:
                 routes = list(self._routes.values())

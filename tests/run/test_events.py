@@ -119,7 +119,7 @@ def test_a_line_of_no_known_kind_is_unreadable(tmp_path: Path) -> None:
 
 
 def test_every_kind_is_one_frozen_class_and_the_contract_describes_it_alike() -> None:
-    assert list(EVENT_KINDS) == list(EVENT_TYPES) and len(EVENT_KINDS) == 24
+    assert list(EVENT_KINDS) == list(EVENT_TYPES) and len(EVENT_KINDS) == 25
     for kind, cls in EVENT_TYPES.items():
         assert cls.kind == kind and getattr(kinds, cls.__name__) is cls
         with pytest.raises(AttributeError):
