@@ -1,0 +1,54 @@
+"""concurrent-runs on agents whose steps are named otherwise than the reference agent's (no model call,
+tables of their own): a figure read in one step and written back in a later one is a lost update found
+whatever the steps are called, a look-alike that adds in the checkpoint's transaction passes, and runs that
+hold each other back with a lock pass after the rendezvous lets the first go on (tests/gallery/tallies)."""
+
+from __future__ import annotations
+
+import pytest
+
+from killpoint.faults.schedule import Schedule
+from killpoint.run.scenario import Context
+from killpoint.run.trial import Session
+from killpoint.scenarios.concurrent_runs import ConcurrentRuns
+from tests.helpers.scenarios import failing, module_session, why
+
+session = module_session("rendezvous")
+
+TALLIES = "tests.gallery.tallies"
+
+
+def on(steps: str) -> ConcurrentRuns:
+    """concurrent-runs on the tally agent `steps`."""
+    scenario = ConcurrentRuns()
+    scenario.steps = f"{TALLIES}.{steps}"
+    return scenario
+
+
+@pytest.mark.parametrize("agent", ["tally_carried", "seats_carried"])
+def test_a_figure_carried_from_one_step_to_a_later_write_is_a_lost_update(session: Session, agent: str) -> None:
+    scenario = on(agent)
+    trials = scenario.together(Context(session=session), Schedule(), 0)
+    concurrent, serial = trials[:3], trials[3:]
+    assert all({"invariants_hold", "same_as_serial"} <= failing(t) for t in concurrent), why(trials)
+    assert all(t.outcome == "pass" for t in serial), why(trials)  # one after another, each reads the last write
+    assert scenario.held is not None and scenario.held.missing is None
+    assert scenario.held.together == list(scenario.agent(Context(session=session)).steps)
+
+
+def test_a_look_alike_that_adds_in_the_checkpoint_transaction_passes(session: Session) -> None:
+    scenario = on("tally_in_txn")
+    trials = scenario.together(Context(session=session), Schedule(), 0)
+    assert len(trials) == 6 and all(t.outcome == "pass" for t in trials), why(trials)
+    assert scenario.held is not None and scenario.held.together == ["open", "book", "close"]
+
+
+def test_runs_that_hold_each_other_back_pass_once_the_rendezvous_lets_the_first_go_on(session: Session) -> None:
+    scenario = on("tally_locked")
+    trials = scenario.together(Context(session=session), Schedule(), 0)
+    assert len(trials) == 6 and all(t.outcome == "pass" for t in trials), why(trials)
+    held = scenario.held
+    assert held is not None and held.together == ["open"] and held.missing is not None
+    step, missing = held.missing
+    assert step == "book" and len(missing) == 2  # the two waiting for the first one's lock
+    assert "held no more" in scenario.figures(trials)
