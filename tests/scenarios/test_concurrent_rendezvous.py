@@ -5,12 +5,17 @@ hold each other back with a lock pass after the rendezvous lets the first go on 
 
 from __future__ import annotations
 
+import re
+import shlex
+
 import pytest
 
 from killpoint.faults.schedule import Schedule
 from killpoint.run.scenario import Context
 from killpoint.run.trial import Session
 from killpoint.scenarios.concurrent_runs import ConcurrentRuns
+from tests.helpers.checks import describe, failing_checkers
+from tests.helpers.sandbox import Sandbox
 from tests.helpers.scenarios import failing, module_session, why
 
 session = module_session("rendezvous")
@@ -52,3 +57,18 @@ def test_runs_that_hold_each_other_back_pass_once_the_rendezvous_lets_the_first_
     step, missing = held.missing
     assert step == "book" and len(missing) == 2  # the two waiting for the first one's lock
     assert "held no more" in scenario.figures(trials)
+
+
+def test_the_command_line_finds_it_and_its_replay_line_reproduces_it(sandbox: Sandbox, dsn_args: list[str]) -> None:
+    """`killpoint run` on an agent of steps of its own exits 1 naming the checkers, and the replay line it
+    prints, run as printed, fails the same way."""
+    steps = f"{TALLIES}.seats_carried"
+    proc = sandbox.run("run", "--scenario", "concurrent-runs", "--steps", steps, *dsn_args, timeout=300)
+    assert proc.returncode == 1, describe(proc)
+    assert {"invariants_hold", "same_as_serial"} <= set(failing_checkers(proc.stdout)), describe(proc)
+    assert "each of 3 steps begun together" in proc.stdout, describe(proc)
+    line = re.findall(r"^\s*replay:\s+(killpoint replay .*)$", proc.stdout, flags=re.MULTILINE)[0]
+    assert f"--steps {steps}" in line and "--scenario concurrent-runs" in line, line
+    again = sandbox.run(*shlex.split(line)[1:], *dsn_args, timeout=300)
+    assert again.returncode == 1, describe(again)
+    assert {"invariants_hold", "same_as_serial"} <= set(failing_checkers(again.stdout)), describe(again)
