@@ -33,11 +33,13 @@ from killpoint.reference_agent.sweeper import sweep_stalled
 from killpoint.run.fleet import Fleet
 from killpoint.run.options import RunOptions
 from killpoint.run.plans import in_shard
-from killpoint.run.rendezvous import Rendezvous
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 
 RUNS = 3
+HELD = "held"
+"""The evidence record of how a concurrent set was held together (`run.rendezvous`): the set (its fleet's
+name), the steps all its runs began at once, and where it let them go without one (step, missing runs)."""
 
 
 class ConcurrentRuns(Scenario):
@@ -48,8 +50,6 @@ class ConcurrentRuns(Scenario):
     black_box_reason = "the runs are served by queue workers (worker --queue), which a --worker-cmd does not serve"
     checkers = CRASH_CHECKERS
     actions = ("kill",)
-    held: Rendezvous | None = None
-    """The last concurrent set's rendezvous (its summary line says how the runs were held)."""
 
     def options(self, base: RunOptions) -> RunOptions:
         return replace(base, budget_cap=40.0)
@@ -82,7 +82,7 @@ class ConcurrentRuns(Scenario):
         options = self.options(ctx.session.options)
         agent = self.agent(ctx)
         concurrent, base = Fleet.new(ctx.session, self.name, RUNS, options, agent, FaultPlan(schedule, "fleet"))
-        self.held = concurrent.hold_together()
+        held = concurrent.hold_together()
         with concurrent.attached():
             concurrent.submit(options.params)
             concurrent.drive_queue(RUNS, self.sweep)
@@ -96,7 +96,9 @@ class ConcurrentRuns(Scenario):
                  for name, value in concurrent.moved().items()}
         own = {"own effects": {"concurrent": own_effects(concurrent), "serial": own_effects(serial)}}
         extra = {"serial": {**moved, **own},
-                 FACTS: [{**f, "name": f"{f['name']} (the same runs, serially)"} for f in serial.invariant_facts()]}
+                 FACTS: [{**f, "name": f"{f['name']} (the same runs, serially)"} for f in serial.invariant_facts()],
+                 HELD: {"set": concurrent.name, "together": held.together, "timeout": held.timeout,
+                        "missing": list(held.missing) if held.missing else None}}
         trials = [concurrent.trial(r, schedule, seed, self.checkers, base, extra) for r in concurrent.run_ids]
         trials += [serial.trial(r, Schedule(), seed, self.checkers, base) for r in serial.run_ids]
         outcomes = {t.outcome for t in trials}
@@ -105,18 +107,28 @@ class ConcurrentRuns(Scenario):
         return trials
 
     def figures(self, trials: list[Trial]) -> str:
-        return f"{len(trials)} runs: {RUNS} at once ({self.held_line()}), then the same {RUNS} one after another"
+        """One pair of sets (`killpoint run`) or several (`explore --random`), and how the concurrent sets
+        were held: from the `HELD` record of each set's concurrent runs."""
+        sets = {h["set"]: h for t in trials if (h := t.evidence.extra.get(HELD))}
+        if not sets:
+            return ""
+        if len(sets) == 1:
+            (held,) = sets.values()
+            return (f"{2 * RUNS} runs: {RUNS} at once ({held_line(held)}), then the same {RUNS} one after "
+                    "another")
+        let_go = [h for h in sets.values() if h["missing"]]
+        line = f"{len(sets)} pairs of sets ({2 * RUNS * len(sets)} runs): {RUNS} at once, then one after another; " \
+               f"{len(sets) - len(let_go)} held together at every step"
+        return line + (f", {len(let_go)} let go where a run did not come within {let_go[0]['timeout']:g}s" if let_go else "")
 
-    def held_line(self) -> str:
-        """How the concurrent set was held together: at each step's start, or up to where it broke."""
-        held = self.held
-        if held is None:
-            return "not held"
-        if held.missing is None:
-            return f"each of {len(held.together)} steps begun together"
-        step, missing = held.missing
-        return (f"{len(held.together)} steps begun together, then {', '.join(missing)} not at {step!r} within "
-                f"{held.timeout:g}s (a run waiting on another, or on another path): held no more")
+
+def held_line(held: dict) -> str:
+    """How one concurrent set was held together: at each step's start, or up to where it broke."""
+    if not held["missing"]:
+        return f"each of {len(held['together'])} steps begun together"
+    step, missing = held["missing"]
+    return (f"{len(held['together'])} steps begun together, then {', '.join(missing)} not at {step!r} within "
+            f"{held['timeout']:g}s (a run waiting on another, or on another path): held no more")
 
 
 def own_effects(fleet: Fleet) -> list[list]:

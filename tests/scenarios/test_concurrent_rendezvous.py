@@ -12,8 +12,8 @@ import pytest
 
 from killpoint.faults.schedule import Schedule
 from killpoint.run.scenario import Context
-from killpoint.run.trial import Session
-from killpoint.scenarios.concurrent_runs import ConcurrentRuns
+from killpoint.run.trial import Session, Trial
+from killpoint.scenarios.concurrent_runs import HELD, ConcurrentRuns
 from tests.helpers.checks import describe, failing_checkers
 from tests.helpers.sandbox import Sandbox
 from tests.helpers.scenarios import failing, module_session, why
@@ -21,6 +21,13 @@ from tests.helpers.scenarios import failing, module_session, why
 session = module_session("rendezvous")
 
 TALLIES = "tests.gallery.tallies"
+
+
+def held(trials: list[Trial]) -> dict:
+    """How the concurrent set was held, as its runs' evidence records it (the same for the three)."""
+    (record,) = {repr(t.evidence.extra[HELD]): t.evidence.extra[HELD] for t in trials[:3]}.values()
+    assert all(HELD not in t.evidence.extra for t in trials[3:])  # the serial set is not held
+    return record
 
 
 def on(steps: str) -> ConcurrentRuns:
@@ -37,26 +44,26 @@ def test_a_figure_carried_from_one_step_to_a_later_write_is_a_lost_update(sessio
     concurrent, serial = trials[:3], trials[3:]
     assert all({"invariants_hold", "same_as_serial"} <= failing(t) for t in concurrent), why(trials)
     assert all(t.outcome == "pass" for t in serial), why(trials)  # one after another, each reads the last write
-    assert scenario.held is not None and scenario.held.missing is None
-    assert scenario.held.together == list(scenario.agent(Context(session=session)).steps)
+    record = held(trials)
+    assert record["missing"] is None and record["together"] == list(scenario.agent(Context(session=session)).steps)
 
 
 def test_a_look_alike_that_adds_in_the_checkpoint_transaction_passes(session: Session) -> None:
     scenario = on("tally_in_txn")
     trials = scenario.together(Context(session=session), Schedule(), 0)
     assert len(trials) == 6 and all(t.outcome == "pass" for t in trials), why(trials)
-    assert scenario.held is not None and scenario.held.together == ["open", "book", "close"]
+    assert held(trials)["together"] == ["open", "book", "close"] and held(trials)["missing"] is None
 
 
 def test_runs_that_hold_each_other_back_pass_once_the_rendezvous_lets_the_first_go_on(session: Session) -> None:
     scenario = on("tally_locked")
     trials = scenario.together(Context(session=session), Schedule(), 0)
     assert len(trials) == 6 and all(t.outcome == "pass" for t in trials), why(trials)
-    held = scenario.held
-    assert held is not None and held.together == ["open"] and held.missing is not None
-    step, missing = held.missing
+    record = held(trials)
+    assert record["together"] == ["open"] and record["missing"] is not None
+    step, missing = record["missing"]
     assert step == "book" and len(missing) == 2  # the two waiting for the first one's lock
-    assert "held no more" in scenario.figures(trials)
+    assert "not at 'book' within 3s" in scenario.figures(trials) and "held no more" in scenario.figures(trials)
 
 
 def test_the_command_line_finds_it_and_its_replay_line_reproduces_it(sandbox: Sandbox, dsn_args: list[str]) -> None:
