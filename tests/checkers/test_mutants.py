@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import shlex
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from subprocess import CompletedProcess
@@ -33,12 +32,11 @@ from killpoint.faults.schedule import Schedule
 from killpoint.run.scenario import Context, find, registry
 from tests.gallery import mutants as gallery_mutants
 from tests.gallery.mutants import BY_NAME, MUTANTS, PREVIOUS_CODE, Mutant
-from tests.helpers.checks import describe, failing_checkers
+from tests.helpers.checks import REPLAY, cli_args, describe, failing_checkers
 from tests.helpers.harness import harness_session
 from tests.helpers.sandbox import Sandbox
 
 MUTANTS_DIR = Path(gallery_mutants.__file__).resolve().parent
-REPLAY = re.compile(r"^\s*replay:\s+(killpoint replay .*)$", re.MULTILINE)
 SCHEDULE = re.compile(r"^\s*schedule:\s+(\S.*)$", re.MULTILINE)
 
 REFERENCE_RANDOM = {"crash-points": 12, "zombie-worker": 4, "deploy-drain": 4, "flaky-services": 4}
@@ -53,13 +51,6 @@ def flags(argv: list[str]) -> dict[str, str]:
     """`replay --flag value ...` as {flag: value} (order does not matter)."""
     assert argv[0] == "replay" and len(argv) % 2 == 1, argv
     return dict(zip(argv[1::2], argv[2::2], strict=True))
-
-
-def cli_args(replay_line: str) -> list[str]:
-    """The argv after `killpoint` of a printed replay line."""
-    argv = shlex.split(replay_line)
-    assert argv[0] == "killpoint"
-    return argv[1:]
 
 
 # ---- the gallery is what it says ---------------------------------------------------------------------

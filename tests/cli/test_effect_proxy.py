@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 
 import pytest
 
 from tests.fake_services.sms_upstream import SmsApi
 from tests.fake_services.ticket_upstream import TicketApi
-from tests.helpers.checks import describe, failing_checkers
+from tests.helpers.checks import REPLAY, cli_args, describe, failing_checkers
 
 SCHEDULE = "notify:effect.applied:kill"
 
@@ -52,10 +51,10 @@ def test_a_keyless_text_sent_twice_is_found_and_the_replay_line_reproduces_it(sa
     assert done.returncode == 1, describe(done)
     assert "exactly_once" in failing_checkers(done.stdout), describe(done)
     assert re.search(r"extra x1: sms POST /\S* key=None", done.stdout), describe(done)  # its endpoint named
-    line = re.search(r"^\s*replay:\s+(killpoint replay .*)$", done.stdout, re.MULTILINE)
+    line = REPLAY.search(done.stdout)
     assert line and f"--effect sms={sms.url}" in line.group(1), describe(done)
     sent = len(sms.sent)
-    again = sandbox.run(*shlex.split(line.group(1))[1:], "--out", str(sandbox.out))
+    again = sandbox.run(*cli_args(line.group(1)), "--out", str(sandbox.out))
     assert again.returncode == 1 and "exactly_once" in failing_checkers(again.stdout), describe(again)
     assert len(sms.sent) > sent  # the replay ran against the same SMS API
 

@@ -20,20 +20,18 @@ Each sandbox's census must be empty afterwards: no process, no temp dir, no Post
 from __future__ import annotations
 
 import re
-import shlex
 
 import pytest
 
 from tests.examples.test_refund_agent import SCENARIO_LINE, Venv, assert_clean
 from tests.helpers import REPO
-from tests.helpers.checks import describe, failing_checkers
+from tests.helpers.checks import REPLAY, cli_args, describe, failing_checkers
 from tests.helpers.sandbox import Sandbox
 
 EXAMPLE = REPO / "examples" / "sdk_agent"
 pytest.importorskip("stripe")
 pytest.importorskip("resend")
 pytest.importorskip("openai")
-REPLAY = re.compile(r"^\s*replay:\s+(killpoint replay .*)$", re.MULTILINE)
 EXTRA_CHARGE = re.compile(r"extra x\d+: stripe POST /v1/\S+ key=\S+ \{\"amount\": \"12500\"")
 
 
@@ -51,7 +49,7 @@ def test_a_charge_without_a_key_is_charged_twice_and_the_replay_line_reproduces_
     assert EXTRA_CHARGE.search(proc.stdout), describe(proc)
     line = re.search(r"reproduce the first failure with:\n\s+(killpoint replay .*)", proc.stdout)
     assert line and "--steps acme_billing.keyless" in line.group(1), describe(proc)
-    again = venv.killpoint(sandbox, *shlex.split(line.group(1))[1:])
+    again = venv.killpoint(sandbox, *cli_args(line.group(1)))
     assert again.returncode == 1, describe(again)
     assert "exactly_once" in failing_checkers(again.stdout) and EXTRA_CHARGE.search(again.stdout), describe(again)
     assert_clean(sandbox)

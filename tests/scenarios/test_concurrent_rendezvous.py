@@ -5,16 +5,13 @@ hold each other back with a lock pass after the rendezvous lets the first go on 
 
 from __future__ import annotations
 
-import re
-import shlex
-
 import pytest
 
 from killpoint.faults.schedule import Schedule
 from killpoint.run.scenario import Context
 from killpoint.run.trial import Session, Trial
 from killpoint.scenarios.concurrent_runs import HELD, ConcurrentRuns
-from tests.helpers.checks import describe, failing_checkers
+from tests.helpers.checks import REPLAY, cli_args, describe, failing_checkers
 from tests.helpers.sandbox import Sandbox
 from tests.helpers.scenarios import failing, module_session, why
 
@@ -74,8 +71,8 @@ def test_the_command_line_finds_it_and_its_replay_line_reproduces_it(sandbox: Sa
     assert proc.returncode == 1, describe(proc)
     assert {"invariants_hold", "same_as_serial"} <= set(failing_checkers(proc.stdout)), describe(proc)
     assert "each of 3 steps begun together" in proc.stdout, describe(proc)
-    line = re.findall(r"^\s*replay:\s+(killpoint replay .*)$", proc.stdout, flags=re.MULTILINE)[0]
+    line = REPLAY.findall(proc.stdout)[0]
     assert f"--steps {steps}" in line and "--scenario concurrent-runs" in line, line
-    again = sandbox.run(*shlex.split(line)[1:], *dsn_args, timeout=300)
+    again = sandbox.run(*cli_args(line), *dsn_args, timeout=300)
     assert again.returncode == 1, describe(again)
     assert {"invariants_hold", "same_as_serial"} <= set(failing_checkers(again.stdout)), describe(again)
