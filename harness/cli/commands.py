@@ -22,7 +22,7 @@ from killpoint.cli.interrupted import report as report_interrupted
 from killpoint.cli.progress import TrialProgress
 from killpoint.cli.selection import refuse_empty, tested
 from killpoint.env import vitals
-from killpoint.env.stepmodule import load
+from killpoint.env.stepmodule import AgentSpec, load
 from killpoint.errors import KillpointError
 from killpoint.faults.schedule import Schedule
 from killpoint.run.checkpoint_store import CheckpointStore
@@ -50,8 +50,10 @@ def _say(quiet: bool) -> Callable[[str], None]:
 
 
 @contextlib.contextmanager
-def session(inv: Invocation, progress: Progress | None = None, meta: dict | None = None) -> Iterator[Session]:
-    """Open the session of `inv` (`run.opening.open_session`), create the agent's own schema, and yield it;
+def session(inv: Invocation, progress: Progress | None = None, meta: dict | None = None,
+            check: Callable[[AgentSpec], None] | None = None) -> Iterator[Session]:
+    """Open the session of `inv` (`run.opening.open_session`, which calls `check` with the agent it loaded
+    before Postgres starts), create the agent's own schema, and yield it;
     everything is torn down after. A Postgres or fork server that died under it is one line (exit 2).
     Interrupted (Ctrl-C, SIGTERM), it writes and prints the findings of `progress` so far
     (`killpoint.cli.interrupted`); refused before any run began, it leaves no run directory behind."""
@@ -59,7 +61,7 @@ def session(inv: Invocation, progress: Progress | None = None, meta: dict | None
     made = [d for d in (run_dir, *run_dir.parents) if not d.exists()]  # what to remove if refused
     s: Session | None = None
     try:
-        with open_session(inv.session, _say(inv.quiet)) as s:
+        with open_session(inv.session, _say(inv.quiet), check) as s:
             s.prepare(s.agent)  # the agent's own schema, and its OWN_EFFECTS_SQL checked, before any run
             s.forget_judged = True  # a long exploration's memory stays flat (the history's file keeps all)
             try:
@@ -314,14 +316,20 @@ def start_one(inv: Invocation, s: Session, scenario: Scenario, progress: Progres
 
 def cmd_replay(args: argparse.Namespace) -> int:
     scenario = find(args.scenario)
-    steps = scenario.steps or args.steps  # a scenario with its own agent names that agent's steps
-    known = None if args.worker_cmd else load(steps).steps  # a black-box worker's steps are its framework's
+    # A scenario with its own agent (killpoint's: loaded here at once) names that agent's steps; a black-box
+    # worker's are its framework's, unknown. The step module's are checked once the session has loaded it
+    # (while its fork servers import it, before Postgres starts); the schedule's form before anything starts.
+    known = load(scenario.steps).steps if scenario.steps and not args.worker_cmd else None
     given = Schedule.parse(args.schedule, known) if args.schedule is not None else None
+    named: list[Schedule] = []
+    check = None if given is None or known is not None or args.worker_cmd else \
+        lambda agent: named.append(Schedule.parse(args.schedule, agent.steps))
     refuse_empty([scenario], actions_option(args.actions), "--scenario")
     inv = invocation(args, "replay")
     progress = Progress()
     display = trial_progress(inv)
-    with session(inv, progress, {"command": "replay", "schedule": args.schedule, "seed": args.seed}) as s:
+    with session(inv, progress, {"command": "replay", "schedule": args.schedule, "seed": args.seed}, check) as s:
+        given = named[0] if named else given
         begun = start_one(inv, s, scenario, progress, "replay", display)
         if isinstance(begun, int):
             return begun

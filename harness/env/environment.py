@@ -14,7 +14,7 @@ import shlex
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -35,7 +35,9 @@ from killpoint.fake_services import Services
 from killpoint.fake_services.cassette import PATH_VAR as CASSETTE_VAR
 from killpoint.fake_services.cassette import CassetteError
 from killpoint.fake_services.hooks import Decision
-from killpoint.fake_services.script import ScriptError
+from killpoint.fake_services.script import Script, ScriptError, from_environment, load_script
+
+T = TypeVar("T")
 
 
 class Environment:
@@ -55,7 +57,8 @@ class Environment:
                  run_dir: Path, say: Callable[[str], None] | None = None, schema: Callable | None = None,
                  effects: Mapping[str, str] | None = None, adapter: Adapter | None = None,
                  model_script: object = None, allow_egress: tuple[str, ...] = (),
-                 worker_preload: tuple[str, ...] | None = None, connections: int | None = None) -> None:
+                 worker_preload: tuple[str, ...] | None = None, connections: int | None = None,
+                 meanwhile: Callable[[], object] | None = None) -> None:
         self._postgres, self._dsn, self._allow_any_dsn = postgres, dsn, allow_any_dsn
         self._spawn, self._worker_cmd, self._preload = spawn, worker_cmd, preload or []
         self._worker_preload = worker_preload
@@ -70,6 +73,10 @@ class Environment:
         self._model_script = model_script
         """How the model fakes answer (a step module's `MODEL_SCRIPT`, docs/tools.md); None: the script
         `KILLPOINT_MODEL_SCRIPT` names, else the default policy."""
+        self._meanwhile = meanwhile
+        """Work done while the fork servers import `preload`, before Postgres starts (`run.opening`: the step
+        module's load, so that the two overlap); it returns the model script (as `model_script`, which it
+        replaces). What it raises stops everything started so far, as any failure to start does."""
         self.allow_egress = tuple(allow_egress)
         """`--allow-egress`: the hosts a worker may reach that the user named (a replay line repeats them)."""
         self.egress_allowed = egress_hosts(dsn, allow_egress)
@@ -96,27 +103,20 @@ class Environment:
 
     def _start(self) -> None:
         stack = self._stack
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         # Named after this process, among the Postgres clusters: if the harness is SIGKILLed, the reaper of
         # the next start (provide() below, or any later run) removes it as it removes a dead owner's cluster.
         tmp = new_cluster_dir("env")
         stack.callback(destroy, tmp)
         self.socket_path = tmp / "kp.sock"
-        try:
-            self.services = Services.start(hook=self._service_hook, upstreams=self.effects, script=self._model_script)
-        except ScriptError as exc:
-            raise UsageError("bad-model-script", f"the model script cannot be used: {exc}",
-                             "fix MODEL_SCRIPT in the step module or the file KILLPOINT_MODEL_SCRIPT names "
-                             "(docs/tools.md)") from None
-        except CassetteError as exc:
-            raise UsageError("bad-cassette", f"the model cassette cannot be used: {exc}",
-                             f"fix the file {CASSETTE_VAR} names, record it with killpoint record, or unset "
-                             f"{CASSETTE_VAR} (docs/tools.md)") from None
+        later = self._meanwhile is not None  # the script comes from `meanwhile`: the default policy until then
+        self.services = self._script_said(lambda: Services.start(hook=self._service_hook, upstreams=self.effects,
+                                                                 script=Script() if later else self._model_script))
         stack.callback(self.services.stop)
-        # The fork servers import the agent (about a second) while Postgres starts, under the environment
-        # their incarnations get (no real credential, the SDKs pointed at the fakes); `ready` below waits.
-        # Both at once: starting the second only once the first is ready starts the first trial ~0.6 s
-        # sooner but ends a replay ~2 s later (its resumed incarnation waits for that import; bench/startup.py).
+        # The fork servers import the agent (about a second) while the step module loads and Postgres starts,
+        # under the environment their incarnations get (no real credential, the SDKs pointed at the fakes);
+        # `ready` below waits. Both at once: starting the second only once the first is ready starts the
+        # first trial ~0.6 s sooner but ends a replay ~2 s later (its resumed incarnation waits for that
+        # import; bench/startup.py).
         forks = None if self._worker_cmd or self._spawn == "exec" else \
             ForkLauncher(self._preload, env=import_env(self.services, self.egress_allowed), wait=False)
         if forks is not None:
@@ -125,6 +125,11 @@ class Environment:
         pyforks = self._python_forks(pycmd)
         if pyforks is not None:
             stack.callback(pyforks.close)
+        if self._meanwhile is not None:
+            source = self._meanwhile()
+            self.services.state.script = self._script_said(
+                lambda: from_environment() if source is None else load_script(source))
+        self.run_dir.mkdir(parents=True, exist_ok=True)
         self.pg = stack.enter_context(provide(kind=self._postgres, dsn=self._dsn, allow_any_dsn=self._allow_any_dsn,
                                               on_choice=self._say,
                                               connections=self._connections or capacity.DEFAULT_SERVER))
@@ -161,6 +166,20 @@ class Environment:
         launcher.on_exit = self._on_exit
         self.launcher = launcher
         stack.callback(launcher.close)  # first at the end: the workers go before the services and Postgres
+
+    @staticmethod
+    def _script_said(make: Callable[[], T]) -> T:
+        """`make()`, with a model script or cassette it cannot use said as one UsageError with the fix."""
+        try:
+            return make()
+        except ScriptError as exc:
+            raise UsageError("bad-model-script", f"the model script cannot be used: {exc}",
+                             "fix MODEL_SCRIPT in the step module or the file KILLPOINT_MODEL_SCRIPT names "
+                             "(docs/tools.md)") from None
+        except CassetteError as exc:
+            raise UsageError("bad-cassette", f"the model cassette cannot be used: {exc}",
+                             f"fix the file {CASSETTE_VAR} names, record it with killpoint record, or unset "
+                             f"{CASSETTE_VAR} (docs/tools.md)") from None
 
     def _egress_library(self) -> str | None:
         """The preloaded egress guard (`egress_shim`) for a `--worker-cmd` that is not this Python, or None

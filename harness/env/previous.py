@@ -205,7 +205,7 @@ class Checkouts:
 
 class PreviousCode:
     """What a session knows of the agent's previous code from git: given (`--previous-steps git:REF`, taken
-    at once so that a bad ref is refused before anything starts) or the default (`default_ref`, taken on first
+    at once so that a bad ref is refused before any run) or the default (`default_ref`, taken on first
     use). `get()` is the `Previous`, or None with `reason` saying why there is none."""
 
     def __init__(self, current: AgentSpec, given: str | None, checkouts: Checkouts) -> None:

@@ -1,21 +1,23 @@
 """Open a harness session from its `SessionConfig`: the one place History, Environment and Session are
 wired, for the command line, the pytest plugin and the points cache.
 
-1. Load the agent (a bad step module is refused here, before anything is made), and the given previous
-   code when it is a module (`--previous-steps pkg.module`: one that cannot be loaded is refused, never
-   skipped); a `git:REF` is taken below.
-2. Make the run directory and open its history (`history.jsonl`).
-3. When the config asks for it, what the session knows of the previous code (`env.previous.PreviousCode`:
-   a bad `git:REF` is refused here; the default is looked up on first use).
-4. Start the environment (Postgres, the fake services, the fork server or the black-box worker's adapter); a
-   server killpoint starts gets room for the most runs the session may hold at once
-   (`capacity.server_connections`).
-5. Yield the `Session`, given everything at construction: options, jobs (1 under an adapter that cannot
+1. Start the environment (`env.environment.Environment`: the fake services and the fork servers first), and
+   while the fork servers import the agent, load it (`stepmodule.load`: a bad step module is refused here,
+   and what was started for it is stopped; nothing is left), the given previous code when it is a module
+   (`--previous-steps pkg.module`: one that cannot be loaded is refused, never skipped), and what the
+   session knows of the previous code when the config asks for it (`env.previous.PreviousCode`: a bad
+   `git:REF` is refused here; the default is looked up on first use), and what the caller checks of the agent
+   (`check`). A user's step module is imported in a probe child (`stepmodule.probe`) while the servers import
+   it: one that imports a model SDK starts its first trial ~0.5 s sooner on two cores (docs/performance.md).
+2. Then the rest of the environment (Postgres, the schema, the kill-point socket); a server killpoint starts
+   gets room for the most runs the session may hold at once (`capacity.server_connections`).
+3. Open the run directory's history (`history.jsonl`), once nothing can be refused any more.
+4. Yield the `Session`, given everything at construction: options, jobs (1 under an adapter that cannot
    drive runs at the same time, and no more than the server's connection limit allows, each said
    through `say`), how many more may run while the cores idle when `-j` was not given (`run.pool.widest`,
    within the same limit), the run-id suffix, the skipped checkers, the previous code.
-6. Interrupted (Ctrl-C, SIGTERM, an exit), the history says so (`session.interrupted`, by `interrupted_by`)
-   before everything is torn down. On every path the environment stops, the history closes and the
+5. Interrupted (Ctrl-C, SIGTERM, an exit) once the history is open, the history says so
+   (`session.interrupted`, by `interrupted_by`) before everything is torn down. On every path the environment stops, the history closes and the
    checkouts of earlier code are removed.
 """
 
@@ -29,6 +31,8 @@ from typing import TYPE_CHECKING
 from killpoint.run.config import SessionConfig
 
 if TYPE_CHECKING:
+    from killpoint.env.previous import PreviousCode
+    from killpoint.env.stepmodule import AgentSpec
     from killpoint.run.trial import Session
 
 Say = Callable[[str], None]
@@ -42,8 +46,11 @@ def interrupted_by(exc: KeyboardInterrupt | SystemExit) -> str:
 
 
 @contextlib.contextmanager
-def open_session(config: SessionConfig, say: Say | None = None) -> Iterator[Session]:
-    """A session opened as `config` says, for the `with` block (the flow above)."""
+def open_session(config: SessionConfig, say: Say | None = None,
+                 check: Callable[[AgentSpec], None] | None = None) -> Iterator[Session]:
+    """A session opened as `config` says, for the `with` block (the flow above). `check`: what the caller
+    refuses of the loaded agent, called at once after the load, before Postgres starts (`replay`: its
+    schedule's step names)."""
     from killpoint.adapters import get
     from killpoint.env.environment import Environment
     from killpoint.env.postgres.capacity import server_connections
@@ -53,23 +60,33 @@ def open_session(config: SessionConfig, say: Say | None = None) -> Iterator[Sess
     from killpoint.run.pool import widest
     from killpoint.run.trial import Session
 
-    agent = load(config.steps)
-    if config.previous_steps and not is_git(config.previous_steps):
-        load(config.previous_steps)
-    config.run_dir.mkdir(parents=True, exist_ok=True)
-    history = History(config.run_dir / "history.jsonl")
     checkouts = Checkouts()  # earlier versions of the step module taken from git: removed at the end
+    loaded: list[tuple[AgentSpec, PreviousCode | None]] = []
+
+    def load_agent() -> object:
+        """Flow step 1, while the fork servers import the agent; returns the step module's model script."""
+        agent = load(config.steps)
+        if check is not None:
+            check(agent)
+        if config.previous_steps and not is_git(config.previous_steps):
+            load(config.previous_steps)
+        loaded.append((agent, PreviousCode(agent, config.previous_steps, checkouts) if config.previous_code
+                       else None))
+        return model_script(agent)
+
+    history: History | None = None
     try:
-        previous = PreviousCode(agent, config.previous_steps, checkouts) if config.previous_code else None
         adapter = get(config.adapter) if config.adapter is not None else None
         serial = adapter is not None and not adapter.concurrent_runs
         at_most = 1 if serial else widest(config.jobs) if config.widen else config.jobs
         with Environment(postgres=config.postgres, dsn=config.dsn, allow_any_dsn=config.allow_any_dsn,
-                         spawn=config.spawn, worker_cmd=config.worker_cmd, preload=[agent.module],
+                         spawn=config.spawn, worker_cmd=config.worker_cmd, preload=[config.steps],
                          run_dir=config.run_dir, say=say, schema=ensure_schema, effects=config.effects,
-                         adapter=adapter, model_script=model_script(agent),
+                         adapter=adapter, meanwhile=load_agent,
                          allow_egress=config.allow_egress, worker_preload=config.worker_preload,
                          connections=server_connections(at_most)) as env:
+            agent, previous = loaded[0]
+            history = History(config.run_dir / "history.jsonl")
             jobs = config.jobs
             if serial and jobs > 1:
                 if say is not None:
@@ -86,8 +103,10 @@ def open_session(config: SessionConfig, say: Say | None = None) -> Iterator[Sess
                           run_id_suffix=config.run_id_suffix, skip_checkers=config.skip_checkers,
                           previous_code=previous)
     except (KeyboardInterrupt, SystemExit) as exc:
-        history.append("session.interrupted", run_id=None, by=interrupted_by(exc))
+        if history is not None:
+            history.append("session.interrupted", run_id=None, by=interrupted_by(exc))
         raise
     finally:
-        history.close()
+        if history is not None:
+            history.close()
         checkouts.close()

@@ -81,6 +81,11 @@ ROWS: dict[str, Row] = {
                                 {"KILLPOINT_IMPORT_TIMEOUT": "2"}),
     "steps-exit-at-import": Row((*REPLAY, "--steps", "tests.gallery.invalid.exits_at_import"), "steps-import-exit",
                                 ("sys.exit(0)",)),
+    "steps-bad-model-script": Row((*REPLAY, "--steps", "tests.gallery.invalid.bad_model_script"), "bad-model-script",
+                                  ("got int",)),
+    # refused once the session has loaded the step module (its fork servers and fakes already started)
+    "replay-unknown-step": Row(("replay", "--scenario", "crash-points", "--schedule", "refnd:step.start:kill"),
+                               "bad-schedule", ("unknown step 'refnd'", "use one of: charge, email, plan, record, validate")),
     "previous-steps-missing": Row(("run", "--scenario", "schema-upgrade", "--previous-steps", "no.such.mod"),
                                   "bad-steps-module", ("no.such.mod",)),
     **{f"step-name-{kind}": Row(("run", "--scenario", "crash-points", "--steps",

@@ -1,5 +1,6 @@
 """Step modules that are hostile while being imported (issue 29, items 5, 7, 9 and 11): each one is refused
-in one line naming the module (exit 2), before anything starts. The import is bounded from outside the
+in one line naming the module (exit 2), before any run (what the session started for it, its fake services and
+fork servers, is stopped: nothing is left). The import is bounded from outside the
 importing process (`env.stepmodule.probe`): a module that ignores the time limit's signal, swallows every
 exception, or ends its process can neither hang the harness nor end it with the module's own exit code."""
 
