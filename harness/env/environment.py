@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from killpoint.adapters import Adapter, CheckpointsAdapter, table_exists
-from killpoint.env import audit, egress_shim, pycommand, pyfork_launcher, sqlbarrier
+from killpoint.env import audit, egress_shim, pycommand, pyfork_launcher, sqlbarrier, stepmodule
 from killpoint.env.barrier import BarrierServer
 from killpoint.env.exec_launcher import ExecLauncher
 from killpoint.env.fakes_env import import_env
@@ -30,6 +30,7 @@ from killpoint.env.postgres import capacity, provide
 from killpoint.env.postgres.reaper import destroy, new_cluster_dir
 from killpoint.env.pycommand import PythonCommand
 from killpoint.env.pyfork_launcher import PythonForkLauncher
+from killpoint.env.stepmodule import Prober
 from killpoint.errors import UsageError
 from killpoint.fake_services import Services
 from killpoint.fake_services.cassette import PATH_VAR as CASSETTE_VAR
@@ -58,7 +59,7 @@ class Environment:
                  effects: Mapping[str, str] | None = None, adapter: Adapter | None = None,
                  model_script: object = None, allow_egress: tuple[str, ...] = (),
                  worker_preload: tuple[str, ...] | None = None, connections: int | None = None,
-                 meanwhile: Callable[[], object] | None = None) -> None:
+                 meanwhile: Callable[[Prober | None], object] | None = None) -> None:
         self._postgres, self._dsn, self._allow_any_dsn = postgres, dsn, allow_any_dsn
         self._spawn, self._worker_cmd, self._preload = spawn, worker_cmd, preload or []
         self._worker_preload = worker_preload
@@ -75,8 +76,10 @@ class Environment:
         `KILLPOINT_MODEL_SCRIPT` names, else the default policy."""
         self._meanwhile = meanwhile
         """Work done while the fork servers import `preload`, before Postgres starts (`run.opening`: the step
-        module's load, so that the two overlap); it returns the model script (as `model_script`, which it
-        replaces). What it raises stops everything started so far, as any failure to start does."""
+        module's load, so that the two overlap); it is given the `stepmodule.Prober` that checks a user's step
+        module by the first server's own import of it (None: no server does), and returns the model script
+        (as `model_script`, which it replaces). What it raises stops everything started so far, as any
+        failure to start does."""
         self.allow_egress = tuple(allow_egress)
         """`--allow-egress`: the hosts a worker may reach that the user named (a replay line repeats them)."""
         self.egress_allowed = egress_hosts(dsn, allow_egress)
@@ -117,8 +120,11 @@ class Environment:
         # `ready` below waits. Both at once: starting the second only once the first is ready starts the
         # first trial ~0.6 s sooner but ends a replay ~2 s later (its resumed incarnation waits for that
         # import; bench/startup.py).
+        # Where the step module is a user's, the first server's import of it is also its check (`meanwhile`'s
+        # load is given `forks.probe`): one import of it fewer than with a probe child of its own.
+        probing = self._meanwhile is not None and bool(self._preload) and not stepmodule.ours(self._preload[0])
         forks = None if self._worker_cmd or self._spawn == "exec" else \
-            ForkLauncher(self._preload, env=import_env(self.services, self.egress_allowed), wait=False)
+            ForkLauncher(self._preload, env=import_env(self.services, self.egress_allowed), wait=False, probe=probing)
         if forks is not None:
             stack.callback(forks.close)  # if the start fails before the launcher's own close is registered
         pycmd = self._python_command()
@@ -126,7 +132,7 @@ class Environment:
         if pyforks is not None:
             stack.callback(pyforks.close)
         if self._meanwhile is not None:
-            source = self._meanwhile()
+            source = self._meanwhile(forks.probe if forks is not None and probing else None)
             self.services.state.script = self._script_said(
                 lambda: from_environment() if source is None else load_script(source))
         self.run_dir.mkdir(parents=True, exist_ok=True)

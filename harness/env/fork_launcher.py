@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import psutil
 
@@ -27,16 +28,19 @@ from killpoint.env.proctable import TAG_VAR, kill_all
 from killpoint.env.procutil import dying_with_us, pgid, wait_gone
 from killpoint.errors import EnvironmentProblem
 
+if TYPE_CHECKING:
+    from killpoint.env.stepmodule import AgentSpec
+
 
 class _ForkServer:
     """One fork server process (harness/env/forkserver.py) and the thread that reads what it says."""
 
     def __init__(self, modules: list[str], env: dict[str, str], on_message: Callable[[dict], None],
-                 standby: bool = True, black_box: dict | None = None) -> None:
+                 standby: bool = True, black_box: dict | None = None, probe: bool = False) -> None:
         self._standby_on = standby and black_box is None
         mode = [] if black_box is None else [f"{BLACK_BOX_ARG}={json.dumps(black_box)}"]
         # The server speaks on a pipe of its own: the agent's stdout (a print at import) is not the protocol.
-        args = [*modules, *([] if self._standby_on else ["--no-standby"]), *mode]
+        args = [*modules, *([] if self._standby_on else ["--no-standby"]), *(["--probe"] if probe else []), *mode]
         rfd, wfd = os.pipe()
         try:
             # Forked by a zygote that imported the SDK already, where `env` names one (killpoint's own test
@@ -56,6 +60,15 @@ class _ForkServer:
             os.close(wfd)
         self._faked = worker_clock.makes_own_pair(env)  # the clock servers
         self._said = os.fdopen(rfd, "rb")
+        self.modules, self.probing = modules, probe
+        self._first: queue.Queue[bytes] | None = None
+        """With `probe`: the lines the server says up to `ready` (or b"" at its end), read by a thread of
+        their own, so that `probed` can wait for them with a time limit."""
+        if probe:
+            self._first = queue.Queue()
+            self._first_reader = threading.Thread(target=self._read_first, name="killpoint-forkserver-start",
+                                                  daemon=True)
+            self._first_reader.start()
         self._on_message = on_message
         self.spawned: queue.Queue[dict] = queue.Queue()
         self.spawn_lock = threading.Lock()  # one spawn request in flight at a time
@@ -72,9 +85,48 @@ class _ForkServer:
         self.death: str | None = None
         """How the server died while in use (killed from outside: `killpoint.env.vitals`), else None."""
 
+    def _read_first(self) -> None:
+        assert self._first is not None
+        with contextlib.suppress(ValueError, OSError):  # ValueError: a line that is no JSON, or closed under us
+            for line in self._said:
+                self._first.put(line)
+                if json.loads(line).get("op") == "ready":
+                    return
+        self._first.put(b"")
+
+    def _line(self, timeout: float | None = None) -> bytes:
+        """The server's next line before `ready` (b"": it ended); `queue.Empty` past `timeout`."""
+        return self._said.readline() if self._first is None else self._first.get(timeout=timeout)
+
+    def probed(self, limit: float) -> tuple[object, int | None]:
+        """With `probe`: the server's report of its import of the step module (`forkserver._probe`) and an exit
+        code as `stepmodule.from_report` reads a probe child's: 0 once it reported, the server's own if it ended
+        without a report, None if it was killed for the time limit. Bounded as `stepmodule.probe` bounds its
+        child: the start within `STARTUP_SECONDS`, then `limit` and `ALARM_GRACE_SECONDS` for the import. A
+        server that could not start raises as `ready` does."""
+        from killpoint.env.stepmodule import ALARM_GRACE_SECONDS, STARTUP_SECONDS  # noqa: PLC0415 - not before needed
+
+        try:
+            said = self._line(STARTUP_SECONDS)
+            if said and json.loads(said).get("op") == "importing":
+                said = self._line(limit + ALARM_GRACE_SECONDS)
+        except queue.Empty:
+            with contextlib.suppress(OSError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            return None, None
+        if not said:
+            return None, self._proc.wait()
+        msg = json.loads(said)
+        if msg.get("op") != "probed":  # it never checked what it imported: as if it had ended without a word
+            self._first.put(said)  # type: ignore[union-attr] - `ready` reads it
+            self.ready()
+        return msg.get("report"), 0  # reported: how the server goes on is no part of the check
+
     def ready(self) -> None:
         """Wait for the server's `ready` line (it has imported the agent) and start reading its messages."""
-        first = self._said.readline()
+        first = self._line()
+        while first and json.loads(first).get("op") in ("importing", "probed"):
+            first = self._line()
         if not first:
             err = self._proc.stderr.read().decode(errors="replace").strip().splitlines() if self._proc.stderr else []
             code = self._proc.wait()
@@ -197,8 +249,9 @@ class _ForkServer:
             self._proc.wait()
         if self._faked:  # what libfaketime made for the server, which its forks shared (harness/env/worker_clock.py)
             worker_clock.remove_leftovers(self._proc.pid)
-        if self._reader is not None:
-            self._reader.join(timeout=5)
+        for reader in (self._reader, getattr(self, "_first_reader", None)):
+            if reader is not None:
+                reader.join(timeout=5)
         for stream in (self._said, self._proc.stderr):
             if stream:
                 stream.close()
@@ -222,10 +275,11 @@ class ForkLauncher(Launcher):
     """
 
     def __init__(self, modules: list[str], env: dict[str, str] | None = None, wait: bool = True,
-                 standby: bool = True, black_box: dict | None = None) -> None:
+                 standby: bool = True, black_box: dict | None = None, probe: bool = False) -> None:
         """Start the servers and, with `wait`, wait until they are `ready`; without, the caller calls
         `ready()` (or `close()`) later and does other work while the servers import the agent. With
-        `black_box` (harness/env/pymain.py's spec) they fork a black-box Python worker, without standby."""
+        `black_box` (harness/env/pymain.py's spec) they fork a black-box Python worker, without standby.
+        With `probe`, the first server checks the first of `modules` as it imports it (`probe`)."""
         base = dict(os.environ if env is None else env)
         self._by_pid: dict[int, Incarnation] = {}
         self._early: dict[int, list[dict]] = {}
@@ -239,7 +293,7 @@ class ForkLauncher(Launcher):
         try:
             for seed in HASH_SEEDS:
                 self._servers.append(_ForkServer(modules, {**base, "PYTHONHASHSEED": str(seed)}, self._route,
-                                                 standby, black_box))
+                                                 standby, black_box, probe and not self._servers))
         except BaseException:
             self.close()
             raise
@@ -257,6 +311,18 @@ class ForkLauncher(Launcher):
             raise
         self.server_pids = [server.pid for server in self._servers]
         self.server_pid = self.server_pids[0]
+
+    def probe(self, module: str, limit: float) -> AgentSpec:
+        """`stepmodule.Prober`: `module` checked by the first server's own import of it (started with
+        `probe`), with the limit, reports and refusals of `stepmodule.probe`'s child, whose import it spares;
+        any other module by such a child."""
+        from killpoint.env import stepmodule  # noqa: PLC0415 - the harness has it loaded by now
+
+        if not self._servers or not self._servers[0].probing or self._servers[0].modules[:1] != [module]:
+            return stepmodule.probe(module, limit)
+        self._servers[0].probing = False  # its report is read once
+        report, code = self._servers[0].probed(limit)
+        return stepmodule.from_report(module, limit, report, code)
 
     @property
     def reports(self) -> list[dict]:

@@ -2,7 +2,8 @@
 
 `import anthropic` alone costs about a second; a fork from a process that imported it costs a few
 milliseconds. Run as `python -m killpoint.env.forkserver MODULE [MODULE...] --protocol-fd=N`; it imports the
-modules (and the SDK, unless no step of theirs may call the model: `_warm`), says `{"op": "ready", "pid": N,
+modules (and the SDK, unless no step of theirs may call the model: `_warm`; with `--probe`, the first module
+as the harness's check of it, said first: `_probe`), says `{"op": "ready", "pid": N,
 "sdk": B, "warmed": [...]}` (B: whether it imported the SDK; `warmed`: the SDKs whose first calls it made,
 harness/env/sdk_warm.py) on descriptor N (a pipe of the harness's: stdout is the agent's, which may
 print while it is imported; stdout without the option), then reads JSON commands on stdin, one per line:
@@ -406,7 +407,21 @@ _server_pid = 0
 """This server's pid (`serve`): a child forked while the server was being killed ends at once (`_detach`)."""
 
 
-def serve(modules: list[str], standby: bool = True, black_box: dict | None = None) -> int:
+def _probe(module: str) -> None:
+    """With `--probe`: import `module` as the harness's probe does (`stepmodule.probe_report`: within the
+    import limit, every way it fails said), say `{"op": "importing"}` before and `{"op": "probed", "report":
+    {...}}` after, and exit at once (no atexit of the user's) if it cannot be used: the harness refuses it
+    with the report. So a session imports a user's step module once less (`ForkLauncher.probe`)."""
+    from killpoint.env import stepmodule  # noqa: PLC0415 - a server that checks nothing needs none of it
+
+    _say({"op": "importing"})
+    report = stepmodule.probe_report(module)
+    _say({"op": "probed", "report": report})
+    if not report.get("ok"):
+        os._exit(0)
+
+
+def serve(modules: list[str], standby: bool = True, black_box: dict | None = None, probe: bool = False) -> int:
     global _server_pid
     _server_pid = os.getpid()
     # SIGTERM, not SIGKILL, when the harness dies: the server then kills the groups it made (a worker's own
@@ -432,6 +447,8 @@ def serve(modules: list[str], standby: bool = True, black_box: dict | None = Non
         gc.collect()
         gc.freeze()
     else:
+        if probe and modules:  # the harness's check of the step module is this import (`_probe`)
+            _probe(modules[0])
         agents = [importlib.import_module(name) for name in modules]
         importlib.import_module("killpoint.reference_agent.worker").parser()
         ready["sdk"] = _warm(agents)
@@ -593,7 +610,8 @@ def main(argv: list[str]) -> int:
     for arg in [a for a in args if a.startswith(BLACK_BOX_ARG + "=")]:
         spec = json.loads(arg.partition("=")[2])
         args.remove(arg)
-    return serve([a for a in args if a != "--no-standby"], standby="--no-standby" not in args, black_box=spec)
+    return serve([a for a in args if a not in ("--no-standby", "--probe")], standby="--no-standby" not in args,
+                 black_box=spec, probe="--probe" in args)
 
 
 if __name__ == "__main__":

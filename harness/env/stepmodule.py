@@ -14,7 +14,7 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import ModuleType
@@ -130,9 +130,16 @@ def _loaded(module: str) -> ModuleType:
     return sys.modules.get(module) or _import_here(module)
 
 
-def load(module: str, path: str | None = None) -> AgentSpec:
+Prober = Callable[[str, float], AgentSpec]
+"""Imports and checks a module somewhere that cannot hang or end the harness, within a limit, and returns its
+spec (or raises its UsageError): `probe` (a child of its own), or a fork server's own import of it
+(`ForkLauncher.probe`, which spares a session one import of the module)."""
+
+
+def load(module: str, path: str | None = None, via: Prober | None = None) -> AgentSpec:
     """Import `module` and check the contract; every violation is one UsageError naming it and the fix.
-    With `path`, the version of the module in that folder, imported in isolation (`isolated`)."""
+    With `path`, the version of the module in that folder, imported in isolation (`isolated`). A user's module
+    is checked by `via` where given, else by `probe`."""
     if str(Path.cwd()) not in sys.path:
         sys.path.insert(0, str(Path.cwd()))
     if path is not None:
@@ -144,7 +151,7 @@ def load(module: str, path: str | None = None) -> AgentSpec:
         return _probed[key]
     if module not in sys.modules and not ours(module):  # the user's code: first where it cannot hang or end us
         with credentials.hidden():  # the child sees no real key either (docs/contracts.md section 8)
-            _probed[key] = probe(module, timelimit.import_seconds())  # as the child checked it: not imported here
+            _probed[key] = (via or probe)(module, timelimit.import_seconds())  # as the child checked it: not imported here
         return _probed[key]
     return check(_import_here(module), module)
 
@@ -191,20 +198,29 @@ _PROBE = "import sys; from killpoint.env.stepmodule import probe_child; probe_ch
 def probe(module: str, limit: float) -> AgentSpec:
     """Import and check `module` in a child process (`timelimit.in_child`), bounded from outside, and return
     its spec as the child read it: the harness itself need not import it (a framework's import costs
-    seconds, and the fork servers import it anyway). A module that ignores SIGALRM, swallows BaseException,
-    raises KeyboardInterrupt or GeneratorExit, or ends its process at import (`os._exit`, a signal) is one
-    UsageError naming it, never a hang or the harness's own exit; so is each violation of the contract."""
+    seconds). A module that ignores SIGALRM, swallows BaseException, raises KeyboardInterrupt or
+    GeneratorExit, or ends its process at import (`os._exit`, a signal) is one UsageError naming it, never a
+    hang or the harness's own exit; so is each violation of the contract. A session with fork servers checks
+    it by the first server's own import instead (`ForkLauncher.probe`: the same `probe_report`, read by the
+    same `from_report`)."""
     child = timelimit.in_child([sys.executable, "-c", _PROBE, module, json.dumps(sys.path)],
                                limit + ALARM_GRACE_SECONDS, started_within=STARTUP_SECONDS)
     try:
         report = json.loads(child.report) if child.report else None
     except ValueError:
         report = None
-    if child.exit_code is None:
+    return from_report(module, limit, report, child.exit_code)
+
+
+def from_report(module: str, limit: float, report: object, exit_code: int | None) -> AgentSpec:
+    """The spec of `module` from what the process that imported it reported (`probe_report`'s dict, or
+    anything else it wrote, or None) and how it ended (`exit_code`: None if it was still importing when the
+    limit and its grace ran out; negative: the signal that killed it); or the UsageError that says why not."""
+    if exit_code is None:
         raise _timed_out(module, limit, "it loops or waits at module level, and ignored the time limit's signal")
     if not isinstance(report, dict):
-        how = (f"was killed by {_signal_name(-child.exit_code)}" if child.exit_code < 0
-               else f"exited with code {child.exit_code}")
+        how = (f"was killed by {_signal_name(-exit_code)}" if exit_code < 0
+               else f"exited with code {exit_code}")
         raise UsageError("steps-import-exit", f"step module {module!r} ended its process while being imported (it "
                          f"{how}, e.g. os._exit at module level), before it could be checked",
                          "remove the exit from module level (guard it with `if __name__ == '__main__':`)")
@@ -234,22 +250,28 @@ def probe_child(module: str, path: str) -> None:
     """The child of `probe`: import `module` with the parent's import path, within the import limit, and
     write what happened to the report pipe as one JSON object; then end at once (no atexit of the user's)."""
     sys.path[:] = json.loads(path)
-    report: dict[str, object]
     timelimit.started()
-    try:
-        with egress.guarding():  # no connection off the machine, as in a worker's import
-            mod = timelimit.within(timelimit.import_seconds(), lambda: import_step_module(module))
-        report = _checked(mod, module)
-    except BadStepModule as exc:
-        report = {"bad": [exc.message, exc.fix]}
-    except timelimit.TimedOut:
-        report = {"timeout": True}
-    except SystemExit as exc:
-        report = {"exit": repr(exc.code)}
-    except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt, GeneratorExit...: the agent's, said as such
-        report = {"raised": _first_line(exc).rstrip(": ")}
+    with egress.guarding():  # no connection off the machine, as in a worker's import
+        report = probe_report(module)
     os.write(int(os.environ[timelimit.REPORT_FD]), json.dumps(report).encode())
     os._exit(0)
+
+
+def probe_report(module: str) -> dict[str, object]:
+    """Import `module` within the import limit, in a process that may end for it (`probe_child`, a fork
+    server that checks what it imports), and say what happened as `from_report` reads it. The caller guards
+    the process's connections."""
+    try:
+        mod = timelimit.within(timelimit.import_seconds(), lambda: import_step_module(module))
+        return _checked(mod, module)
+    except BadStepModule as exc:
+        return {"bad": [exc.message, exc.fix]}
+    except timelimit.TimedOut:
+        return {"timeout": True}
+    except SystemExit as exc:
+        return {"exit": repr(exc.code)}
+    except BaseException as exc:  # noqa: BLE001 - KeyboardInterrupt, GeneratorExit...: the agent's, said as such
+        return {"raised": _first_line(exc).rstrip(": ")}
 
 
 def _checked(mod: ModuleType, module: str) -> dict[str, object]:

@@ -7,8 +7,10 @@ wired, for the command line, the pytest plugin and the points cache.
    (`--previous-steps pkg.module`: one that cannot be loaded is refused, never skipped), and what the
    session knows of the previous code when the config asks for it (`env.previous.PreviousCode`: a bad
    `git:REF` is refused here; the default is looked up on first use), and what the caller checks of the agent
-   (`check`). A user's step module is imported in a probe child (`stepmodule.probe`) while the servers import
-   it: one that imports a model SDK starts its first trial ~0.5 s sooner on two cores (docs/performance.md).
+   (`check`). A user's step module is checked by the first fork server's own import of it
+   (`ForkLauncher.probe`, with the limits and refusals of `stepmodule.probe`'s child, which forks without a
+   server still use), while the second server imports it too: one that imports a model SDK is imported
+   twice, at once, where it was imported three times, the first alone (docs/performance.md).
 2. Then the rest of the environment (Postgres, the schema, the kill-point socket); a server killpoint starts
    gets room for the most runs the session may hold at once (`capacity.server_connections`).
 3. Open the run directory's history (`history.jsonl`), once nothing can be refused any more.
@@ -32,7 +34,7 @@ from killpoint.run.config import SessionConfig
 
 if TYPE_CHECKING:
     from killpoint.env.previous import PreviousCode
-    from killpoint.env.stepmodule import AgentSpec
+    from killpoint.env.stepmodule import AgentSpec, Prober
     from killpoint.run.trial import Session
 
 Say = Callable[[str], None]
@@ -63,9 +65,10 @@ def open_session(config: SessionConfig, say: Say | None = None,
     checkouts = Checkouts()  # earlier versions of the step module taken from git: removed at the end
     loaded: list[tuple[AgentSpec, PreviousCode | None]] = []
 
-    def load_agent() -> object:
-        """Flow step 1, while the fork servers import the agent; returns the step module's model script."""
-        agent = load(config.steps)
+    def load_agent(via: Prober | None) -> object:
+        """Flow step 1, while the fork servers import the agent (`via`: the first one's import is the step
+        module's check); returns the step module's model script."""
+        agent = load(config.steps, via=via)
         if check is not None:
             check(agent)
         if config.previous_steps and not is_git(config.previous_steps):

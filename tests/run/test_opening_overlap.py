@@ -1,15 +1,17 @@
-"""A session loads the user's step module while its fork servers import it (harness/run/opening.py, flow
-step 1): the probe that checks the module and the servers' imports run at once, so a step module whose
-import costs a second (a model SDK) no longer costs it twice in a row before the first trial.
+"""A session checks a user's step module by its first fork server's import of it, while the other server
+imports it too (harness/run/opening.py, flow step 1; `ForkLauncher.probe`): no probe child imports it a
+third time, one after the other, before the first trial (a model SDK's import is ~1.2 s of CPU).
 
-The step module here is the reference agent's steps with an import that, in the probe, waits for a fork
-server's import of the same module to have begun (a file it touches): at once when the two overlap, after
-30 s (and said so) when the servers start only once the probe is done."""
+The step module here is the reference agent's steps with an import that leaves a mark per process that
+imports it, and one more where that process is `stepmodule.probe`'s child."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from subprocess import CompletedProcess
+
+import pytest
 
 from tests.helpers.checks import describe
 from tests.helpers.sandbox import Sandbox
@@ -17,39 +19,39 @@ from tests.helpers.sandbox import Sandbox
 AGENT = '''
 import inspect
 import os
-import time
 from pathlib import Path
-from subprocess import CompletedProcess
 
 from killpoint.reference_agent.invoice_agent import MIGRATIONS, OWN_EFFECTS_SQL, START, STATE_VERSION, STEPS, initial_state
 
 _marks = Path(os.environ["KP_TEST_MARKS"])
-if any(frame.function == "probe_child" for frame in inspect.stack()):  # the probe that checks the module
-    _deadline = time.monotonic() + 30
-    while not any(_marks.glob("imported-*")) and time.monotonic() < _deadline:
-        time.sleep(0.01)
-    (_marks / ("probe-overlapped" if any(_marks.glob("imported-*")) else "probe-alone")).touch()
-else:  # a fork server (or, after the probe, the harness)
-    (_marks / f"imported-{os.getpid()}").touch()
+(_marks / f"imported-{os.getpid()}").touch()
+if any(frame.function == "probe_child" for frame in inspect.stack()):  # a probe child of its own
+    (_marks / "probe-child").touch()
 '''
 
 
-def replay(sandbox: Sandbox, schedule: str, marks: str) -> CompletedProcess[str]:
+def replay(sandbox: Sandbox, schedule: str, marks: str, *extra: str) -> CompletedProcess[str]:
     """`killpoint replay` of crash-points' `schedule` on the step module above, its marks in folder `marks`."""
     folder = sandbox.root / marks
     folder.mkdir()
     (sandbox.cwd / "overlap_agent.py").write_text(AGENT)
     return sandbox.run("replay", "--scenario", "crash-points", "--schedule", schedule, "--steps", "overlap_agent",
-                       "--out", str(sandbox.out), env={"KP_TEST_MARKS": str(folder)})
+                       "--out", str(sandbox.out), *extra, env={"KP_TEST_MARKS": str(folder)})
 
 
-def test_the_probe_of_a_step_module_overlaps_its_fork_servers_import(sandbox: Sandbox) -> None:
-    done = replay(sandbox, "email:effect.applied:kill", "marks")
+@pytest.mark.parametrize("spawn", ["fork", "exec"])
+def test_a_step_module_is_checked_by_its_fork_servers_import(sandbox: Sandbox, spawn: str) -> None:
+    """Forked: imported twice, once per fork server (one per hash seed), the first one's import its check.
+    Exec'd (no fork server): checked in a probe child, then imported by each incarnation."""
+    done = replay(sandbox, "email:effect.applied:kill", "marks", "--spawn", spawn)
     assert done.returncode == 0, describe(done)
-    marks = sandbox.root / "marks"
-    assert (marks / "probe-overlapped").exists(), sorted(p.name for p in marks.iterdir())
-    assert not (marks / "probe-alone").exists()
-    assert len(list(marks.glob("imported-*"))) >= 2  # both fork servers (one per hash seed) imported it
+    marks = sorted(p.name for p in (sandbox.root / "marks").iterdir())
+    imports = [m for m in marks if m.startswith("imported-")]
+    if spawn == "fork":
+        assert "probe-child" not in marks and len(imports) == 2, marks
+    else:
+        assert "probe-child" in marks and len(imports) >= 3, marks  # the probe and the incarnations
+    assert f"imported-{os.getpid()}" not in marks  # never the test's process (a forked CLI is a child of its own)
     assert sandbox.survivors() == []
 
 
