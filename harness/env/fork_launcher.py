@@ -114,8 +114,13 @@ class _ForkServer:
             with contextlib.suppress(OSError):
                 os.killpg(self._proc.pid, signal.SIGKILL)
             return None, None
-        if not said:
-            return None, self._proc.wait()
+        if not said:  # it ended, or closed our pipe and goes on (then bounded as an import that ran over)
+            try:
+                return None, self._proc.wait(timeout=limit + ALARM_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(OSError):
+                    os.killpg(self._proc.pid, signal.SIGKILL)
+                return None, None
         msg = json.loads(said)
         if msg.get("op") != "probed":  # it never checked what it imported: as if it had ended without a word
             self._first.put(said)  # type: ignore[union-attr] - `ready` reads it

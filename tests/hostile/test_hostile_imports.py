@@ -34,6 +34,9 @@ MODULES: dict[str, tuple[str, str, str]] = {
     "recursion": ("def f():\n    return f()\nf()\n", "bad-steps-module", "RecursionError"),
     "memory-error": ("raise MemoryError('no room')\n", "bad-steps-module", "MemoryError"),
     "syntax-error": ("def (:\n", "bad-steps-module", "SyntaxError"),
+    "closes-its-descriptors-and-ignores-sigalrm": ("import os, signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)"
+                                                    "\nos.closerange(3, 4096)\nwhile True:\n    time.sleep(1)\n",
+                                                    "steps-import-timeout", "within 1 s"),
     "exits-from-a-thread-and-waits": ("import os, threading, time\nthreading.Thread(target=lambda: os._exit(7))"
                                       ".start()\ntime.sleep(3600)\n", "steps-import-exit", "exited with code 7"),
 }
