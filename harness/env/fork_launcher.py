@@ -32,6 +32,15 @@ if TYPE_CHECKING:
     from killpoint.env.stepmodule import AgentSpec
 
 
+def _op(line: bytes) -> str | None:
+    """The `op` of a line of the server's protocol; None for a line that is none (not a JSON object)."""
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        return None
+    return msg.get("op") if isinstance(msg, dict) else None
+
+
 class _ForkServer:
     """One fork server process (harness/env/forkserver.py) and the thread that reads what it says."""
 
@@ -87,10 +96,10 @@ class _ForkServer:
 
     def _read_first(self) -> None:
         assert self._first is not None
-        with contextlib.suppress(ValueError, OSError):  # ValueError: a line that is no JSON, or closed under us
+        with contextlib.suppress(ValueError, OSError):  # closed under us (`close`)
             for line in self._said:
                 self._first.put(line)
-                if json.loads(line).get("op") == "ready":
+                if _op(line) == "ready":
                     return
         self._first.put(b"")
 
@@ -108,7 +117,7 @@ class _ForkServer:
 
         try:
             said = self._line(STARTUP_SECONDS)
-            if said and json.loads(said).get("op") == "importing":
+            if said and _op(said) == "importing":
                 said = self._line(limit + ALARM_GRACE_SECONDS)
         except queue.Empty:
             with contextlib.suppress(OSError):
@@ -121,16 +130,18 @@ class _ForkServer:
                 with contextlib.suppress(OSError):
                     os.killpg(self._proc.pid, signal.SIGKILL)
                 return None, None
-        msg = json.loads(said)
-        if msg.get("op") != "probed":  # it never checked what it imported: as if it had ended without a word
-            self._first.put(said)  # type: ignore[union-attr] - `ready` reads it
-            self.ready()
-        return msg.get("report"), 0  # reported: how the server goes on is no part of the check
+        if _op(said) == "probed":
+            return json.loads(said).get("report"), 0  # reported: how the server goes on is no part of the check
+        if _op(said) is None:  # not our protocol: the module wrote on the server's pipe
+            return said.decode(errors="replace"), 0
+        self._first.put(said)  # type: ignore[union-attr] - it never checked what it imported: `ready` says why
+        self.ready()
+        return None, 0
 
     def ready(self) -> None:
         """Wait for the server's `ready` line (it has imported the agent) and start reading its messages."""
         first = self._line()
-        while first and json.loads(first).get("op") in ("importing", "probed"):
+        while first and _op(first) in ("importing", "probed"):
             first = self._line()
         if not first:
             err = self._proc.stderr.read().decode(errors="replace").strip().splitlines() if self._proc.stderr else []

@@ -208,7 +208,7 @@ def probe(module: str, limit: float) -> AgentSpec:
     try:
         report = json.loads(child.report) if child.report else None
     except ValueError:
-        report = None
+        report = child.report  # written by the module, not the check (`from_report`)
     return from_report(module, limit, report, child.exit_code)
 
 
@@ -218,6 +218,8 @@ def from_report(module: str, limit: float, report: object, exit_code: int | None
     limit and its grace ran out; negative: the signal that killed it); or the UsageError that says why not."""
     if exit_code is None:
         raise _timed_out(module, limit, "it loops or waits at module level, and ignored the time limit's signal")
+    if report is not None and not isinstance(report, dict):
+        raise _unreadable(module)
     if not isinstance(report, dict):
         how = (f"was killed by {_signal_name(-exit_code)}" if exit_code < 0
                else f"exited with code {exit_code}")
@@ -241,9 +243,13 @@ def from_report(module: str, limit: float, report: object, exit_code: int | None
         spec = report["spec"]
         return AgentSpec(**{**spec, "steps": tuple(spec["steps"]), "nondeterministic": tuple(spec["nondeterministic"])})
     except (KeyError, TypeError):  # the child wrote something else (a module that writes to our pipe?)
-        raise UsageError("bad-steps-module", f"step module {module!r}: its check in a child process reported "
-                         "nothing readable", f"run `python -c 'import {module}'` and check what it prints "
-                         "or writes at import") from None
+        raise _unreadable(module) from None
+
+
+def _unreadable(module: str) -> UsageError:
+    return UsageError("bad-steps-module", f"step module {module!r}: its check in a child process reported "
+                      "nothing readable", f"run `python -c 'import {module}'` and check what it prints or writes "
+                      "at import")
 
 
 def probe_child(module: str, path: str) -> None:

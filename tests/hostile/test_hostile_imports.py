@@ -37,6 +37,12 @@ MODULES: dict[str, tuple[str, str, str]] = {
     "closes-its-descriptors-and-ignores-sigalrm": ("import os, signal, time\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)"
                                                     "\nos.closerange(3, 4096)\nwhile True:\n    time.sleep(1)\n",
                                                     "steps-import-timeout", "within 1 s"),
+    # a step module otherwise sound that writes on the pipe its fork server reports on (the server's check)
+    "writes-on-the-servers-pipe": ("import os, sys\nfrom killpoint.reference_agent.invoice_agent import *  # noqa\n"
+                                   "from killpoint.reference_agent.invoice_agent import MIGRATIONS, OWN_EFFECTS_SQL\n"
+                                   "for arg in sys.argv:\n    if arg.startswith('--protocol-fd='):\n"
+                                   "        os.write(int(arg.partition('=')[2]), b'not json\\n')\n",
+                                   "bad-steps-module", "reported nothing readable"),
     "exits-from-a-thread-and-waits": ("import os, threading, time\nthreading.Thread(target=lambda: os._exit(7))"
                                       ".start()\ntime.sleep(3600)\n", "steps-import-exit", "exited with code 7"),
 }
