@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from killpoint.env.stepmodule import AgentSpec
 
 
+STDERR_TAIL = 65536
+"""How much of a fork server's stderr is kept: its last line names why it could not import the agent."""
+
+
 def _op(line: bytes) -> str | None:
     """The `op` of a line of the server's protocol; None for a line that is none (not a JSON object)."""
     try:
@@ -70,6 +74,13 @@ class _ForkServer:
         self._faked = worker_clock.makes_own_pair(env)  # the clock servers
         self._said = os.fdopen(rfd, "rb")
         self.modules, self.probing = modules, probe
+        self._stderr_tail = b""
+        """The last `STDERR_TAIL` bytes the server wrote on its stderr (`_drain`: read as they come, so that a
+        module that writes much there while it is imported never blocks on a full pipe)."""
+        self._drainer: threading.Thread | None = None
+        if self._proc.stderr is not None:
+            self._drainer = threading.Thread(target=self._drain, name="killpoint-forkserver-stderr", daemon=True)
+            self._drainer.start()
         self._first: queue.Queue[bytes] | None = None
         """With `probe`: the lines the server says up to `ready` (or b"" at its end), read by a thread of
         their own, so that `probed` can wait for them with a time limit."""
@@ -93,6 +104,12 @@ class _ForkServer:
         self._closing = False
         self.death: str | None = None
         """How the server died while in use (killed from outside: `killpoint.env.vitals`), else None."""
+
+    def _drain(self) -> None:
+        assert self._proc.stderr is not None
+        with contextlib.suppress(ValueError, OSError):  # closed under us (`close`)
+            while chunk := self._proc.stderr.read1(65536):  # type: ignore[attr-defined] - a BufferedReader's
+                self._stderr_tail = (self._stderr_tail + chunk)[-STDERR_TAIL:]
 
     def _read_first(self) -> None:
         assert self._first is not None
@@ -144,8 +161,10 @@ class _ForkServer:
         while first and _op(first) in ("importing", "probed"):
             first = self._line()
         if not first:
-            err = self._proc.stderr.read().decode(errors="replace").strip().splitlines() if self._proc.stderr else []
             code = self._proc.wait()
+            if self._drainer is not None:
+                self._drainer.join(timeout=5)  # the pipe's end follows the server's
+            err = self._stderr_tail.decode(errors="replace").strip().splitlines()
             if code < 0:  # killed from outside while it imported: not an import error
                 raise vitals.gone("forkserver-gone", f"the fork server (pid {self._proc.pid}) that forks the agent's "
                                   f"workers was killed by {signal.Signals(-code).name} while importing the agent",
@@ -265,7 +284,7 @@ class _ForkServer:
             self._proc.wait()
         if self._faked:  # what libfaketime made for the server, which its forks shared (harness/env/worker_clock.py)
             worker_clock.remove_leftovers(self._proc.pid)
-        for reader in (self._reader, getattr(self, "_first_reader", None)):
+        for reader in (self._reader, getattr(self, "_first_reader", None), self._drainer):
             if reader is not None:
                 reader.join(timeout=5)
         for stream in (self._said, self._proc.stderr):

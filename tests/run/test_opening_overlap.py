@@ -69,3 +69,24 @@ def test_a_replay_schedule_is_checked_against_the_steps_the_session_loaded(sandb
     malformed = replay(sandbox, "email-effect", "untouched")
     assert malformed.returncode == 2 and "not of the form STEP:POINT:ACTION" in malformed.stderr, describe(malformed)
     assert list((sandbox.root / "untouched").iterdir()) == []  # refused before the module is imported anywhere
+
+
+NOISY = '''
+import sys
+
+from killpoint.reference_agent.invoice_agent import MIGRATIONS, OWN_EFFECTS_SQL, START, STATE_VERSION, STEPS, initial_state
+
+sys.stderr.write("x" * 300_000 + "\\n")  # more than a pipe holds: whoever reads the fork server's stderr must keep up
+sys.stderr.flush()
+'''
+
+
+def test_a_step_module_that_writes_much_on_stderr_at_import_is_checked_and_runs(sandbox: Sandbox) -> None:
+    """The fork server's stderr is read as it comes: a module writing 300 KB there while the server imports
+    (and checks) it is not held on a full pipe until the import limit refuses it."""
+    (sandbox.cwd / "noisy_agent.py").write_text(NOISY)
+    done = sandbox.run("replay", "--scenario", "crash-points", "--schedule", "email:effect.applied:kill",
+                       "--steps", "noisy_agent", "--out", str(sandbox.out), env={"KILLPOINT_IMPORT_TIMEOUT": "5"})
+    assert done.returncode == 0, describe(done)[-3000:]
+    assert "PASS     crash-points" in done.stdout, describe(done)[-3000:]
+    assert sandbox.survivors() == []
