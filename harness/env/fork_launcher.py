@@ -83,7 +83,8 @@ class _ForkServer:
             self._drainer.start()
         self._first: queue.Queue[bytes] | None = None
         """With `probe`: the lines the server says up to `ready` (or b"" at its end), read by a thread of
-        their own, so that `probed` can wait for them with a time limit."""
+        their own (`_first_reader`), so that `probed` can wait for them with a time limit."""
+        self._first_reader: threading.Thread | None = None
         if probe:
             self._first = queue.Queue()
             self._first_reader = threading.Thread(target=self._read_first, name="killpoint-forkserver-start",
@@ -284,7 +285,7 @@ class _ForkServer:
             self._proc.wait()
         if self._faked:  # what libfaketime made for the server, which its forks shared (harness/env/worker_clock.py)
             worker_clock.remove_leftovers(self._proc.pid)
-        for reader in (self._reader, getattr(self, "_first_reader", None), self._drainer):
+        for reader in (self._reader, self._first_reader, self._drainer):
             if reader is not None:
                 reader.join(timeout=5)
         for stream in (self._said, self._proc.stderr):

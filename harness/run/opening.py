@@ -1,16 +1,15 @@
 """Open a harness session from its `SessionConfig`: the one place History, Environment and Session are
 wired, for the command line, the pytest plugin and the points cache.
 
-1. Start the environment (`env.environment.Environment`: the fake services and the fork servers first), and
-   while the fork servers import the agent, load it (`stepmodule.load`: a bad step module is refused here,
-   and what was started for it is stopped; nothing is left), the given previous code when it is a module
-   (`--previous-steps pkg.module`: one that cannot be loaded is refused, never skipped), and what the
-   session knows of the previous code when the config asks for it (`env.previous.PreviousCode`: a bad
-   `git:REF` is refused here; the default is looked up on first use), and what the caller checks of the agent
-   (`check`). A user's step module is checked by the first fork server's own import of it
-   (`ForkLauncher.probe`, with the limits and refusals of `stepmodule.probe`'s child, which forks without a
-   server still use), while the second server imports it too: one that imports a model SDK is imported
-   twice, at once, where it was imported three times, the first alone (docs/performance.md).
+1. Start the environment (`env.environment.Environment`): the fake services, then the fork servers, and
+   while they import the agent, load it (`stepmodule.load`; a user's module is checked by the first
+   server's own import, `ForkLauncher.probe`, with the limits and refusals of `stepmodule.probe`'s child,
+   which sessions without fork servers still use), the previous code when given as a module
+   (`--previous-steps pkg.module`: refused if it cannot be loaded, never skipped), what the session knows
+   of the previous code when the config asks (`env.previous.PreviousCode`: a bad `git:REF` is refused
+   here; the default is looked up on first use) and the caller's `check`. A refusal stops what was started
+   for it; nothing is left. A user's module that imports a model SDK is so imported twice, at once, where
+   it was imported three times, the first alone (docs/performance.md).
 2. Then the rest of the environment (Postgres, the schema, the kill-point socket); a server killpoint starts
    gets room for the most runs the session may hold at once (`capacity.server_connections`).
 3. Open the run directory's history (`history.jsonl`), once nothing can be refused any more.
@@ -19,8 +18,8 @@ wired, for the command line, the pytest plugin and the points cache.
    through `say`), how many more may run while the cores idle when `-j` was not given (`run.pool.widest`,
    within the same limit), the run-id suffix, the skipped checkers, the previous code.
 5. Interrupted (Ctrl-C, SIGTERM, an exit) once the history is open, the history says so
-   (`session.interrupted`, by `interrupted_by`) before everything is torn down. On every path the environment stops, the history closes and the
-   checkouts of earlier code are removed.
+   (`session.interrupted`, by `interrupted_by`) before everything is torn down. On every path the
+   environment stops, the history closes and the checkouts of earlier code are removed.
 """
 
 from __future__ import annotations
