@@ -9,10 +9,12 @@ milliseconds from the child's start, the time to the first trial (`run.begin`), 
 the CPU (user + system) of the child and everything it waited for (fork servers, Postgres, workers):
 
 - `imports`: the CLI's own imports, until `main` is called;
-- `load`: the step module checked in a child and imported (`stepmodule.load`, first call);
+- `load`: the step module loaded (`stepmodule.load`, first call: a user's module checked by the first fork
+  server's import of it, or by a child of its own without fork servers; killpoint's own imported here),
+  inside `env` since session 39, while the fork servers import it;
 - `env`: `Environment._start` as a whole, and within it `postgres` (`LocalServer.start`: the template's
   copy, the server's start, the run database) and `forks wait` (the time `ForkLauncher.ready` waited for
-  the fork servers' import of the agent, started before Postgres so that both go at once);
+  the fork servers' import of the agent, started before the load and Postgres so that all go at once);
 - `prepare`: the agent's schema (`Session.prepare`);
 - `first trial`: the first `run.begin` journalled;
 - `teardown`: `Environment.__exit__` (workers, fake services, Postgres stopped, folders removed).
