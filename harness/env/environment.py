@@ -76,10 +76,10 @@ class Environment:
         `KILLPOINT_MODEL_SCRIPT` names, else the default policy."""
         self._meanwhile = meanwhile
         """Work done while the fork servers import `preload`, before Postgres starts (`run.opening`: the step
-        module's load, so that the two overlap); it is given the `stepmodule.Prober` that checks a user's step
-        module by the first server's own import of it (None: no server does), and returns the model script
-        (as `model_script`, which it replaces). What it raises stops everything started so far, as any
-        failure to start does."""
+        module's load, so that the two overlap); it is given `ForkLauncher.probe` as its `stepmodule.Prober`
+        (the first server's own import checks a user's module, else a child of its own does), or None without
+        fork servers, and returns the model script (as `model_script`, which it replaces). What it raises
+        stops everything started so far, as any failure to start does."""
         self.allow_egress = tuple(allow_egress)
         """`--allow-egress`: the hosts a worker may reach that the user named (a replay line repeats them)."""
         self.egress_allowed = egress_hosts(dsn, allow_egress)
@@ -132,7 +132,7 @@ class Environment:
         if pyforks is not None:
             stack.callback(pyforks.close)
         if self._meanwhile is not None:
-            source = self._meanwhile(forks.probe if forks is not None and probing else None)
+            source = self._meanwhile(forks.probe if forks is not None else None)
             self.services.state.script = self._script_said(
                 lambda: from_environment() if source is None else load_script(source))
         self.run_dir.mkdir(parents=True, exist_ok=True)

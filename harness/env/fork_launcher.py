@@ -106,6 +106,11 @@ class _ForkServer:
         self.death: str | None = None
         """How the server died while in use (killed from outside: `killpoint.env.vitals`), else None."""
 
+    def _kill_importing(self) -> None:
+        """SIGKILL the server while it imports the agent: it forked nothing yet, so its group is itself."""
+        with contextlib.suppress(OSError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+
     def _drain(self) -> None:
         assert self._proc.stderr is not None
         with contextlib.suppress(ValueError, OSError):  # closed under us (`close`)
@@ -133,20 +138,19 @@ class _ForkServer:
         server that could not start raises as `ready` does."""
         from killpoint.env.stepmodule import ALARM_GRACE_SECONDS, STARTUP_SECONDS  # noqa: PLC0415 - not before needed
 
+        self.probing = False  # its report is read once
         try:
             said = self._line(STARTUP_SECONDS)
             if said and _op(said) == "importing":
                 said = self._line(limit + ALARM_GRACE_SECONDS)
         except queue.Empty:
-            with contextlib.suppress(OSError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
+            self._kill_importing()
             return None, None
         if not said:  # it ended, or closed our pipe and goes on (then bounded as an import that ran over)
             try:
                 return None, self._proc.wait(timeout=limit + ALARM_GRACE_SECONDS)
             except subprocess.TimeoutExpired:
-                with contextlib.suppress(OSError):
-                    os.killpg(self._proc.pid, signal.SIGKILL)
+                self._kill_importing()
                 return None, None
         if _op(said) == "probed":
             return json.loads(said).get("report"), 0  # reported: how the server goes on is no part of the check
@@ -273,8 +277,7 @@ class _ForkServer:
     def close(self) -> None:
         self._closing = True
         if self._reader is None and self._proc.poll() is None:  # closed before it was ready: still importing
-            with contextlib.suppress(OSError):
-                os.killpg(self._proc.pid, signal.SIGKILL)  # it forked nothing yet; its group is itself
+            self._kill_importing()
         with contextlib.suppress(OSError):
             if self._proc.stdin:
                 self._proc.stdin.close()
@@ -356,7 +359,6 @@ class ForkLauncher(Launcher):
 
         if not self._servers or not self._servers[0].probing or self._servers[0].modules[:1] != [module]:
             return stepmodule.probe(module, limit)
-        self._servers[0].probing = False  # its report is read once
         report, code = self._servers[0].probed(limit)
         return stepmodule.from_report(module, limit, report, code)
 
