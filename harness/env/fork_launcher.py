@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import psutil
 
-from killpoint.env import proctable, vitals, worker_clock, zygote
+from killpoint.env import proctable, timelimit, vitals, worker_clock, zygote
 from killpoint.env.forkserver import BLACK_BOX_ARG, PROTOCOL_FD_ARG
 from killpoint.env.launcher import HASH_SEEDS, Incarnation, IncarnationSeeds, Launcher
 from killpoint.env.proctable import TAG_VAR, kill_all
@@ -81,15 +81,12 @@ class _ForkServer:
         if self._proc.stderr is not None:
             self._drainer = threading.Thread(target=self._drain, name="killpoint-forkserver-stderr", daemon=True)
             self._drainer.start()
-        self._first: queue.Queue[bytes] | None = None
-        """With `probe`: the lines the server says up to `ready` (or b"" at its end), read by a thread of
-        their own (`_first_reader`), so that `probed` can wait for them with a time limit."""
-        self._first_reader: threading.Thread | None = None
-        if probe:
-            self._first = queue.Queue()
-            self._first_reader = threading.Thread(target=self._read_first, name="killpoint-forkserver-start",
-                                                  daemon=True)
-            self._first_reader.start()
+        self._first: queue.Queue[bytes] = queue.Queue()
+        """The lines the server says up to `ready` (or b"" at its end), read by a thread of their own
+        (`_first_reader`), so that `probed` and `ready` wait for them with a time limit."""
+        self._first_reader = threading.Thread(target=self._read_first, name="killpoint-forkserver-start",
+                                              daemon=True)
+        self._first_reader.start()
         self._on_message = on_message
         self.spawned: queue.Queue[dict] = queue.Queue()
         self.spawn_lock = threading.Lock()  # one spawn request in flight at a time
@@ -126,9 +123,9 @@ class _ForkServer:
                     return
         self._first.put(b"")
 
-    def _line(self, timeout: float | None = None) -> bytes:
+    def _line(self, timeout: float) -> bytes:
         """The server's next line before `ready` (b"": it ended); `queue.Empty` past `timeout`."""
-        return self._said.readline() if self._first is None else self._first.get(timeout=timeout)
+        return self._first.get(timeout=timeout)
 
     def probed(self, limit: float) -> tuple[object, int | None]:
         """With `probe`: the server's report of its import of the step module (`forkserver._probe`) and an exit
@@ -156,17 +153,34 @@ class _ForkServer:
             return json.loads(said).get("report"), 0  # reported: how the server goes on is no part of the check
         if _op(said) is None:  # not our protocol: the module wrote on the server's pipe
             return said.decode(errors="replace"), 0
-        self._first.put(said)  # type: ignore[union-attr] - it never checked what it imported: `ready` says why
+        self._first.put(said)  # it never checked what it imported: `ready` says why
         self.ready()
         return None, 0
 
     def ready(self) -> None:
-        """Wait for the server's `ready` line (it has imported the agent) and start reading its messages."""
-        first = self._line()
-        while first and _op(first) in ("importing", "probed"):
-            first = self._line()
+        """Wait for the server's `ready` line (it has imported the agent) and start reading its messages.
+        Bounded: each of its lines before `ready` (`importing`: it starts, or starts again, a preload) within
+        `STARTUP_SECONDS` and the import limit (`timelimit.import_seconds`), else it is killed and this raises
+        `forkserver-import-timeout` (an import waiting on something without end, which `python worker.py`
+        would wait on as long: no session waits on it without end)."""
+        from killpoint.env.stepmodule import STARTUP_SECONDS  # noqa: PLC0415 - not before needed
+
+        limit = STARTUP_SECONDS + timelimit.import_seconds()
+        what = f"the agent ({', '.join(self.modules)})" if self.modules else "the worker's libraries"
+        timed_out = EnvironmentProblem(
+            "forkserver-import-timeout", f"the fork server (pid {self._proc.pid}) did not finish importing {what} "
+            f"within {limit:g} s", "find what the import waits for (`python -X importtime -c 'import MODULE'`), "
+            "raise KILLPOINT_IMPORT_TIMEOUT (seconds) if it is only slow, or use --spawn exec")
+        try:
+            first = self._line(limit)
+            while first and _op(first) in ("importing", "probed"):
+                first = self._line(limit)
+            # Its pipe's end: it ended, or closed the pipe and goes on (bounded alike)
+            code = self._proc.wait(timeout=limit) if not first else 0
+        except (queue.Empty, subprocess.TimeoutExpired):
+            self._kill_importing()
+            raise timed_out from None
         if not first:
-            code = self._proc.wait()
             if self._drainer is not None:
                 self._drainer.join(timeout=5)  # the pipe's end follows the server's
             err = self._stderr_tail.decode(errors="replace").strip().splitlines()
@@ -177,6 +191,11 @@ class _ForkServer:
             raise EnvironmentProblem("forkserver-failed",
                                      f"the fork server could not import the agent: {err[-1] if err else 'no output'}",
                                      "run `python -m killpoint.reference_agent.worker --help` to see the import error, or use --spawn exec")
+        if _op(first) != "ready":  # something it imported wrote on its pipe
+            self._kill_importing()
+            raise EnvironmentProblem("forkserver-failed", f"the fork server (pid {self._proc.pid}) wrote "
+                                     f"{first[:80]!r} on its pipe to the harness while it imported {what}",
+                                     "find what writes on inherited descriptors at import, or use --spawn exec")
         self.report = json.loads(first)
         self.pid = self.report["pid"]
         self._reader = threading.Thread(target=self._read, name="killpoint-forkserver", daemon=True)

@@ -6,7 +6,8 @@ modules (and the SDK, unless no step of theirs may call the model: `_warm`; with
 as the harness's check of it, said first: `_probe`), says `{"op": "ready", "pid": N,
 "sdk": B, "warmed": [...]}` (B: whether it imported the SDK; `warmed`: the SDKs whose first calls it made,
 harness/env/sdk_warm.py) on descriptor N (a pipe of the harness's: stdout is the agent's, which may
-print while it is imported; stdout without the option), then reads JSON commands on stdin, one per line:
+print while it is imported; stdout without the option), then reads JSON commands on stdin, one per line (moved
+off descriptor 0 first, which gets /dev/null: what the agent reads from stdin at import is the end of input):
 
     {"op": "spawn", "inc": "w3", "argv": ["RUN_ID"], "env": {...}, "log": "/path/w3.log"}
 
@@ -28,6 +29,8 @@ On stdin EOF (the harness is done) or SIGTERM (its parent-death signal: the harn
 group it made and every descendant it has, reaps them, and exits.
 Before it imports the agent it installs the egress guard (`egress`) and `lazy_tls` (a TLS context made in a
 child parses its CA bundle at its first handshake, not when an SDK's client makes it: the fakes are plain HTTP).
+A black-box worker's server says `{"op": "importing"}` as its preload starts and at each restart of it
+(`pymain._restart`): the harness bounds each (`ForkLauncher.ready`).
 A black-box worker's server also imports, between forks, what its first incarnations imported lazily
 (`preload_learning`), and says `{"op": "learned", "modules": [...], "refused": {...}}` before the exits of
 the children that reported it.
@@ -37,6 +40,7 @@ The server is single-threaded on purpose: forking a multi-threaded process can i
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gc
 import importlib
 import json
@@ -421,8 +425,23 @@ def _probe(module: str) -> None:
         os._exit(0)
 
 
+def _commands_off_stdin() -> int:
+    """Move the harness's command pipe off descriptor 0 (to one above 2, closed on exec) and put /dev/null
+    there: what the step module, or a black-box worker's library, reads from stdin while this server
+    imports it is the end of input, as under `python worker.py </dev/null` (every incarnation's stdin);
+    never the commands, which it would wait on until the import limit ran out (the harness writes none
+    before `ready`). Returns the command pipe's descriptor."""
+    commands = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115
+    return commands
+
+
 def serve(modules: list[str], standby: bool = True, black_box: dict | None = None, probe: bool = False) -> int:
     global _server_pid
+    commands = _commands_off_stdin()
     _server_pid = os.getpid()
     # SIGTERM, not SIGKILL, when the harness dies: the server then kills the groups it made (a worker's own
     # parent-death signal does not reach the processes the worker started) before it exits.
@@ -438,7 +457,8 @@ def serve(modules: list[str], standby: bool = True, black_box: dict | None = Non
     lazy_tls.install()  # an incarnation's SDK clients parse no CA bundle unless they make a TLS handshake
     ready: dict = {}
     if black_box is not None:  # a black-box Python worker: its libraries, checked (harness/env/pymain.py)
-        ready = pymain.preload(black_box)
+        _say({"op": "importing"})  # again at each of the preload's restarts: each is bounded on its own
+        ready = pymain.preload(black_box, commands)
         signal.signal(signal.SIGTERM, on_term)  # a library's own handler is its children's (`pymain`, 3.)
         if ready["unsafe"] is None:  # else every incarnation is exec'd: nothing here would reach them
             from killpoint.env import sdk_warm  # noqa: PLC0415 - only where there is something to warm
@@ -461,12 +481,11 @@ def serve(modules: list[str], standby: bool = True, black_box: dict | None = Non
     signal.set_wakeup_fd(wfd)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the harness decides when we stop
-    stdin = sys.stdin.buffer
     # A black-box worker's server learns what its incarnations import lazily (harness/env/preload_learning.py).
     learner = preload_learning.Learner(black_box, ready["reads"]) \
         if black_box is not None and ready["unsafe"] is None else None
-    watched = [stdin, rfd, *([learner.rfd] if learner else [])]
-    server = _Server(standby, [rfd, wfd, stdin.fileno(), *([_said.fileno()] if _said else []),
+    watched = [commands, rfd, *([learner.rfd] if learner else [])]
+    server = _Server(standby, [rfd, wfd, commands, *([_said.fileno()] if _said else []),
                                *([learner.rfd] if learner else [])], black_box)
     if learner:
         learner.arm()
@@ -485,8 +504,8 @@ def serve(modules: list[str], standby: bool = True, black_box: dict | None = Non
             if rfd in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(rfd, 4096)
-            if stdin in ready:
-                chunk = os.read(stdin.fileno(), 65536)
+            if commands in ready:
+                chunk = os.read(commands, 65536)
                 if not chunk:
                     return 0
                 buf += chunk

@@ -127,15 +127,18 @@ BLACK_BOX_ARG = "--black-box"
 """`--black-box=JSON`: the fork server's argument that makes it a black-box worker's (harness/env/forkserver.py)."""
 
 
-def _restart(spec: dict, environ: dict[str, str]) -> None:
+def _restart(spec: dict, environ: dict[str, str], commands: int | None) -> None:
     """Start this server afresh (same pid, pipes and group: `execve`) with `spec`, in `environ` (its own before
     the preload changed any): a module's import cannot be undone (another module may hold what it made), so
-    one that must not be preloaded is left out this way. Never returns."""
+    one that must not be preloaded is left out this way. `commands`: the server's command pipe, which it
+    moved off its stdin, is put back there for the new start to find. Never returns."""
     arg = f"{BLACK_BOX_ARG}={json.dumps(spec)}"
     argv = [arg if a.startswith(BLACK_BOX_ARG + "=") else a for a in sys.orig_argv[1:]]
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()
+    if commands is not None:
+        os.dup2(commands, 0)
     os.execve(sys.executable, [sys.executable, *argv], environ)
 
 
@@ -149,10 +152,10 @@ def _environ_changes(before: dict[str, str]) -> dict[str, str | None]:
     return {**{k: v for k, v in now.items() if before.get(k) != v}, **{k: None for k in before if k not in now}}
 
 
-def preload(spec: dict) -> dict:
+def preload(spec: dict, commands: int | None = None) -> dict:
     """Steps 1-4 of the module doc; what the server says in its `ready` line: `preloaded` (modules),
     `skipped` (module -> why), `reads` (variable -> value seen or None), `unsafe` (why forking would not be
-    equivalent, or None)."""
+    equivalent, or None). `commands`: the server's command pipe (`_restart`)."""
     folder = spec["folder"]
     if sys.path and sys.path[0] == os.getcwd() and not spec.get("module"):
         sys.path[0] = folder  # `-m killpoint.env.forkserver` put the working directory there; a script's is its folder
@@ -201,7 +204,7 @@ def preload(spec: dict) -> dict:
                 (f" ({len(deps)} modules of other packages it imported are preloaded)" if deps else "")
             i = spec["modules"].index(module)
             _restart({**spec, "modules": [*spec["modules"][:i], *deps, *spec["modules"][i + 1:]], "skipped": skipped,
-                      "quiet": sorted({*quiet, *deps})}, environ)
+                      "quiet": sorted({*quiet, *deps})}, environ, commands)
         for var, places in bound.items():
             stood.setdefault(var, []).extend(places)
         if module not in quiet:

@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from killpoint.env import pycommand, worker_clock
+from killpoint.env import pycommand, stepmodule, worker_clock
 from killpoint.env.launcher import HASH_SEEDS
 from killpoint.env.pycommand import PythonCommand, auto_preload, parse, preload_option, top_level_imports
 from killpoint.env.pyfork_launcher import PythonForkLauncher
@@ -214,6 +214,56 @@ def test_an_incarnation_whose_variable_read_at_import_differs_is_exec_d(tmp_path
     report, _, _, forked = w.run(LIB_MODE="strict")
     assert not forked and report["lib"] == "strict"
     assert any("LIB_MODE differs are exec'd (a preloaded module read it at import)" in s for s in w.said), w.said
+
+
+
+def test_a_library_reading_stdin_at_import_is_preloaded_and_reads_its_end(tmp_path: Path,
+                                                                         workers: list[Workers]) -> None:
+    """The server's stdin while it preloads is /dev/null, as every incarnation's is (its command pipe is
+    elsewhere): a library that reads stdin at import gets the end of input there, as `python worker.py
+    </dev/null` would, instead of waiting on the harness's commands (the preload's time limit), and a
+    restart of the preload (the per-run variable's library below) still finds its commands."""
+    w = Workers(tmp_path, {"piped": "import sys\nPIPED = sys.stdin.read()\n",
+                           "parsed": "import os, urllib.parse\nURL = urllib.parse.urlsplit(os.environ['RUN_URL']).netloc\n"},
+                uses="[piped.PIPED, parsed.URL]", volatile=("RUN_URL",))
+    workers.append(w)
+    assert any("parsed not preloaded" in s for s in w.said), w.said
+    report, _, code, forked = w.run(RUN_URL="http://a/runs/1")
+    assert forked and code == 3, report
+    assert report["lib"] == ["", "a"], report
+
+
+
+UNTIL_UP = "import os, sys, time\n{before}\nwhile not os.path.exists({flag!r}):\n    time.sleep(0.05)\nREADY = True\n"
+NEVER_READY = {
+    # name: (what the library does at import before it waits for the flag, words of the `worker-cmd:` line)
+    "waits": ("", "did not finish importing the worker's libraries within 2 s"),
+    "closes-the-servers-pipe": ("os.closerange(3, 4096)", "did not finish importing the worker's libraries within 2 s"),
+    "writes-on-the-servers-pipe": ("[os.write(int(a.partition('=')[2]), b'up\\n') for a in sys.argv "
+                                   "if a.startswith('--protocol-fd=')]", "wrote b'up\\n' on its pipe to the harness"),
+}
+
+
+@pytest.mark.parametrize("how", list(NEVER_READY))
+def test_a_preload_that_never_says_ready_is_given_up_and_every_incarnation_exec_d(
+        tmp_path: Path, workers: list[Workers], monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """A library whose import waits on something that does not come (here a file) keeps its fork servers
+    from ever being ready, whether it waits with the servers' pipe open, closed, or written on: they are
+    killed (after the import limit, or at once for what is not their protocol) and every incarnation is
+    exec'd, with the line that says why, instead of the session waiting without end before its first trial.
+    Once what it waits for is there, the exec'd incarnation imports it and runs."""
+    flag = tmp_path / "service-up"
+    before, words = NEVER_READY[how]
+    monkeypatch.setenv("KILLPOINT_IMPORT_TIMEOUT", "1")
+    monkeypatch.setattr(stepmodule, "STARTUP_SECONDS", 1.0)  # the interpreter's own start: 2 s in all, not 11
+    w = Workers(tmp_path, {"waits": UNTIL_UP.format(before=before, flag=str(flag))}, uses="waits.READY")
+    workers.append(w)
+    said = "\n".join(w.said)
+    assert "every incarnation exec'd: the fork server" in said and words in said, said
+    assert w.server_pids() == []
+    flag.write_text("")
+    report, _, code, forked = w.run()
+    assert not forked and code == 3 and report["lib"] is True, report
 
 
 CLOCKS = ("[__import__('time').time(), __import__('datetime').datetime.now().timestamp(), "

@@ -65,3 +65,31 @@ def test_a_hostile_import_is_one_line_and_exit_2(sandbox: Sandbox, name: str) ->
     assert words in err, err
     assert sandbox.survivors() == []
     assert not sandbox.out.exists() or not any(sandbox.out.iterdir())
+
+
+
+STDIN_READS = {
+    # name: how the module reads its stdin while imported (each gets the end of input at once)
+    "read": "PIPED = sys.stdin.read()\nassert PIPED == '', PIPED\n",
+    "input": "try:\n    input()\n    raise AssertionError('a line on stdin')\nexcept EOFError:\n    pass\n",
+    "os-read-fd-0": "import os\nassert os.read(0, 1) == b''\n",
+}
+
+
+@pytest.mark.parametrize(("spawn", "how"), [("fork", "read"), ("fork", "input"), ("fork", "os-read-fd-0"),
+                                            ("exec", "read")])
+def test_a_module_reading_stdin_while_imported_reads_its_end(sandbox: Sandbox, spawn: str, how: str) -> None:
+    """Wherever the module is imported (the first fork server's check, both servers' preload, a probe child,
+    an exec'd worker) its stdin is /dev/null, as for `python worker.py </dev/null`: a read ends at once.
+    Never the fork server's command pipe, where it would wait (the harness writes nothing until the server
+    is ready) until the import limit refused a sound module as one that hangs."""
+    (sandbox.cwd / "stdin_reader.py").write_text(
+        "import sys\nfrom killpoint.reference_agent.invoice_agent import *  # noqa: F403\n"
+        "from killpoint.reference_agent.invoice_agent import MIGRATIONS, OWN_EFFECTS_SQL  # noqa: F401\n"
+        + STDIN_READS[how])
+    argv = sandbox.argv("replay", "--scenario", "crash-points", "--schedule", "email:effect.applied:kill",
+                        "--steps", "stdin_reader", "--spawn", spawn, "--quiet", "--out", str(sandbox.out))
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=sandbox.cwd, stdin=subprocess.DEVNULL,
+                          env={**sandbox.env(), "KILLPOINT_IMPORT_TIMEOUT": "5"}, timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
+    assert sandbox.survivors() == []
