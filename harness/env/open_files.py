@@ -7,20 +7,22 @@ never closed) is flushed then. A child that `pymain` runs ends with `os._exit` (
 not finalize the server's state), which drops what such a file still buffers: a worker that writes its
 paused marker that way on SIGTERM, and reads it on resume, would lose it only under killpoint.
 
-1. `track()`, in the child before the worker runs: `open` (`builtins.open` and `io.open`, through which
-   `os.fdopen` and `pathlib.Path.open` open) notes each file it opens in a mode that writes, weakly (a file
-   the worker drops is finalized, and flushed, by its own reference count as before).
+1. `track()`, in the child before the worker runs: `open` (`builtins.open`, `io.open` and `_io.open`,
+   through which `os.fdopen`, `pathlib.Path.open` and `tempfile` open) notes each file it opens in a mode
+   that writes, weakly (a file the worker drops is finalized, and flushed, by its own reference count as
+   before).
 2. `flush()`, at the child's end after its `atexit` handlers (the order of `Py_FinalizeEx`): each noted
-   file still open is flushed; an error is ignored, as finalization ignores it.
-
-Not covered: a file opened through `_io.open` directly (`tempfile` does), and a C library's `FILE *`
-buffers (the C runtime flushes those at `exit`, not at `_exit`).
+   file still open is flushed; an error is ignored, as finalization ignores it. Then every C `FILE *`
+   stream (`fflush(NULL)`), as the C runtime's `exit` does after the interpreter's end: a C library's
+   buffered writes.
 """
 
 from __future__ import annotations
 
+import _io
 import builtins
 import contextlib
+import ctypes
 import functools
 import io
 import weakref
@@ -42,7 +44,7 @@ def track() -> None:
                 _opened.add(f)
         return f
 
-    builtins.open = io.open = open
+    builtins.open = io.open = _io.open = open
 
 
 def flush() -> None:
@@ -51,3 +53,5 @@ def flush() -> None:
         with contextlib.suppress(Exception):
             if not f.closed:
                 f.flush()
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None).fflush(None)

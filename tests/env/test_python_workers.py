@@ -127,6 +127,38 @@ def test_a_file_the_worker_left_open_is_flushed_at_its_end_as_by_a_fresh_interpr
     assert journal.read_text().splitlines() == [f"{inc.pid} ran" for inc in w.incs], journal.read_text()
 
 
+
+UNFLUSHED = {
+    # opened for writing, written, never closed: flushed by a fresh interpreter's end, lost by `os._exit`
+    "cstdio": "import ctypes, os\n_libc = ctypes.CDLL(None)\n_libc.fopen.restype = ctypes.c_void_p\n"
+              "_libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]\n"
+              "_libc.fputs.argtypes = [ctypes.c_char_p, ctypes.c_void_p]\n"
+              "def write(path):\n    f = _libc.fopen(path.encode(), b'a')\n"
+              "    _libc.fputs(f'{os.getpid()} c\\n'.encode(), f)\n",
+    "rawio": "import _io, os\nKEPT = []\ndef write(path):\n    f = _io.open(path, 'a')\n"
+             "    f.write(f'{os.getpid()} io\\n')\n    KEPT.append(f)\n",
+}
+
+
+def test_a_c_librarys_file_and_one_opened_through_io_are_flushed_at_the_end_as_by_a_fresh_interpreter(
+        tmp_path: Path, workers: list[Workers]) -> None:
+    """The other two ways a worker leaves a written file unflushed: a C library's `FILE *` (the C runtime
+    flushes it at `exit`) and a file opened through `_io.open` (as `tempfile` opens), each written and never
+    closed. `python worker.py` itself (no harness) flushes both at its end; so do a forked incarnation and an
+    exec'd one, which end with `os._exit` (`open_files.flush`)."""
+    w = Workers(tmp_path, UNFLUSHED, uses="[cstdio.write(os.environ['OUT_C']), rawio.write(os.environ['OUT_IO'])]")
+    workers.append(w)
+    out = {"OUT_C": str(tmp_path / "c.txt"), "OUT_IO": str(tmp_path / "io.txt")}
+    plain = subprocess.Popen([sys.executable, str(w.script), "run-0", "x"], env={**w.env, **out},
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert plain.wait(timeout=60) == 3
+    forked = w.run(**out)
+    exec_d = w.run(**out, LD_PRELOAD="")
+    assert (forked[2], forked[3], exec_d[2], exec_d[3]) == (3, True, 3, False)
+    pids = [plain.pid, *(inc.pid for inc in w.incs)]
+    assert (tmp_path / "c.txt").read_text().splitlines() == [f"{pid} c" for pid in pids]
+    assert (tmp_path / "io.txt").read_text().splitlines() == [f"{pid} io" for pid in pids]
+
 def test_a_script_edited_between_incarnations_runs_as_edited(tmp_path: Path, workers: list[Workers]) -> None:
     """The server compiles the script once, before its first fork (pymain.script_code); an incarnation
     started after the file changed runs the file as it is now, forked all the same."""
