@@ -45,6 +45,12 @@ def _op(line: bytes) -> str | None:
     return msg.get("op") if isinstance(msg, dict) else None
 
 
+SPAWN_ANSWER_SECONDS = 30.0
+"""How long a spawn waits for the fork server's `spawned` (a few milliseconds when it runs): past it the
+server is stopped or starved, and the session cannot go on (`forkserver-stuck`), where it would wait
+without end or end in a traceback."""
+
+
 class _ForkServer:
     """One fork server process (harness/env/forkserver.py) and the thread that reads what it says."""
 
@@ -246,9 +252,14 @@ class _ForkServer:
                 self._proc.stdin.write((json.dumps({"op": "spawn", "inc": inc, "argv": argv, "env": env,
                                                     "log": log}) + "\n").encode())
                 self._proc.stdin.flush()
-                msg = {"op": "gone"} if self.death else self.spawned.get(timeout=30)
+                msg = {"op": "gone"} if self.death else self.spawned.get(timeout=SPAWN_ANSWER_SECONDS)
             except OSError:  # the pipe broke: the server is dead (its reader says how)
                 msg = {"op": "gone"}
+            except queue.Empty:
+                raise vitals.gone("forkserver-stuck", f"the fork server (pid {self.pid}) did not answer a spawn "
+                                  f"within {SPAWN_ANSWER_SECONDS:g} s", "find what stopped it (`ps -o stat= -p "
+                                  f"{self.pid}`: T is stopped; or a machine out of memory or CPU), then run again, "
+                                  "or use --spawn exec") from None
             if msg.get("op") == "gone":
                 if self._reader is not None:
                     self._reader.join(timeout=10)
@@ -300,6 +311,9 @@ class _ForkServer:
         with contextlib.suppress(OSError):
             if self._proc.stdin:
                 self._proc.stdin.close()
+        if self._proc.poll() is None:  # not reaped: the pid is still the server's
+            with contextlib.suppress(OSError):
+                os.kill(self._proc.pid, signal.SIGCONT)  # stopped from outside, it reads its input's end once continued
         try:
             self._proc.wait(timeout=10)
         except subprocess.TimeoutExpired:

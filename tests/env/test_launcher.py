@@ -227,3 +227,29 @@ def test_huge_heap_backs_only_private_anonymous_memory(tmp_path: Path) -> None:
         block.write(b"x" * (8 << 20))
         assert huge_heap() >= 4 << 20 and _anon_huge_kb(os.getpid()) >= 4 * 1024
         block.close()
+
+
+def test_a_spawn_a_stopped_fork_server_never_answers_is_one_error_naming_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fork server stopped from outside (SIGSTOP) reads no command: the spawn waits `SPAWN_ANSWER_SECONDS`,
+    then raises `forkserver-stuck` naming the server and how to see it is stopped (an environment error: the
+    session ends in that one line), where it raised a bare `queue.Empty`. The servers are gone after close."""
+    from killpoint.env import fork_launcher  # noqa: PLC0415
+    from killpoint.env.vitals import EnvironmentGone  # noqa: PLC0415
+
+    monkeypatch.setattr(fork_launcher, "SPAWN_ANSWER_SECONDS", 1.0)
+    launcher = ForkLauncher(["json"], standby=False)
+    servers = [psutil.Process(pid) for pid in launcher.server_pids]
+    try:
+        for server in servers:
+            server.suspend()
+        with pytest.raises(EnvironmentGone) as caught:
+            launcher.spawn("a#1", "run-a", "worker", ["run-a"], {"DATABASE_URL": "postgresql://kp@127.0.0.1:9/kp"},
+                           None)
+        assert caught.value.code == "forkserver-stuck", caught.value
+        assert f"(pid {servers[0].pid}) did not answer a spawn within 1 s" in str(caught.value)
+        assert "T is stopped" in str(caught.value)
+    finally:
+        launcher.close()
+    gone, alive = psutil.wait_procs(servers, timeout=10)
+    assert alive == [], alive
