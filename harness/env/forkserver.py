@@ -15,7 +15,8 @@ and answers `{"op": "spawned", "inc": "w3", "pid": N}`, then (unless started wit
 `{"op": "standby", "pid": M}`: the child it forked ahead for the next spawn (see `_Server`). It reports every child's state change:
 `{"op": "stopped"|"continued", "pid": N}` and `{"op": "exited", "pid": N, "exit_code": C, "signal": S, "cpu": SECONDS}` (the child's own user + system CPU
 time, from `wait4`).
-A child runs `killpoint.reference_agent.worker.main(argv)` with exactly `env` as its environment (and, when
+A child runs `killpoint.reference_agent.worker.main(argv)` with exactly `env` as its environment, its log
+headed by what the step module printed while the server imported it (`_capturing`) (and, when
 it was the standby, the Postgres session it opened ahead, named for the incarnation, its connection to the
 kill-point socket and, where the SDK is imported, the SDK's client: `_ahead`) and exits with its return value. A child whose `env` puts folders on PYTHONPATH that the server's import path lacks
 (an earlier version of the agent, `killpoint.env.previous`) imports from them first, as a fresh interpreter
@@ -50,7 +51,7 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,13 +138,63 @@ def _detach(fds: list[int]) -> None:
 
 
 def _take(env: dict[str, str], log: str | None) -> None:
-    """In a forked child: take the incarnation's log (fds 1 and 2, if any), exactly its environment, and its
-    egress guard."""
+    """In a forked child: take the incarnation's log (fds 1 and 2, if any; headed by what the step module
+    printed while the server imported it, `_import_output`), exactly its environment, and its egress guard."""
     if log:
         _output_to(log)
+        _write_all(1, _import_output)
     _environ_to(worker_clock.sharing(env, os.environ))  # a clock server's pair named for what it runs
     egress.install_from_env()  # this incarnation's hosts (the server's were the session's: the same)
     egress.flush()  # what the server's import of the agent tried, reported to this run
+
+
+IMPORT_OUTPUT_LIMIT = 1 << 20
+"""At most this many bytes of a step module's import-time output are kept (`_import_output`)."""
+
+_import_output = b""
+"""What the step module wrote on stdout and stderr, in order, while this server imported it (`_capturing`):
+each incarnation writes it at the head of its log (`_take`), where `python -m ...worker` under `--spawn exec`
+prints it as it imports the module (its prints, its warnings). Never a black-box worker's libraries'."""
+
+
+@contextlib.contextmanager
+def _capturing() -> Iterator[None]:
+    """Within: descriptors 1 and 2 write to a memory file; after, they are what they were, and what was
+    written is added to `_import_output`. Where the system has no memory file, nothing is captured."""
+    global _import_output
+    _flush_std()
+    try:
+        memfd = os.memfd_create("killpoint-import-output", os.MFD_CLOEXEC)
+        saved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3) for fd in (1, 2)]
+    except OSError:
+        yield
+        return
+    os.dup2(memfd, 1)
+    os.dup2(memfd, 2)
+    try:
+        yield
+    finally:
+        _flush_std()
+        for fd, old in zip((1, 2), saved, strict=True):
+            with contextlib.suppress(OSError):  # a module that closed every descriptor: nothing to restore
+                os.dup2(old, fd)
+                os.close(old)
+        with contextlib.suppress(OSError):
+            room = IMPORT_OUTPUT_LIMIT - len(_import_output)
+            _import_output += os.pread(memfd, max(0, min(os.fstat(memfd).st_size, room)), 0)
+            os.close(memfd)
+
+
+def _flush_std() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    with contextlib.suppress(OSError):
+        while data:
+            data = data[os.write(fd, data):]
 
 
 def _environ_to(env: dict[str, str]) -> None:
@@ -419,7 +470,8 @@ def _probe(module: str) -> None:
     from killpoint.env import stepmodule  # noqa: PLC0415 - a server that checks nothing needs none of it
 
     _say({"op": "importing"})
-    report = stepmodule.probe_report(module)
+    with _capturing():
+        report = stepmodule.probe_report(module)
     _say({"op": "probed", "report": report})
     if not report.get("ok"):
         os._exit(0)
@@ -469,7 +521,8 @@ def serve(modules: list[str], standby: bool = True, black_box: dict | None = Non
     else:
         if probe and modules:  # the harness's check of the step module is this import (`_probe`)
             _probe(modules[0])
-        agents = [importlib.import_module(name) for name in modules]
+        with _capturing():  # what a fresh worker's import prints: every incarnation's log says it (`_take`)
+            agents = [importlib.import_module(name) for name in modules]
         importlib.import_module("killpoint.reference_agent.worker").parser()
         ready["sdk"] = _warm(agents)
         warm = sys.modules.get("killpoint.env.sdk_warm")  # imported where there was something to warm
