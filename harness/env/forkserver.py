@@ -179,10 +179,14 @@ def _capturing() -> Iterator[None]:
             with contextlib.suppress(OSError):  # a module that closed every descriptor: nothing to restore
                 os.dup2(old, fd)
                 os.close(old)
-        with contextlib.suppress(OSError):
+        try:
             room = IMPORT_OUTPUT_LIMIT - len(_import_output)
             _import_output += os.pread(memfd, max(0, min(os.fstat(memfd).st_size, room)), 0)
-            os.close(memfd)
+        except OSError:
+            pass  # closed by the module: what it wrote is lost, as nothing else is
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(memfd)
 
 
 def _flush_std() -> None:
