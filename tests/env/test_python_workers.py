@@ -269,8 +269,8 @@ def test_a_library_reading_stdin_at_import_is_preloaded_and_reads_its_end(tmp_pa
 UNTIL_UP = "import os, sys, time\n{before}\nwhile not os.path.exists({flag!r}):\n    time.sleep(0.05)\nREADY = True\n"
 NEVER_READY = {
     # name: (what the library does at import before it waits for the flag, words of the `worker-cmd:` line)
-    "waits": ("", "did not finish importing the worker's libraries within 2 s"),
-    "closes-the-servers-pipe": ("os.closerange(3, 4096)", "did not finish importing the worker's libraries within 2 s"),
+    "waits": ("", "did not finish importing the worker's libraries within 4 s"),
+    "closes-the-servers-pipe": ("os.closerange(3, 4096)", "did not finish importing the worker's libraries within 4 s"),
     "writes-on-the-servers-pipe": ("[os.write(int(a.partition('=')[2]), b'up\\n') for a in sys.argv "
                                    "if a.startswith('--protocol-fd=')]", "wrote b'up\\n' on its pipe to the harness"),
 }
@@ -287,7 +287,7 @@ def test_a_preload_that_never_says_ready_is_given_up_and_every_incarnation_exec_
     flag = tmp_path / "service-up"
     before, words = NEVER_READY[how]
     monkeypatch.setenv("KILLPOINT_IMPORT_TIMEOUT", "1")
-    monkeypatch.setattr(stepmodule, "STARTUP_SECONDS", 1.0)  # the interpreter's own start: 2 s in all, not 11
+    monkeypatch.setattr(stepmodule, "STARTUP_SECONDS", 3.0)  # the interpreter's own start: 4 s in all, not 11
     w = Workers(tmp_path, {"waits": UNTIL_UP.format(before=before, flag=str(flag))}, uses="waits.READY")
     workers.append(w)
     said = "\n".join(w.said)
