@@ -15,7 +15,7 @@ from tests.helpers.agents import wait_for
 from tests.helpers.sandbox import Sandbox
 
 MUTANT = "tests.gallery.mutants.no_key"  # replays its charge and email: a fault at effect.responded fails
-SLOW_MUTANT = "tests.gallery.variants.slow_no_key"  # the same, each trial 0.25 s longer: still running when interrupted
+SLOW_MUTANT = "tests.gallery.variants.slow_no_key"  # the same, each trial 1 s longer: still running when interrupted
 
 
 def _failed_trial(sandbox: Sandbox) -> bool:

@@ -1,7 +1,10 @@
-"""The `no_key` mutant (its charge and email replayed without a key) whose `plan` takes 0.25 s: every trial
+"""The `no_key` mutant (its charge and email replayed without a key) whose `plan` takes 1 s: every trial
 of it lasts that much longer, so that a run of several scenarios side by side is still in the middle of
 each when a test interrupts it (tests/hostile/test_interruptions.py: the fast `no_key` let crash-points
-finish before zombie-worker had judged its first trial on a loaded machine)."""
+finish before zombie-worker had judged its first trial on a loaded machine, and so did 0.25 s once, in a
+clean-clone CI run of 0fae731, crash-points then lasting ~20 s idle against zombie-worker's waits of fixed
+length: at 1 s crash-points lasts ~60 s idle, zombie-worker's first verdict comes at ~5.5 s and the first
+failure at ~15.5 s)."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from tests.gallery.mutants.no_key import STEPS as _STEPS
 
 __all__ = ["MIGRATIONS", "START", "STATE_VERSION", "STEPS", "initial_state"]
 
-PLAN_SECONDS = 0.25
+PLAN_SECONDS = 1.0
 
 
 def plan(cp: Checkpoint, ctx: StepContext) -> StepResult:
