@@ -121,7 +121,6 @@ class _ForkServer:
                 self._stderr_tail = (self._stderr_tail + chunk)[-STDERR_TAIL:]
 
     def _read_first(self) -> None:
-        assert self._first is not None
         with contextlib.suppress(ValueError, OSError):  # closed under us (`close`)
             for line in self._said:
                 self._first.put(line)
@@ -132,6 +131,16 @@ class _ForkServer:
     def _line(self, timeout: float) -> bytes:
         """The server's next line before `ready` (b"": it ended); `queue.Empty` past `timeout`."""
         return self._first.get(timeout=timeout)
+
+    def _ended(self, timeout: float) -> int | None:
+        """The server's exit code once its pipe to us has ended before `ready`: it ended, or it closed the
+        pipe and goes on, which is bounded by `timeout` as an import that runs over is (then it is killed:
+        None)."""
+        try:
+            return self._proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self._kill_importing()
+            return None
 
     def probed(self, limit: float) -> tuple[object, int | None]:
         """With `probe`: the server's report of its import of the step module (`forkserver._probe`) and an exit
@@ -149,12 +158,8 @@ class _ForkServer:
         except queue.Empty:
             self._kill_importing()
             return None, None
-        if not said:  # it ended, or closed our pipe and goes on (then bounded as an import that ran over)
-            try:
-                return None, self._proc.wait(timeout=limit + ALARM_GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                self._kill_importing()
-                return None, None
+        if not said:
+            return None, self._ended(limit + ALARM_GRACE_SECONDS)
         if _op(said) == "probed":
             return json.loads(said).get("report"), 0  # reported: how the server goes on is no part of the check
         if _op(said) is None:  # not our protocol: the module wrote on the server's pipe
@@ -173,19 +178,19 @@ class _ForkServer:
 
         limit = STARTUP_SECONDS + timelimit.import_seconds()
         what = f"the agent ({', '.join(self.modules)})" if self.modules else "the worker's libraries"
-        timed_out = EnvironmentProblem(
-            "forkserver-import-timeout", f"the fork server (pid {self._proc.pid}) did not finish importing {what} "
-            f"within {limit:g} s", "find what the import waits for (`python -X importtime -c 'import MODULE'`), "
-            "raise KILLPOINT_IMPORT_TIMEOUT (seconds) if it is only slow, or use --spawn exec")
         try:
             first = self._line(limit)
             while first and _op(first) in ("importing", "probed"):
                 first = self._line(limit)
-            # Its pipe's end: it ended, or closed the pipe and goes on (bounded alike)
-            code = self._proc.wait(timeout=limit) if not first else 0
-        except (queue.Empty, subprocess.TimeoutExpired):
+        except queue.Empty:
             self._kill_importing()
-            raise timed_out from None
+            first = None
+        code = self._ended(limit) if first == b"" else 0
+        if first is None or code is None:
+            raise EnvironmentProblem(
+                "forkserver-import-timeout", f"the fork server (pid {self._proc.pid}) did not finish importing "
+                f"{what} within {limit:g} s", "find what the import waits for (`python -X importtime -c 'import "
+                "MODULE'`), raise KILLPOINT_IMPORT_TIMEOUT (seconds) if it is only slow, or use --spawn exec")
         if not first:
             if self._drainer is not None:
                 self._drainer.join(timeout=5)  # the pipe's end follows the server's

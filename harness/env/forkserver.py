@@ -130,7 +130,12 @@ def _detach(fds: list[int]) -> None:
     for fd in fds:
         with contextlib.suppress(OSError):
             os.close(fd)
-    devnull = os.open(os.devnull, os.O_RDONLY)  # fd 0 itself when 0 was one of `fds`
+    _stdin_from_devnull()
+
+
+def _stdin_from_devnull() -> None:
+    """Descriptor 0, and `sys.stdin` over it, read /dev/null."""
+    devnull = os.open(os.devnull, os.O_RDONLY)  # fd 0 itself when 0 was closed
     if devnull != 0:
         os.dup2(devnull, 0)
         os.close(devnull)
@@ -239,9 +244,7 @@ def _output_to(path: str) -> None:
 
 
 def _exit(code: int) -> None:
-    with contextlib.suppress(Exception):
-        sys.stdout.flush()
-        sys.stderr.flush()
+    _flush_std()
     os._exit(code)
 
 
@@ -488,10 +491,7 @@ def _commands_off_stdin() -> int:
     never the commands, which it would wait on until the import limit ran out (the harness writes none
     before `ready`). Returns the command pipe's descriptor."""
     commands = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    sys.stdin = open(0, closefd=False)  # noqa: SIM115
+    _stdin_from_devnull()
     return commands
 
 
