@@ -67,7 +67,6 @@ def test_a_hostile_import_is_one_line_and_exit_2(sandbox: Sandbox, name: str) ->
     assert not sandbox.out.exists() or not any(sandbox.out.iterdir())
 
 
-
 STDIN_READS = {
     # name: how the module reads its stdin while imported (each gets the end of input at once)
     "read": "PIPED = sys.stdin.read()\nassert PIPED == '', PIPED\n",
