@@ -20,6 +20,7 @@ over the concurrent set (`replay --seed N`), or none (`--schedule` of faults for
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import replace
 
 import psycopg
@@ -58,8 +59,9 @@ class ConcurrentRuns(Scenario):
         """No faults: the concurrency is the test (a seed names the same empty schedule)."""
         return Schedule()
 
-    def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
-        """`explore --random N`: N more pairs of sets, each under its seed (no faults: the interleaving varies)."""
+    def random_plan(self, ctx: Context, count: int, besides: Collection[Schedule] = ()) -> list[tuple[int, Schedule]]:
+        """`explore --random N`: N more pairs of sets, each under its seed (no faults: the interleaving varies,
+        so the same empty schedule is run again, `besides` or not)."""
         return [(derive_seed(ctx.seed, i), Schedule()) for i in range(count)]
 
     def run(self, ctx: Context) -> list[Trial]:

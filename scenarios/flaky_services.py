@@ -15,11 +15,12 @@ Judged by every crash checker (exactly_once, bounded_rework and context_fidelity
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 
 from killpoint.checkers import CRASH_CHECKERS
 from killpoint.faults.outage import LENGTHS
 from killpoint.faults.points import base
-from killpoint.faults.schedule import Schedule, random_schedules
+from killpoint.faults.schedule import DRAWS_SPARE, Schedule, distinct
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
 
@@ -37,7 +38,8 @@ class FlakyServices(Scenario):
     actions = ("error", "drop", "slow", "overload", "outage")
 
     def run(self, ctx: Context) -> list[Trial]:
-        return self.exhaustive(ctx) + self.random(ctx, min(ctx.random_count, RANDOM_SCHEDULES), stop_on_budget=True)
+        return self.exhaustive(ctx) + self.random(ctx, min(ctx.random_count, RANDOM_SCHEDULES), stop_on_budget=True,
+                                                  besides=self.sweep_plan(ctx))
 
     def random_actions(self, ctx: Context) -> list[str]:
         """The actions a seed draws from: the allowed ones, an `outage` as each of its lengths (`LENGTHS`)."""
@@ -48,11 +50,13 @@ class FlakyServices(Scenario):
         return Schedule.from_seed(seed, self.step_points(ctx), actions=self.random_actions(ctx),
                                   max_faults=MAX_FAULTS, occurrences=self.occurrences(ctx))
 
-    def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
-        """`count` random schedules of two faults or more (single faults are the exhaustive part's)."""
-        drawn = random_schedules(ctx.seed, count * 8, self.step_points(ctx), actions=self.random_actions(ctx),
-                                 max_faults=MAX_FAULTS, occurrences=self.occurrences(ctx))
-        return [(seed, schedule) for seed, schedule in drawn if len(schedule) > 1][:count]
+    def random_plan(self, ctx: Context, count: int, besides: Collection[Schedule] = ()) -> list[tuple[int, Schedule]]:
+        """`count` random schedules of two faults or more (single faults are the exhaustive part's), none
+        alike and none of `besides` (`faults.schedule.distinct`)."""
+        points, actions, occurrences = self.step_points(ctx), self.random_actions(ctx), self.occurrences(ctx)
+        return distinct(ctx.seed, count, lambda seed: Schedule.from_seed(seed, points, actions=actions,
+                                                                         max_faults=MAX_FAULTS, occurrences=occurrences),
+                        keep=lambda schedule: len(schedule) > 1, besides=besides, most_draws=count * 8 + DRAWS_SPARE)
 
     def figures(self, trials: list[Trial]) -> str:
         """E.g. "25 faults (drop 2, error 8, outage 4, overload 3, slow 8); 9 effect retries deduplicated"."""

@@ -14,6 +14,7 @@ the fleet the same way. One trial per run; the summary gives runs, faults and th
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 
 import psycopg
@@ -52,8 +53,9 @@ class FleetScenario(Scenario):
         """The fleet-wide schedule of a seed (`fleet_schedule`), not a single run's."""
         return fleet_schedule(seed, self.step_points(ctx), self.runs, self.faults, self.actions_in(ctx))
 
-    def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
-        """`explore --random N`: N fleets, each under the fleet schedule of a seed derived from the base seed."""
+    def random_plan(self, ctx: Context, count: int, besides: Collection[Schedule] = ()) -> list[tuple[int, Schedule]]:
+        """`explore --random N`: N fleets, each under the fleet schedule of a seed derived from the base seed
+        (a repeat is run again, `besides` or not: which worker takes which run varies from fleet to fleet)."""
         seeds = [derive_seed(ctx.seed, i) for i in range(count)]
         return [(seed, self.schedule_from_seed(ctx, seed)) for seed in seeds]
 

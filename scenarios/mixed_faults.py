@@ -20,17 +20,18 @@ Judged by every crash checker plus `retries_keep_keys`. A failing schedule shrin
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from killpoint.checkers import CRASH_CHECKERS
 from killpoint.faults.mixed import (
     PROCESS_MIX,
     SERVICE_ACTIONS,
     lasting,
     mixed_from_seed,
-    mixed_schedules,
     pairs,
 )
 from killpoint.faults.points import base
-from killpoint.faults.schedule import Schedule
+from killpoint.faults.schedule import Schedule, distinct
 from killpoint.run.plans import run_plan
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial
@@ -73,11 +74,14 @@ class MixedFaults(Scenario):
         plan = self.systematic(ctx)
         trials = run_plan(self, ctx, [(None, s) for s in plan],
                           lambda i, _seed, schedule, trial: f"{self.name}: [{i}/{len(plan)}] {schedule} -> {trial.outcome}")
-        return trials + self.random(ctx, ctx.random_count, stop_on_budget=True)
+        return trials + self.random(ctx, ctx.random_count, stop_on_budget=True, besides=plan)
 
     def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
         return mixed_from_seed(seed, self.step_points(ctx), None, self.occurrences(ctx), *self.kinds(ctx))
 
-    def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
-        drawn = mixed_schedules(ctx.seed, count, self.step_points(ctx), None, self.occurrences(ctx), *self.kinds(ctx))
-        return [(seed, s) for seed, s in drawn if len(s)]
+    def random_plan(self, ctx: Context, count: int, besides: Collection[Schedule] = ()) -> list[tuple[int, Schedule]]:
+        """`count` mixed schedules (`mixed_from_seed`), none empty, alike or among `besides`
+        (`faults.schedule.distinct`)."""
+        points, occurrences, kinds = self.step_points(ctx), self.occurrences(ctx), self.kinds(ctx)
+        return distinct(ctx.seed, count, lambda seed: mixed_from_seed(seed, points, None, occurrences, *kinds),
+                        keep=len, besides=besides)

@@ -16,9 +16,10 @@ made in an account of its own. `replay --seed N` or `--schedule S` drives a whol
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 
-from killpoint.faults.schedule import Schedule, derive_seed
+from killpoint.faults.schedule import Schedule, derive_seed, distinct
 from killpoint.run.plans import in_shard
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.trial import Trial, TrialSpec
@@ -48,9 +49,12 @@ class SharedAccount(Scenario):
         """One kill at a point of the seed's choosing (the cycle's schedule: every month runs under it)."""
         return Schedule.from_seed(seed, self.step_points(ctx), actions=self.actions_in(ctx), max_faults=1)
 
-    def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
-        seeds = [derive_seed(ctx.seed, i) for i in range(count)]
-        return [(seed, self.schedule_from_seed(ctx, seed)) for seed in seeds]
+    def random_plan(self, ctx: Context, count: int, besides: Collection[Schedule] = ()) -> list[tuple[int, Schedule]]:
+        """`count` cycles' schedules, none alike (`faults.schedule.distinct`: one kill each, so an agent has
+        as many as it has points a kill fits)."""
+        points, actions = self.step_points(ctx), self.actions_in(ctx)
+        return distinct(ctx.seed, count, lambda seed: Schedule.from_seed(seed, points, actions=actions, max_faults=1),
+                        besides=besides)
 
     def run(self, ctx: Context) -> list[Trial]:
         trials: list[Trial] = []

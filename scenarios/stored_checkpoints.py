@@ -22,6 +22,7 @@ skipped with the reason, never passed. A trial's seed names its kept checkpoint 
 from __future__ import annotations
 
 import copy
+from collections.abc import Collection
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -104,7 +105,8 @@ class StoredCheckpoints(Scenario):
     def exhaustive(self, ctx: Context) -> list[Trial]:
         return self.run(ctx)
 
-    def random(self, ctx: Context, count: int, *, stop_on_budget: bool = False) -> list[Trial]:
+    def random(self, ctx: Context, count: int, *, stop_on_budget: bool = False,
+               besides: Collection[Schedule] = ()) -> list[Trial]:
         return self.run(ctx)  # nothing random: each kept checkpoint once
 
     def figures(self, trials: list[Trial]) -> str:

@@ -31,7 +31,8 @@ class ZombieWorker(Scenario):
 
     def run(self, ctx: Context) -> list[Trial]:
         """A freeze at every point of every step, then a few random schedules of nested freezes."""
-        return self.exhaustive(ctx) + self.random(ctx, min(ctx.random_count, RANDOM_SCHEDULES), stop_on_budget=True)
+        return self.exhaustive(ctx) + self.random(ctx, min(ctx.random_count, RANDOM_SCHEDULES), stop_on_budget=True,
+                                                  besides=self.sweep_plan(ctx))
 
     def figures(self, trials: list[Trial]) -> str:
         """How the thawed zombies ended, e.g. "23 zombies: 20 fenced (exit 4), 3 lease lost (exit 5)"."""

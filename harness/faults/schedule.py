@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -187,6 +187,44 @@ def random_schedules(base_seed: int, count: int, step_points: StepPoints, *,
         seed = derive_seed(base_seed, i)
         out.append((seed, Schedule.from_seed(seed, step_points, actions=actions, max_faults=max_faults,
                                              occurrences=occurrences)))
+    return out
+
+
+DRAWS_PER_SCHEDULE = 4
+"""Seeds `distinct` may draw per schedule asked for (plus `DRAWS_SPARE`) before it gives up on finding more."""
+DRAWS_SPARE = 64
+DRAWS_WITHOUT_NEW = 1024
+"""Seeds in a row that drew nothing new after which `distinct` stops early (a small space is used up)."""
+
+
+def distinct(base_seed: int, count: int, draw: Callable[[int], Schedule], *,
+             keep: Callable[[Schedule], bool] | None = None, besides: Iterable[Schedule] = (),
+             most_draws: int | None = None) -> list[tuple[int, Schedule]]:
+    """Up to `count` (seed, schedule) pairs of schedules that differ, for a scenario whose trial is a function
+    of its schedule (the same schedule judged twice tests nothing the first trial did not):
+
+    1. Seeds are drawn in order, `derive_seed(base_seed, i)` for i = 0, 1, ..., each standing for `draw(seed)`
+       (so a kept seed still replays as its schedule).
+    2. A schedule is kept unless `keep` refuses it, it is one of `besides` (schedules the session judged
+       already, e.g. `run`'s exhaustive sweep), or a seed before it drew it.
+    3. Drawing stops at `count` kept, after `most_draws` seeds (default `DRAWS_PER_SCHEDULE * count +
+       DRAWS_SPARE`), or after `DRAWS_WITHOUT_NEW` seeds in a row kept none: an agent with few fault points
+       has few distinct schedules, and then fewer than `count` come back.
+
+    Pure, and the same on every machine (shards deal the same plan)."""
+    limit = DRAWS_PER_SCHEDULE * count + DRAWS_SPARE if most_draws is None else most_draws
+    seen = set(besides)
+    out: list[tuple[int, Schedule]] = []
+    i = last_new = 0
+    while len(out) < count and i < limit and i - last_new < DRAWS_WITHOUT_NEW:
+        seed = derive_seed(base_seed, i)
+        i += 1
+        schedule = draw(seed)
+        if schedule in seen or (keep is not None and not keep(schedule)):
+            continue
+        seen.add(schedule)
+        out.append((seed, schedule))
+        last_new = i
     return out
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Literal
@@ -19,7 +19,7 @@ from typing import Literal
 from killpoint.checkers import CRASH_CHECKERS, CheckerRef
 from killpoint.env.stepmodule import DEFAULT_STEPS, AgentSpec, load
 from killpoint.faults.points import base
-from killpoint.faults.schedule import MAX_OCCURRENCES, Schedule, exhaustive, fault_budget, random_schedules
+from killpoint.faults.schedule import MAX_OCCURRENCES, Schedule, distinct, exhaustive, fault_budget
 from killpoint.run.context import Context
 from killpoint.run.options import RunOptions
 from killpoint.run.plans import run_plan
@@ -186,6 +186,14 @@ class Scenario:
             ctx.say(f"{self.name}: {self.untested}")
         return False
 
+    def sweep_plan(self, ctx: Context) -> list[Schedule]:
+        """The exhaustive sweep's schedules, every single fault (`faults.schedule.exhaustive`); none where the
+        crash-free run reached no fault point."""
+        points = self.step_points(ctx)
+        if not any(points.values()):
+            return []
+        return exhaustive(points, self.sweep_actions(ctx), self.occurrences(ctx))
+
     def exhaustive(self, ctx: Context) -> list[Trial]:
         points = self.step_points(ctx)
         if not self.testable(ctx, points):
@@ -196,30 +204,43 @@ class Scenario:
         if capped:
             ctx.say(f"{self.name}: the sweep faults the first {MAX_OCCURRENCES} times a step reaches a point; "
                     f"later ones are not swept: {', '.join(capped[:3])}{' and more' if len(capped) > 3 else ''}")
-        schedules = exhaustive(points, self.sweep_actions(ctx), occurrences)
+        schedules = self.sweep_plan(ctx)
         return run_plan(self, ctx, [(None, s) for s in schedules],
                               lambda i, _seed, schedule, trial:
                               f"{self.name}: [{i}/{len(schedules)}] {schedule} -> {trial.outcome}")
 
-    def random_plan(self, ctx: Context, count: int) -> list[tuple[int, Schedule]]:
+    def random_plan(self, ctx: Context, count: int, besides: Collection[Schedule] = ()) -> list[tuple[int, Schedule]]:
         """The (seed, schedule) pairs `random` runs; each schedule is `Schedule.from_seed(seed, ...)`, of up
-        to `fault_budget` faults (one per step of the agent: a longer agent gets longer schedules)."""
+        to `fault_budget` faults (one per step of the agent: a longer agent gets longer schedules), and each
+        differs from the others and from `besides` (`faults.schedule.distinct`: a trial here is a function
+        of its schedule, so a repeat tests nothing new)."""
         points = self.step_points(ctx)
         if not self.testable(ctx, points):
             return []  # a schedule of no fault tests nothing
-        return random_schedules(ctx.seed, count, points, actions=self.sweep_actions(ctx),
-                                max_faults=fault_budget(points), occurrences=self.occurrences(ctx))
+        actions, budget, occurrences = self.sweep_actions(ctx), fault_budget(points), self.occurrences(ctx)
+        return distinct(ctx.seed, count, lambda seed: Schedule.from_seed(seed, points, actions=actions,
+                                                                         max_faults=budget, occurrences=occurrences),
+                        besides=besides)
 
-    def random(self, ctx: Context, count: int, *, stop_on_budget: bool = False) -> list[Trial]:
-        plan = self.random_plan(ctx, count)
+    def random(self, ctx: Context, count: int, *, stop_on_budget: bool = False,
+               besides: Collection[Schedule] = ()) -> list[Trial]:
+        """`count` random schedules' trials (`random_plan`; none of `besides`, the schedules the session ran
+        already); where the agent's fault points give fewer that differ, the ones there are, and a line that
+        says so."""
+        plan = self.random_plan(ctx, count, besides)
+        if 0 < count and len(plan) < count and not self.untested:
+            ctx.say(f"{self.name}: random: {len(plan)} of {count} schedules: the agent's fault points give no "
+                    f"more that differ from each other{' and from the sweep' if besides else ''} "
+                    f"(a schedule is judged once)")
         return run_plan(self, ctx, list(plan),
                               lambda i, seed, schedule, trial:
                               f"{self.name}: random [{i}/{len(plan)}] seed {seed} {schedule} -> {trial.outcome}",
                               stop_on_budget)
 
     def run(self, ctx: Context) -> list[Trial]:
-        """What `killpoint run` does: every single fault, then random schedules within the budget."""
-        return self.exhaustive(ctx) + self.random(ctx, ctx.random_count, stop_on_budget=True)
+        """What `killpoint run` does: every single fault, then random schedules within the budget (none the
+        sweep ran)."""
+        return self.exhaustive(ctx) + self.random(ctx, ctx.random_count, stop_on_budget=True, besides=self.sweep_plan(ctx))
 
     shrink_budget = 36
     """Trials all shrinking of one scenario may run (`run.shrinking.with_shrunk`; each failure's share is at

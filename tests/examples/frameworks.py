@@ -8,6 +8,7 @@ import re
 import shlex
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 from killpoint.cli.args import default_jobs
@@ -127,3 +128,18 @@ def assert_keyed_passes(box: Sandbox, adapter: str, example: str) -> dict[str, s
 
 def run_dirs(box: Sandbox) -> list[Path]:
     return sorted(p for p in box.out.iterdir() if p.is_dir())
+
+
+ONCE = ("crash-points", "flaky-services", "mixed-faults", "zombie-worker")
+"""Scenarios whose trial is a function of its schedule: `run` judges each of their schedules once (its
+random part draws none the sweep ran, nor any twice: `faults.schedule.distinct`)."""
+
+
+def assert_each_schedule_once(verdicts: list[dict]) -> None:
+    """No scenario of `ONCE` in a run's verdicts.json ran a schedule twice (shrinking's and the failure
+    store's trials aside: they re-run a failure on purpose)."""
+    for r in verdicts:
+        if r["scenario"] in ONCE:
+            ran = [t["schedule"] for t in r["trials"] if not t.get("shrunk_from") and not t.get("remembered")]
+            assert ran and len(set(ran)) == len(ran), (r["scenario"], Counter(ran).most_common(3))
+

@@ -23,6 +23,7 @@ from tests.examples.frameworks import (  # noqa: E402
     KEYED_SKIP,
     SCENARIO_LINE,
     assert_duplicate_found,
+    assert_each_schedule_once,
     cli,
     run_dirs,
     worker_cmd,
@@ -80,6 +81,7 @@ def test_keyed_email_passes_the_whole_suite_but_a_resume_on_a_clock_stepped_back
     assert {f"{step}:checkpoint.writing:clock-1h" for step in ("plan", "email", "record")} <= {s for _, s in bad}, bad
     for (_, schedule), notes in bad.items():
         assert "clock-" in schedule and len(notes) == 1 and notes[0].startswith(head), (schedule, notes)
+    assert_each_schedule_once(verdicts)
     assert not sandbox.survivors(), sandbox.survivors()
 
 
