@@ -46,7 +46,7 @@ SUMMARY = re.compile(r"crash-points\s+(\d+) schedules")
 
 
 def killpoint(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "killpoint", *args], capture_output=True, text=True, check=False)
+    return subprocess.run([sys.executable, "-m", "killpoint.cli.main", *args], capture_output=True, text=True, check=False)
 
 
 def learned_points(steps: str | None, seed: int, out: Path) -> dict[str, list[str]]:
