@@ -59,6 +59,8 @@ class ConcurrentRuns(Scenario):
         """No faults: the concurrency is the test (a seed names the same empty schedule)."""
         return Schedule()
 
+    judged_once = False  # the seed varies the interleaving of an empty schedule
+
     def random_plan(self, ctx: Context, count: int, besides: Collection[Schedule] = ()) -> list[tuple[int, Schedule]]:
         """`explore --random N`: N more pairs of sets, each under its seed (no faults: the interleaving varies,
         so the same empty schedule is run again, `besides` or not)."""

@@ -65,6 +65,7 @@ class Variant:
 
 class DeployDrain(Scenario):
     name = "deploy-drain"
+    judged_once = False  # its plan's items are a schedule and a grace
     side_by_side = True  # its trials are runs of their own ids, their faults reach only them
     cost = 6.1  # seconds, reference agent, -j 1 (bench/shards.py)
     summary = "SIGTERM mid-step: drain and exit 0 within a long grace; resume correctly after a short one"

@@ -53,6 +53,8 @@ class FleetScenario(Scenario):
         """The fleet-wide schedule of a seed (`fleet_schedule`), not a single run's."""
         return fleet_schedule(seed, self.step_points(ctx), self.runs, self.faults, self.actions_in(ctx))
 
+    judged_once = False  # which worker takes which run varies from fleet to fleet
+
     def random_plan(self, ctx: Context, count: int, besides: Collection[Schedule] = ()) -> list[tuple[int, Schedule]]:
         """`explore --random N`: N fleets, each under the fleet schedule of a seed derived from the base seed
         (a repeat is run again, `besides` or not: which worker takes which run varies from fleet to fleet)."""

@@ -92,6 +92,7 @@ def refusal_explained(ev: Evidence, base: Evidence | None = None) -> Verdict:
 
 class RollbackRefusal(Scenario):
     name = "rollback-refusal"
+    judged_once = False  # a trial's seed picks the kind of checkpoint it seeds (`KINDS`)
     side_by_side = True  # its trials are runs of their own ids, their faults reach only them
     cost = 0.3  # seconds, reference agent, -j 1 (bench/shards.py)
     summary = "a checkpoint from newer code, or one that does not parse, is refused: exit 3, nothing touched"

@@ -53,6 +53,7 @@ def planter(kept: StoredCheckpoint, state_version: int) -> Setup:
 
 class StoredCheckpoints(Scenario):
     name = "stored-checkpoints"
+    judged_once = False  # a trial's seed names the kept checkpoint it resumes
     cost = 0.5  # seconds, reference agent, -j 1 (bench/shards.py)
     local_plan = True  # the checkpoints this machine kept
     summary = "checkpoints kept by earlier runs of older code (.killpoint/checkpoints) resume under the current code"

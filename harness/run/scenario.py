@@ -19,7 +19,14 @@ from typing import Literal
 from killpoint.checkers import CRASH_CHECKERS, CheckerRef
 from killpoint.env.stepmodule import DEFAULT_STEPS, AgentSpec, load
 from killpoint.faults.points import base
-from killpoint.faults.schedule import MAX_OCCURRENCES, Schedule, distinct, exhaustive, fault_budget
+from killpoint.faults.schedule import (
+    MAX_OCCURRENCES,
+    Schedule,
+    derive_seed,
+    distinct,
+    exhaustive,
+    fault_budget,
+)
 from killpoint.run.context import Context
 from killpoint.run.options import RunOptions
 from killpoint.run.plans import run_plan
@@ -65,6 +72,12 @@ class Scenario:
     black_box_reason: str | None = None
     """Why this scenario cannot apply to a black-box worker (`--worker-cmd`), or None if it can: such a
     scenario is skipped with this reason, never run to an unknown."""
+
+    judged_once = True
+    """Whether a trial of this scenario is a function of its schedule alone (`trial(ctx, schedule, seed)`, the
+    seed a label): then its random plan draws each schedule once (`faults.schedule.distinct`) and shrinking
+    reuses the verdict of a schedule the scenario judged already. False where the seed or the plan item
+    varies a trial beyond its schedule (an interleaving, a kind of checkpoint, a grace)."""
 
     local_plan = False
     """Whether the scenario's plan is what this machine kept (stored checkpoints): `--shard` splits it by the
@@ -218,9 +231,13 @@ class Scenario:
         if not self.testable(ctx, points):
             return []  # a schedule of no fault tests nothing
         actions, budget, occurrences = self.sweep_actions(ctx), fault_budget(points), self.occurrences(ctx)
-        return distinct(ctx.seed, count, lambda seed: Schedule.from_seed(seed, points, actions=actions,
-                                                                         max_faults=budget, occurrences=occurrences),
-                        besides=besides)
+
+        def draw(seed: int) -> Schedule:
+            return Schedule.from_seed(seed, points, actions=actions, max_faults=budget, occurrences=occurrences)
+
+        if not self.judged_once:  # each seed is a trial of its own: repeats and all
+            return [(seed, draw(seed)) for seed in (derive_seed(ctx.seed, i) for i in range(count))]
+        return distinct(ctx.seed, count, draw, besides=besides)
 
     def random(self, ctx: Context, count: int, *, stop_on_budget: bool = False,
                besides: Collection[Schedule] = ()) -> list[Trial]:

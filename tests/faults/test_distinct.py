@@ -19,8 +19,9 @@ POINTS = {"fetch": ["step.start", "checkpoint.committed"], "notify": ["effect.re
 
 ONE_POINT = {"only": ["step.start"]}
 
-REPEATS_RUN_AGAIN = {"concurrent-runs", "fleet"}
-"""Scenarios whose seed varies a trial beyond its schedule (interleavings): their plans keep repeats."""
+ONCE = sorted(name for name, sc in registry().items() if sc.judged_once)
+AGAIN = sorted(name for name, sc in registry().items() if not sc.judged_once)
+"""Scenarios whose seed or plan item varies a trial beyond its schedule: their plans keep repeats."""
 
 
 def on_these_points(scenario: Scenario, points: dict) -> Scenario:
@@ -63,7 +64,20 @@ def test_distinct_gives_up_after_a_run_of_draws_with_nothing_new() -> None:
     assert len(drawn) == 1 + DRAWS_WITHOUT_NEW  # not the 400,064 the count allows
 
 
-@pytest.mark.parametrize("name", sorted(set(registry()) - REPEATS_RUN_AGAIN))
+def test_the_scenarios_that_keep_repeats_are_those_a_seed_or_an_item_varies() -> None:
+    assert AGAIN == ["concurrent-runs", "deploy-drain", "fleet", "rollback-refusal", "stored-checkpoints"]
+
+
+@pytest.mark.parametrize("name", AGAIN)
+def test_a_scenario_whose_seed_varies_its_trial_keeps_a_trial_per_seed(name: str) -> None:
+    """rollback-refusal's seed picks the kind of checkpoint: `explore --random 5` is five trials, one
+    schedule or not."""
+    scenario = on_these_points(registry()[name], POINTS)
+    plan = scenario.random_plan(ctx(), 5)  # type: ignore[arg-type]
+    assert [seed for seed, _ in plan] == [derive_seed(1, i) for i in range(5)]
+
+
+@pytest.mark.parametrize("name", ONCE)
 def test_no_random_plan_holds_a_schedule_twice(name: str) -> None:
     scenario = on_these_points(registry()[name], POINTS)
     plan = scenario.random_plan(ctx(), 40)  # type: ignore[arg-type]
