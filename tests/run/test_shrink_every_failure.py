@@ -69,3 +69,48 @@ def test_a_negative_controls_findings_are_not_shrunk() -> None:
     ctx = context([])
     found = [sc.trial(ctx, Schedule.parse(f"plan:step.start:kill,{FATAL}"))]
     assert with_shrunk(sc, ctx, found) == found and len(sc.ran) == 1
+
+
+def test_a_candidate_the_scenario_judged_already_is_not_run_again() -> None:
+    """The sweep ran FATAL alone and it failed: a random failure holding it shrinks to it without running it
+    (or any candidate judged before) again, and adds no second trial of it."""
+    sc, said = Judged(), []
+    ctx = context(said)
+    swept = [sc.trial(ctx, Schedule.parse(s)) for s in (FATAL, "plan:step.start:kill", "record:step.start:term")]
+    found = [sc.trial(ctx, Schedule.parse(f"plan:step.start:kill,{FATAL},record:step.start:term")),
+             sc.trial(ctx, Schedule.parse(f"record:step.start:term,{FATAL}"))]
+    before = len(sc.ran)
+    out = with_shrunk(sc, ctx, [*swept, *found])
+    ran = sc.ran[before:]
+    assert FATAL not in ran and len(ran) == len(set(ran)), ran  # nothing judged twice
+    assert list(out) == [*swept, *found]  # the shrunk schedule's trial is the sweep's, shown once
+    assert any(line.startswith("judged: shrunk plan:step.start:kill,") and line.endswith(
+        f"(3 faults) to {FATAL} (1 fault) in 1 trial; {FATAL} was judged already (judged-1)") for line in said), said
+
+
+def test_two_failures_share_what_their_searches_judged() -> None:
+    sc, said = Judged(), []
+    ctx = context(said)
+    found = [sc.trial(ctx, Schedule.parse(f"plan:step.start:kill,{FATAL},record:step.start:term")),
+             sc.trial(ctx, Schedule.parse(f"plan:step.start:kill,{FATAL},record:step.start:kill"))]
+    before = len(sc.ran)
+    out = with_shrunk(sc, ctx, found)
+    ran = sc.ran[before:]
+    assert len(ran) == len(set(ran)) and ran.count(f"{FATAL}") == 1, ran
+    assert [(str(t.schedule), str(t.shrunk_from)) for t in out[len(found):]] == [(FATAL, str(found[0].schedule))]
+    assert f"record:step.start:kill (3 faults) to {FATAL} (1 fault) in 2 trials; {FATAL} was judged already" \
+        in " ".join(said), said  # its own two candidates, then the first search's trial of FATAL
+
+
+def test_where_the_seed_varies_a_trial_each_search_runs_its_candidates() -> None:
+    """A scenario whose trials are not functions of their schedules (`judged_once` False) judges nothing
+    from another trial: each search runs every candidate it tries, as before."""
+    sc, said = Judged(), []
+    sc.judged_once = False
+    ctx = context(said)
+    swept = [sc.trial(ctx, Schedule.parse(FATAL))]
+    found = [sc.trial(ctx, Schedule.parse(f"plan:step.start:kill,{FATAL}"))]
+    before = len(sc.ran)
+    out = with_shrunk(sc, ctx, [*swept, *found])
+    assert FATAL in sc.ran[before:]
+    assert [(str(t.schedule), str(t.shrunk_from)) for t in out[2:]] == [(FATAL, str(found[0].schedule))]
