@@ -220,11 +220,17 @@ def from_report(module: str, limit: float, report: object, exit_code: int | None
         raise _timed_out(module, limit, "it loops or waits at module level, and ignored the time limit's signal")
     if report is not None and not isinstance(report, dict):
         raise _unreadable(module)
+    if not isinstance(report, dict) and exit_code < 0:
+        # A signal: the module's own (os.kill, os.abort) or another process's (the OOM killer, a timeout, a user);
+        # the parent sees only its number, so the line names both.
+        raise UsageError("steps-import-killed", f"step module {module!r} could not be checked: the process importing it "
+                         f"was killed by {_signal_name(-exit_code)}, by the module itself (os.kill or os.abort at "
+                         "module level) or from outside (the OOM killer, a timeout, a user)",
+                         "remove any kill from the module's top level; if it has none, find what killed the process "
+                         "(`dmesg` names the OOM killer's victims) and run again")
     if not isinstance(report, dict):
-        how = (f"was killed by {_signal_name(-exit_code)}" if exit_code < 0
-               else f"exited with code {exit_code}")
         raise UsageError("steps-import-exit", f"step module {module!r} ended its process while being imported (it "
-                         f"{how}, e.g. os._exit at module level), before it could be checked",
+                         f"exited with code {exit_code}, e.g. os._exit at module level), before it could be checked",
                          "remove the exit from module level (guard it with `if __name__ == '__main__':`)")
     if "timeout" in report:
         raise _timed_out(module, limit, "does it loop or wait at module level?")

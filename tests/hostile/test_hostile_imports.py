@@ -6,20 +6,24 @@ exception, or ends its process can neither hang the harness nor end it with the 
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import textwrap
 
+import psutil
 import pytest
 
+from tests.helpers.agents import wait_for
 from tests.helpers.sandbox import Sandbox
 
 MODULES: dict[str, tuple[str, str, str]] = {
     # name: (module source, error code, words of the line)
     "os-exit-0": ("import os\nos._exit(0)\n", "steps-import-exit", "exited with code 0"),
     "os-exit-3": ("import os\nos._exit(3)\n", "steps-import-exit", "exited with code 3"),
-    "sigkill-self": ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "steps-import-exit",
-                     "killed by SIGKILL"),
-    "abort": ("import os\nos.abort()\n", "steps-import-exit", "killed by SIGABRT"),
+    "sigkill-self": ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", "steps-import-killed",
+                     "was killed by SIGKILL, by the module itself"),
+    "abort": ("import os\nos.abort()\n", "steps-import-killed", "killed by SIGABRT"),
     "sys-exit-3": ("import sys\nsys.exit(3)\n", "steps-import-exit", "sys.exit(3)"),
     "system-exit-text": ("raise SystemExit('bye')\n", "steps-import-exit", "sys.exit('bye')"),
     "ignores-sigalrm": ("import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass\n",
@@ -92,3 +96,43 @@ def test_a_module_reading_stdin_while_imported_reads_its_end(sandbox: Sandbox, s
                           env={**sandbox.env(), "KILLPOINT_IMPORT_TIMEOUT": "5"}, timeout=120)
     assert proc.returncode == 0, (proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
     assert sandbox.survivors() == []
+
+
+def test_a_check_killed_from_outside_is_not_blamed_on_an_exit_of_the_module(sandbox: Sandbox) -> None:
+    """The process that imports a sound step module for its check (the first fork server) is SIGKILLed from
+    outside while it imports, as the OOM killer would: the one line says the process was killed and that the
+    kill may have come from outside, where it said the module ended its process "e.g. os._exit at module
+    level"; what the session started is stopped, the second server's import included."""
+    (sandbox.cwd / "slow_import.py").write_text(
+        "import os, pathlib, time\nfrom killpoint.reference_agent.invoice_agent import *  # noqa: F403\n"
+        "from killpoint.reference_agent.invoice_agent import MIGRATIONS, OWN_EFFECTS_SQL  # noqa: F401\n"
+        "pathlib.Path(f'importing.{os.getpid()}').write_text('')\ntime.sleep(60)\n")
+    argv = sandbox.argv("replay", "--scenario", "crash-points", "--schedule", "plan:step.start:kill", "--steps",
+                        "slow_import", "--quiet", "--out", str(sandbox.out))
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=sandbox.cwd,
+                            stdin=subprocess.DEVNULL, env={**sandbox.env(), "KILLPOINT_IMPORT_TIMEOUT": "120"})
+    try:
+        def checking() -> int | None:
+            for marker in sandbox.cwd.glob("importing.*"):
+                pid = int(marker.suffix[1:])
+                try:
+                    if "--probe" in psutil.Process(pid).cmdline():
+                        return pid
+                except psutil.NoSuchProcess:
+                    pass
+            return None
+
+        os.kill(wait_for(checking, timeout=60, what="the checking fork server's import"), signal.SIGKILL)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    err = err.strip()
+    assert proc.returncode == 2, (proc.returncode, out[-2000:], err[-2000:])
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith("killpoint: error[steps-import-killed]: step module 'slow_import' could not be checked: "
+                          "the process importing it was killed by SIGKILL"), err
+    assert "or from outside (the OOM killer" in err and "os._exit" not in err, err
+    assert sandbox.survivors() == []
+
