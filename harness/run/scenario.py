@@ -102,7 +102,8 @@ class Scenario:
     """How many trials of this instance's plans `--shard K/N` left to the other shards (`run.plans.in_shard`)."""
 
     budget_cuts: tuple[str, ...] = ()
-    """What the time budget cut from this instance's plans (`run.plans.run_plan`), said in its result's `cut`."""
+    """What the time budget cut from this instance's plans (`run.plans.run_plan`), and what its random plan
+    could not find (fewer different schedules than asked: `random`), said in its result's `cut`."""
 
     untested = ""
     """Why this instance had no schedule to run (`testable`), said as its result's reason; "" if it had."""
@@ -246,9 +247,11 @@ class Scenario:
         says so."""
         plan = self.random_plan(ctx, count, besides)
         if 0 < count and len(plan) < count and not self.untested:
-            ctx.say(f"{self.name}: random: {len(plan)} of {count} schedules: the agent's fault points give no "
-                    f"more that differ from each other{' and from the sweep' if besides else ''} "
-                    f"(a schedule is judged once)")
+            # kept with the budget's cuts: the summary line, verdicts.json and JUnit say what the plan left out
+            note = (f"random: {len(plan)} of {count} schedules: the agent's fault points give no more that differ "
+                    f"from each other{' and from the sweep' if besides else ''} (a schedule is judged once)")
+            self.budget_cuts = (*self.budget_cuts, note)
+            ctx.say(f"{self.name}: {note}")
         return run_plan(self, ctx, list(plan),
                               lambda i, seed, schedule, trial:
                               f"{self.name}: random [{i}/{len(plan)}] seed {seed} {schedule} -> {trial.outcome}",

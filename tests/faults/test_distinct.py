@@ -111,5 +111,7 @@ def test_a_small_space_runs_what_it_has_and_says_so(monkeypatch: pytest.MonkeyPa
     assert [str(s) for s in swept] == ["only:step.start:kill"]
     scenario.random(c, 10, besides=swept)  # type: ignore[arg-type]
     assert [str(s) for _, s in planned[0]] == ["only:step.start:kill,only:step.start:kill@2"]
-    assert lines == ["crash-points: random: 1 of 10 schedules: the agent's fault points give no more that differ "
-                     "from each other and from the sweep (a schedule is judged once)"]
+    note = ("random: 1 of 10 schedules: the agent's fault points give no more that differ from each other and "
+            "from the sweep (a schedule is judged once)")
+    assert lines == [f"crash-points: {note}"]
+    assert scenario.budget_cuts == (note,)  # the summary line's [...], verdicts.json's and JUnit's cut
