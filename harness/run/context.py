@@ -41,6 +41,10 @@ class Context:
     """Called after each trial of a plan as (scenario, done, total, outcome): the progress display."""
     checkpoints: CheckpointStore | None = None
     """The checkpoints kept by earlier runs (`run.checkpoint_store`), for `stored-checkpoints`; None: off."""
+    judged: frozenset[str] = frozenset()
+    """Schedules (as text) the scenario judged already in this session, before its plans: the stored failures
+    replayed first (`run.store.replay`). A scenario whose trial is a function of its schedule
+    (`Scenario.judged_once`) does not run them again in its plans (`run.plans.run_plan`)."""
 
     def asked(self, name: str) -> bool:
         """True when the user named scenario `name` (not merely ran the whole suite)."""

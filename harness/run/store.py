@@ -9,7 +9,8 @@
    LangGraph graph and a DBOS workflow) never share their schedules. The file maps a scenario name to
    the schedules that failed in it.
 2. Before a scenario runs, `replay` runs its stored schedules first (each with `Scenario.trial`, what
-   `killpoint replay --schedule` runs) and says so; those trials count with the scenario's others.
+   `killpoint replay --schedule` runs) and says so; those trials count with the scenario's others, and the
+   scenario's plans do not run them again (`Context.judged`, where a trial is a function of its schedule).
 3. After it ran, `remember` stores the schedules that failed (the shrunk ones included) and drops stored
    ones that now pass, so a fixed bug leaves the store. A negative control's expected findings are never
    stored (they fail on purpose).
@@ -153,6 +154,7 @@ def replay(store: FailureStore | None, scenario: Scenario, ctx: Context) -> list
         trial.remembered = True
         ctx.say(f"{scenario.name}: stored failure [{i}/{len(schedules)}] {schedule} -> {trial.outcome}")
         trials.append(trial)
+    ctx.judged = ctx.judged | {str(t.schedule) for t in trials}  # not run again by the plans (`run_plan`)
     return trials
 
 

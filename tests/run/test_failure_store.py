@@ -12,6 +12,7 @@ from killpoint.checkers.evidence import Evidence
 from killpoint.checkers.verdict import Verdict
 from killpoint.env.stepmodule import AgentSpec, load
 from killpoint.faults.schedule import Schedule
+from killpoint.run.plans import run_plan
 from killpoint.run.scenario import Context, Scenario
 from killpoint.run.store import FailureStore, remember, replay
 from killpoint.run.trial import Trial
@@ -121,3 +122,28 @@ def test_each_worker_command_has_its_own_file_named_after_it(tmp_path: Path) -> 
     assert [str(t.schedule) for t in replay(store, Judged(set()), contexts[0])] == ["plan:step.start:kill"]
     graph.write_text("# v2\n")  # another version of the graph starts afresh
     assert replay(store, Judged(set()), contexts[0]) == []
+
+
+def test_a_stored_failure_replayed_first_is_not_run_again_by_the_plan(tmp_path: Path) -> None:
+    """A failing run's next run replays its stored failures first; its sweep holds the same schedules, and
+    ran them again (a trial judged twice). Now the plan leaves them out, says so, and the trials add up to the
+    plan; where a trial is not a function of its schedule (`judged_once` False) it runs them as before."""
+    store, said = FailureStore(tmp_path / "failures"), []
+    first = Judged({"email:step.start:kill"})
+    remember(store, first, ctx(said), [first.trial(ctx(said), Schedule.parse("email:step.start:kill"))])
+    plan = [(None, Schedule.parse(s)) for s in ("plan:step.start:kill", "email:step.start:kill", "email:step.start:term")]
+
+    again, c = Judged({"email:step.start:kill"}), ctx(said)
+    stored = replay(store, again, c)
+    trials = run_plan(again, c, plan, lambda i, _seed, schedule, trial: f"[{i}] {schedule} -> {trial.outcome}")
+    assert again.ran == ["email:step.start:kill", "plan:step.start:kill", "email:step.start:term"]
+    assert [str(t.schedule) for t in [*stored, *trials]] == ["email:step.start:kill", "plan:step.start:kill",
+                                                           "email:step.start:term"]
+    assert ("judged: 1 of this plan's schedules were replayed from the failure store first, not run again: "
+            "email:step.start:kill") in said
+
+    varies, c = Judged({"email:step.start:kill"}), ctx([])
+    varies.judged_once = False
+    replay(store, varies, c)
+    run_plan(varies, c, plan, lambda i, _seed, schedule, trial: "")
+    assert varies.ran.count("email:step.start:kill") == 2
