@@ -46,7 +46,8 @@ SUMMARY = re.compile(r"crash-points\s+(\d+) schedules")
 
 
 def killpoint(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "killpoint.cli.main", *args], capture_output=True, text=True, check=False)
+    return subprocess.run([sys.executable, "-m", "killpoint.cli.main", *args], capture_output=True, text=True,
+                          check=False)
 
 
 def learned_points(steps: str | None, seed: int, out: Path) -> dict[str, list[str]]:
@@ -83,7 +84,8 @@ def main() -> None:
         swept = set(exhaustive(points, actions))
         before = [draw(derive_seed(args.seed, i)) for i in range(args.n)]
         now = distinct(args.seed, args.n, draw)
-        place = {derive_seed(args.seed, i): i for i in range(DRAWS_PER_SCHEDULE * args.n + DRAWS_SPARE + DRAWS_WITHOUT_NEW)}
+        most = DRAWS_PER_SCHEDULE * args.n + DRAWS_SPARE + DRAWS_WITHOUT_NEW
+        place = {derive_seed(args.seed, i): i for i in range(most)}
         drawn = place[now[-1][0]] + 1 if now else 0
         print(f"agent {args.steps or 'reference'}: {sum(map(len, points.values()))} points over {len(points)} steps, "
               f"{len(swept)} single faults, at most {budget} faults a schedule; base seed {args.seed}, N {args.n}")

@@ -54,8 +54,11 @@ class FlakyServices(Scenario):
         """`count` random schedules of two faults or more (single faults are the exhaustive part's), none
         alike and none of `besides` (`faults.schedule.distinct`)."""
         points, actions, occurrences = self.step_points(ctx), self.random_actions(ctx), self.occurrences(ctx)
-        return distinct(ctx.seed, count, lambda seed: Schedule.from_seed(seed, points, actions=actions,
-                                                                         max_faults=MAX_FAULTS, occurrences=occurrences),
+
+        def draw(seed: int) -> Schedule:
+            return Schedule.from_seed(seed, points, actions=actions, max_faults=MAX_FAULTS, occurrences=occurrences)
+
+        return distinct(ctx.seed, count, draw,
                         keep=lambda schedule: len(schedule) > 1, besides=besides, most_draws=count * 8 + DRAWS_SPARE)
 
     def figures(self, trials: list[Trial]) -> str:

@@ -69,7 +69,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--exhaustive", action="store_true",
                    help="every step x point x action, one fault each (at each time the crash-free run reached "
                         "the point, up to 5)")
-    g.add_argument("--random", type=validate.count, metavar="N", help="N random multi-fault schedules, no two alike (fewer where the agent's fault points give fewer)")
+    g.add_argument("--random", type=validate.count, metavar="N",
+                   help="N random multi-fault schedules, no two alike (fewer where the agent's fault points give "
+                        "fewer)")
     p.add_argument("--seed", type=validate.seed, default=None,
                    help="base seed for --random (default: a random one, printed at the start)")
     add_common(p)

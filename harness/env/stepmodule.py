@@ -223,8 +223,8 @@ def from_report(module: str, limit: float, report: object, exit_code: int | None
     if not isinstance(report, dict) and exit_code < 0:
         # A signal: the module's own (os.kill, os.abort) or another process's (the OOM killer, a timeout, a user);
         # the parent sees only its number, so the line names both.
-        raise UsageError("steps-import-killed", f"step module {module!r} could not be checked: the process importing it "
-                         f"was killed by {_signal_name(-exit_code)}, by the module itself (os.kill or os.abort at "
+        raise UsageError("steps-import-killed", f"step module {module!r} could not be checked: the process "
+                         f"importing it was killed by {_signal_name(-exit_code)}, by the module itself (os.kill or os.abort at "
                          "module level) or from outside (the OOM killer, a timeout, a user)",
                          "remove any kill from the module's top level; if it has none, find what killed the process "
                          "(`dmesg` names the OOM killer's victims) and run again")

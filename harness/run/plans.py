@@ -11,7 +11,8 @@ and what a time budget cut.
 2. `run_plan(scenario, ctx, plan, line, stop_on_budget)`: the shard's items of `plan` (seed, schedule), each
    `scenario.trial`, said as `line(i, seed, schedule, trial)` and counted by `ctx.on_trial`, in plan order;
    where a trial is a function of its schedule (`scenario.judged_once`), not the items judged already
-   (`ctx.judged`: the stored failures replayed first), which are said and left out after the deal. When `scenario.concurrent()`, as many at a time as the session's gate lets run (`run.gate`: `-j`, shared
+   (`ctx.judged`: the stored failures replayed first), which are said and left out after the deal. When
+   `scenario.concurrent()`, as many at a time as the session's gate lets run (`run.gate`: `-j`, shared
    with the scenarios running beside this one; `run.pool.ordered` hands the results back in order), the run
    ids taken in plan order first, so that ids, lines and verdicts are those of `-j 1`. Each trial, concurrent
    or not, holds a slot of the gate while it runs.
@@ -122,8 +123,9 @@ def run_plan(scenario: Planned, ctx: Context, plan: list[tuple[int | None, Sched
         again = [item for item in plan if str(item[1]) in ctx.judged]
         if again:
             plan = [item for item in plan if str(item[1]) not in ctx.judged]
+            named = ", ".join(str(s) for _, s in again[:3]) + (" and more" if len(again) > 3 else "")
             ctx.say(f"{scenario.name}: {len(again)} of this plan's schedules were replayed from the failure store "
-                    f"first, not run again: {', '.join(str(s) for _, s in again[:3])}{' and more' if len(again) > 3 else ''}")
+                    f"first, not run again: {named}")
     trials = Trials()  # a spooled passing trial is 8 bytes here, not the trial
 
     def done(i: int, trial: Trial | None) -> None:

@@ -260,7 +260,8 @@ class Scenario:
     def run(self, ctx: Context) -> list[Trial]:
         """What `killpoint run` does: every single fault, then random schedules within the budget (none the
         sweep ran)."""
-        return self.exhaustive(ctx) + self.random(ctx, ctx.random_count, stop_on_budget=True, besides=self.sweep_plan(ctx))
+        return self.exhaustive(ctx) + self.random(ctx, ctx.random_count, stop_on_budget=True,
+                                                  besides=self.sweep_plan(ctx))
 
     shrink_budget = 36
     """Trials all shrinking of one scenario may run (`run.shrinking.with_shrunk`; each failure's share is at

@@ -103,7 +103,8 @@ def test_a_run_draws_no_schedule_its_sweep_ran(name: str) -> None:
 def test_a_small_space_runs_what_it_has_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     """One step of one point, kills only: the sweep's one schedule and one of two kills are all there is."""
     planned: list[list] = []
-    monkeypatch.setattr(scenario_module, "run_plan", lambda _sc, _ctx, plan, _line, _stop=False: planned.append(plan) or plan)
+    monkeypatch.setattr(scenario_module, "run_plan",
+                        lambda _sc, _ctx, plan, _line, _stop=False: planned.append(plan) or plan)
     lines: list[str] = []
     scenario = on_these_points(registry()["crash-points"], ONE_POINT)
     c = SimpleNamespace(seed=1, actions=("kill",), random_count=8, say=lines.append)

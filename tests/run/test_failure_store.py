@@ -131,7 +131,8 @@ def test_a_stored_failure_replayed_first_is_not_run_again_by_the_plan(tmp_path: 
     store, said = FailureStore(tmp_path / "failures"), []
     first = Judged({"email:step.start:kill"})
     remember(store, first, ctx(said), [first.trial(ctx(said), Schedule.parse("email:step.start:kill"))])
-    plan = [(None, Schedule.parse(s)) for s in ("plan:step.start:kill", "email:step.start:kill", "email:step.start:term")]
+    plan = [(None, Schedule.parse(s))
+            for s in ("plan:step.start:kill", "email:step.start:kill", "email:step.start:term")]
 
     again, c = Judged({"email:step.start:kill"}), ctx(said)
     stored = replay(store, again, c)
