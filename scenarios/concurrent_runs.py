@@ -45,6 +45,7 @@ name), the steps all its runs began at once, and where it let them go without on
 
 class ConcurrentRuns(Scenario):
     name = "concurrent-runs"
+    judged_once = False  # the seed varies the interleaving of an empty schedule
     cost = 1.3  # seconds, reference agent, -j 1 (bench/shards.py)
     whole = True  # one trial: --shard places it whole
     summary = "3 runs of one customer at once, then the same runs one after another: own tables must agree"
@@ -58,8 +59,6 @@ class ConcurrentRuns(Scenario):
     def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
         """No faults: the concurrency is the test (a seed names the same empty schedule)."""
         return Schedule()
-
-    judged_once = False  # the seed varies the interleaving of an empty schedule
 
     def random_plan(self, ctx: Context, count: int, besides: Collection[Schedule] = ()) -> list[tuple[int, Schedule]]:
         """`explore --random N`: N more pairs of sets, each under its seed (no faults: the interleaving varies,

@@ -15,7 +15,7 @@ Judged by every crash checker (exactly_once, bounded_rework and context_fidelity
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from killpoint.checkers import CRASH_CHECKERS
 from killpoint.faults.outage import LENGTHS
@@ -45,20 +45,16 @@ class FlakyServices(Scenario):
         """The actions a seed draws from: the allowed ones, an `outage` as each of its lengths (`LENGTHS`)."""
         return [x for a in self.actions_in(ctx) for x in (LENGTHS if a == "outage" else (a,))]
 
-    def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
-        """The schedule a seed stands for (what `replay --seed` runs): drawn as `random_plan` draws it."""
-        return Schedule.from_seed(seed, self.step_points(ctx), actions=self.random_actions(ctx),
-                                  max_faults=MAX_FAULTS, occurrences=self.occurrences(ctx))
+    def seed_schedules(self, ctx: Context) -> Callable[[int], Schedule]:
+        """What a seed stands for (`replay --seed`, `random_plan`): up to `MAX_FAULTS` of the random actions."""
+        points, actions, occurrences = self.step_points(ctx), self.random_actions(ctx), self.occurrences(ctx)
+        return lambda seed: Schedule.from_seed(seed, points, actions=actions, max_faults=MAX_FAULTS,
+                                               occurrences=occurrences)
 
     def random_plan(self, ctx: Context, count: int, besides: Collection[Schedule] = ()) -> list[tuple[int, Schedule]]:
         """`count` random schedules of two faults or more (single faults are the exhaustive part's), none
         alike and none of `besides` (`faults.schedule.distinct`)."""
-        points, actions, occurrences = self.step_points(ctx), self.random_actions(ctx), self.occurrences(ctx)
-
-        def draw(seed: int) -> Schedule:
-            return Schedule.from_seed(seed, points, actions=actions, max_faults=MAX_FAULTS, occurrences=occurrences)
-
-        return distinct(ctx.seed, count, draw,
+        return distinct(ctx.seed, count, self.seed_schedules(ctx),
                         keep=lambda schedule: len(schedule) > 1, besides=besides, most_draws=count * 8 + DRAWS_SPARE)
 
     def figures(self, trials: list[Trial]) -> str:

@@ -31,6 +31,7 @@ from killpoint.run.trial import Trial
 
 class FleetScenario(Scenario):
     name = "fleet"
+    judged_once = False  # which worker takes which run varies from fleet to fleet
     cost = 1.6  # seconds, reference agent, -j 1 (bench/shards.py)
     whole = True  # one trial: --shard places it whole
     summary = "12 runs, 3 queue workers, seeded kills and terms across the fleet; all complete exactly once"
@@ -52,8 +53,6 @@ class FleetScenario(Scenario):
     def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
         """The fleet-wide schedule of a seed (`fleet_schedule`), not a single run's."""
         return fleet_schedule(seed, self.step_points(ctx), self.runs, self.faults, self.actions_in(ctx))
-
-    judged_once = False  # which worker takes which run varies from fleet to fleet
 
     def random_plan(self, ctx: Context, count: int, besides: Collection[Schedule] = ()) -> list[tuple[int, Schedule]]:
         """`explore --random N`: N fleets, each under the fleet schedule of a seed derived from the base seed

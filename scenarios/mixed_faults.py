@@ -20,7 +20,7 @@ Judged by every crash checker plus `retries_keep_keys`. A failing schedule shrin
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 from killpoint.checkers import CRASH_CHECKERS
 from killpoint.faults.mixed import (
@@ -76,12 +76,12 @@ class MixedFaults(Scenario):
                           lambda i, _seed, schedule, trial: f"{self.name}: [{i}/{len(plan)}] {schedule} -> {trial.outcome}")
         return trials + self.random(ctx, ctx.random_count, stop_on_budget=True, besides=plan)
 
-    def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
-        return mixed_from_seed(seed, self.step_points(ctx), None, self.occurrences(ctx), *self.kinds(ctx))
+    def seed_schedules(self, ctx: Context) -> Callable[[int], Schedule]:
+        """What a seed stands for (`replay --seed`, `random_plan`): its mixed schedule (`mixed_from_seed`)."""
+        points, occurrences, kinds = self.step_points(ctx), self.occurrences(ctx), self.kinds(ctx)
+        return lambda seed: mixed_from_seed(seed, points, None, occurrences, *kinds)
 
     def random_plan(self, ctx: Context, count: int, besides: Collection[Schedule] = ()) -> list[tuple[int, Schedule]]:
         """`count` mixed schedules (`mixed_from_seed`), none empty, alike or among `besides`
         (`faults.schedule.distinct`)."""
-        points, occurrences, kinds = self.step_points(ctx), self.occurrences(ctx), self.kinds(ctx)
-        return distinct(ctx.seed, count, lambda seed: mixed_from_seed(seed, points, None, occurrences, *kinds),
-                        keep=len, besides=besides)
+        return distinct(ctx.seed, count, self.seed_schedules(ctx), keep=len, besides=besides)

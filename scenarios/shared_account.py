@@ -16,7 +16,7 @@ made in an account of its own. `replay --seed N` or `--schedule S` drives a whol
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import replace
 
 from killpoint.faults.schedule import Schedule, derive_seed, distinct
@@ -45,16 +45,15 @@ class SharedAccount(Scenario):
     actions = ("kill",)
     cycles_per_run = 1
 
-    def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
+    def seed_schedules(self, ctx: Context) -> Callable[[int], Schedule]:
         """One kill at a point of the seed's choosing (the cycle's schedule: every month runs under it)."""
-        return Schedule.from_seed(seed, self.step_points(ctx), actions=self.actions_in(ctx), max_faults=1)
+        points, actions = self.step_points(ctx), self.actions_in(ctx)
+        return lambda seed: Schedule.from_seed(seed, points, actions=actions, max_faults=1)
 
     def random_plan(self, ctx: Context, count: int, besides: Collection[Schedule] = ()) -> list[tuple[int, Schedule]]:
         """`count` cycles' schedules, none alike (`faults.schedule.distinct`: one kill each, so an agent has
         as many as it has points a kill fits)."""
-        points, actions = self.step_points(ctx), self.actions_in(ctx)
-        return distinct(ctx.seed, count, lambda seed: Schedule.from_seed(seed, points, actions=actions, max_faults=1),
-                        besides=besides)
+        return distinct(ctx.seed, count, self.seed_schedules(ctx), besides=besides)
 
     def run(self, ctx: Context) -> list[Trial]:
         trials: list[Trial] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Literal
@@ -180,11 +180,18 @@ class Scenario:
         passes): the exhaustive sweep faults each occurrence (`faults.schedule.exhaustive`)."""
         return point_occurrences(ctx.session.baseline(self.options(ctx.session.options), self.agent(ctx)))
 
+    def seed_schedules(self, ctx: Context) -> Callable[[int], Schedule]:
+        """What each seed stands for in this scenario, the agent's points read once: `schedule_from_seed` (what
+        `replay --seed` runs) and `random_plan` both draw through it, so a seed a plan ran replays as its
+        schedule. Here `Schedule.from_seed` of up to `fault_budget` faults (one per step of the agent)."""
+        points, actions, occurrences = self.step_points(ctx), self.sweep_actions(ctx), self.occurrences(ctx)
+        budget = fault_budget(points)
+        return lambda seed: Schedule.from_seed(seed, points, actions=actions, max_faults=budget,
+                                               occurrences=occurrences)
+
     def schedule_from_seed(self, ctx: Context, seed: int) -> Schedule:
         """The schedule a seed stands for in this scenario (what `replay --seed` runs)."""
-        points = self.step_points(ctx)
-        return Schedule.from_seed(seed, points, actions=self.sweep_actions(ctx), max_faults=fault_budget(points),
-                                  occurrences=self.occurrences(ctx))
+        return self.seed_schedules(ctx)(seed)
 
     def testable(self, ctx: Context, points: dict[str, list[str]]) -> bool:
         """Whether `points` (this scenario's `step_points`) hold a fault point; if not, `untested` says why
@@ -224,18 +231,12 @@ class Scenario:
                               f"{self.name}: [{i}/{len(schedules)}] {schedule} -> {trial.outcome}")
 
     def random_plan(self, ctx: Context, count: int, besides: Collection[Schedule] = ()) -> list[tuple[int, Schedule]]:
-        """The (seed, schedule) pairs `random` runs; each schedule is `Schedule.from_seed(seed, ...)`, of up
-        to `fault_budget` faults (one per step of the agent: a longer agent gets longer schedules), and each
-        differs from the others and from `besides` (`faults.schedule.distinct`: a trial here is a function
-        of its schedule, so a repeat tests nothing new)."""
-        points = self.step_points(ctx)
-        if not self.testable(ctx, points):
+        """The (seed, schedule) pairs `random` runs, each seed's schedule its `seed_schedules`' (a longer agent
+        gets longer schedules), each differing from the others and from `besides` (`faults.schedule.distinct`:
+        a trial here is a function of its schedule, so a repeat tests nothing new)."""
+        if not self.testable(ctx, self.step_points(ctx)):
             return []  # a schedule of no fault tests nothing
-        actions, budget, occurrences = self.sweep_actions(ctx), fault_budget(points), self.occurrences(ctx)
-
-        def draw(seed: int) -> Schedule:
-            return Schedule.from_seed(seed, points, actions=actions, max_faults=budget, occurrences=occurrences)
-
+        draw = self.seed_schedules(ctx)
         if not self.judged_once:  # each seed is a trial of its own: repeats and all
             return [(seed, draw(seed)) for seed in (derive_seed(ctx.seed, i) for i in range(count))]
         return distinct(ctx.seed, count, draw, besides=besides)

@@ -142,4 +142,3 @@ def assert_each_schedule_once(verdicts: list[dict]) -> None:
         if r["scenario"] in ONCE:
             ran = [t["schedule"] for t in r["trials"] if not t.get("shrunk_from") and not t.get("remembered")]
             assert ran and len(set(ran)) == len(ran), (r["scenario"], Counter(ran).most_common(3))
-
