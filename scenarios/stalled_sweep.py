@@ -20,7 +20,7 @@ import psycopg
 
 from killpoint.checkers import CRASH_CHECKERS
 from killpoint.checkers.evidence import Evidence
-from killpoint.checkers.verdict import Verdict, failed, passed
+from killpoint.checkers.verdict import Verdict, failed, not_applicable, passed
 from killpoint.events import Event, FaultFired, Note, Point
 from killpoint.faults.plan import FaultPlan
 from killpoint.faults.schedule import Schedule
@@ -37,10 +37,11 @@ BARRIER_SECONDS = 10.0
 
 def resumed_once(ev: Evidence, base: Evidence | None) -> Verdict:
     """A stalled run got exactly one resume job, named `resume-<run_id>`, queued by one sweeper and taken
-    by one queue worker (facts the scenario records in `ev.extra`)."""
+    by one queue worker (facts the scenario records in `ev.extra`). A run that did not stall (its kill was
+    not reached) did not exercise it: `n/a`, never a pass."""
     o = ev.extra
     if not o.get("stalled"):
-        return passed("resumed_once", "not exercised: the run did not stall")
+        return not_applicable("resumed_once", "not exercised: the run did not stall")
     jobs, queued_by, takers = o.get("resume_jobs", []), o.get("queued_by", []), o.get("takers", [])
     problems = []
     if jobs != [resume_job_id(ev.run_id)]:

@@ -7,7 +7,7 @@ from collections import Counter
 
 from killpoint.checkers.effect_diff import describe
 from killpoint.checkers.evidence import Evidence, mask, not_compared
-from killpoint.checkers.verdict import Verdict, failed, passed, unknown
+from killpoint.checkers.verdict import Verdict, failed, not_applicable, passed, unknown
 from killpoint.checkers.visits import attempt_visits, label
 
 MAX_LINES = 24
@@ -35,7 +35,9 @@ def exactly_once(ev: Evidence, base: Evidence | None) -> Verdict:
     """Applied effects (services and own database) equal the crash-free run's: none missing, none extra; and
     no visit of a step sent its request under a key an earlier visit of that step used (its effect is missing,
     deduplicated away, even when the crash-free run has the same bug). Equal, but a re-sent key's answer proved neither a replay nor a second effect (an `unproven` attempt of
-    the recording proxy): unknown, naming what the proxy could not see and the declaration that settles it."""
+    the recording proxy): unknown, naming what the proxy could not see and the declaration that settles it.
+    Neither run made an effect (no service request applied, no row of the agent's own tables): nothing was
+    held to once, `n/a`, never a pass."""
     collided = collisions(ev)
     if collided:
         return failed("exactly_once", f"effects never done: {len(collided)} visit(s) of a step sent their "
@@ -46,6 +48,9 @@ def exactly_once(ev: Evidence, base: Evidence | None) -> Verdict:
     volatile = base.volatile
     mine, theirs = _effect_keys(ev, volatile), _effect_keys(base, volatile)
     extra, missing = mine - theirs, theirs - mine
+    if not mine and not theirs and not ev.attempts:
+        return not_applicable("exactly_once", "not exercised: neither this run nor the crash-free one made an "
+                              "effect (no service request, no row of the agent's own tables)")
     unproven = [a for a in ev.attempts if a.get("outcome") == "unproven"]
     if not extra and not missing and unproven:  # the recording proxy could not tell replayed from applied
         return unknown("exactly_once", f"{len(unproven)} re-sent request(s) neither shown replayed nor shown "

@@ -4,7 +4,7 @@ retries_keep_keys (service faults)."""
 from __future__ import annotations
 
 from killpoint.checkers.evidence import MIN_ALIAS, Evidence, normalize
-from killpoint.checkers.verdict import Verdict, failed, passed, unknown
+from killpoint.checkers.verdict import Verdict, failed, not_applicable, passed, unknown
 from killpoint.events import FaultFired, FaultMissed, Point, RunEnd
 
 
@@ -12,15 +12,17 @@ def commits_survive(ev: Evidence, base: Evidence | None) -> Verdict:
     """A database crash keeps what was committed and drops what was not: the checkpoint write committed
     just before a `db-crash` is in the audit trail afterwards, and the one still open at it is not.
 
-    Needs the worker to report the seq it writes at its checkpoint points (white-box workers do)."""
-    crashes = [f for f in ev.faults() if f.action == "db-crash"]
+    Needs the worker to report the seq it writes at its checkpoint points (white-box workers do). A run with
+    no db-crash fired at a checkpoint write (none planned, none reached, or only at other points) did not
+    exercise it: `n/a`, never a pass."""
+    fired = [f for f in ev.faults() if f.action == "db-crash"]
+    crashes = [f for f in fired if f.point in ("checkpoint.writing", "checkpoint.committed")]
     if not crashes:
-        return passed("commits_survive", "not exercised: no db-crash in this run")
+        elsewhere = f" (only at {', '.join(sorted({f.point for f in fired}))})" if fired else ""
+        return not_applicable("commits_survive", f"not exercised: no db-crash at a checkpoint write in this run{elsewhere}")
     written = {(w.get("app"), w.get("seq")) for w in ev.audit}
     problems = []
     for f in crashes:
-        if f.point not in ("checkpoint.writing", "checkpoint.committed"):
-            continue
         at = next((e for e in reversed(ev.events[:ev.events.index(f)]) if isinstance(e, Point)
                    and e.inc == f.inc and e.point == f.point), None)
         if at is None or at.seq is None:
@@ -47,7 +49,11 @@ def retries_keep_keys(ev: Evidence, base: Evidence | None) -> Verdict:
 
     Keys are compared with run-specific names replaced (`attempt_aliases`): each key named by its service
     and order of first appearance among the run's attempts, applied or not (a correct key whose request
-    never applied in this run, an error answered before it could, is still the crash-free run's key)."""
+    never applied in this run, an error answered before it could, is still the crash-free run's key). A run
+    that sent no service request (an agent whose effects are all in its own tables) did not exercise it:
+    `n/a`, never a pass."""
+    if not ev.attempts:
+        return not_applicable("retries_keep_keys", "not exercised: the run sent no service request")
     if base is None:
         return unknown("retries_keep_keys", "no crash-free baseline to compare with")
     known = {(a.get("service"), normalize(a.get("key"), attempt_aliases(base))) for a in base.attempts}

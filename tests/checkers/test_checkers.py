@@ -86,7 +86,7 @@ def fault(ev: Evidence, action: str, step: str, point: str, inc: str) -> None:
                                nth=1))
 
 
-NEEDS_A_FAULT = {"drains_on_sigterm": "term", "fenced_zombie": "stop"}
+NEEDS_A_FAULT = {"drains_on_sigterm": "term", "fenced_zombie": "stop", "commits_survive": "db-crash"}
 """Checkers a run without their fault does not exercise: `n/a` there, never a pass."""
 
 
@@ -96,6 +96,25 @@ def test_the_clean_run_passes_every_crash_checker_it_exercises() -> None:
     assert [v.outcome for v in verdicts] == ["n/a" if c in NEEDS_A_FAULT else "pass" for c in CRASH_CHECKERS], verdicts
     assert all("not exercised" in v.reason for v in verdicts if v.outcome == "n/a")
     assert combine(verdicts) == "pass"
+
+
+def test_checkers_with_nothing_to_judge_are_not_exercised_never_passed() -> None:
+    """A db-crash only outside a checkpoint write, a run without service requests, and an agent that makes
+    no effect at all: each checker had nothing to hold, so `n/a` (it once said pass)."""
+    ev = evidence("run-2")
+    _db_crash_at(ev, "step.start", 2)
+    verdict = run("commits_survive", ev)
+    assert verdict.outcome == "n/a" and "only at step.start" in verdict.reason, verdict
+    ev, base = evidence("run-2"), evidence("run-1")
+    ev.attempts, base.attempts = [], []
+    verdict = run("retries_keep_keys", ev, base=base)
+    assert verdict.outcome == "n/a" and "no service request" in verdict.reason, verdict
+    ev.effects = base.effects = []
+    ev.own_effects = base.own_effects = []
+    verdict = run("exactly_once", ev, base=base)
+    assert verdict.outcome == "n/a" and "neither" in verdict.reason, verdict
+    base.own_effects = [{"id": 1}]  # an effect the crash-free run made and this one did not: judged, failed
+    assert run("exactly_once", ev, base=base).outcome == "fail"
 
 
 def test_a_zombie_nobody_took_over_from_and_a_cut_short_sigterm_are_not_exercised() -> None:
