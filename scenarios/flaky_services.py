@@ -31,6 +31,7 @@ MAX_FAULTS = 3
 
 class FlakyServices(Scenario):
     name = "flaky-services"
+    needs = ("service", "model")
     side_by_side = True  # its trials are runs of their own ids, their faults reach only them
     cost = 7.2  # seconds, reference agent, -j 1 (bench/shards.py)
     summary = "5xx, dropped connections after applying, latency and model overload: retries keep their keys"

@@ -46,6 +46,7 @@ def final_answers(ev: Evidence) -> dict[str, str]:
 
 class SamplingModel(Scenario):
     name = "sampling-model"
+    needs = ("model",)
     side_by_side = True  # its trials are runs of their own ids, their faults reach only them
     cost = 6.9  # seconds, reference agent, -j 1 (bench/shards.py)
     summary = "a model that answers a resumed step differently: decisions checkpointed before their effects"

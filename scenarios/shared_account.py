@@ -37,6 +37,7 @@ ACCOUNT = "merchant-1"
 
 class SharedAccount(Scenario):
     name = "shared-account"
+    needs = ("service",)
     cost = 1.6  # seconds, reference agent, -j 1 (bench/shards.py)
     whole = True  # one cycle by default, one trial: --shard places it whole
     summary = "one customer invoiced month after month from one provider account: keys must not outlive a run"

@@ -41,6 +41,10 @@ OTHER_SHARDS = "--shard:"
 `killpoint.cli.selection` tells apart from other skips)."""
 
 
+NEEDED = {"service": "a service", "model": "the model"}
+"""`Scenario.needs` in words."""
+
+
 @dataclass
 class ScenarioResult:
     """One scenario's outcome: its trials, the failing ones, and a line of figures."""
@@ -72,6 +76,12 @@ class Scenario:
     black_box_reason: str | None = None
     """Why this scenario cannot apply to a black-box worker (`--worker-cmd`), or None if it can: such a
     scenario is skipped with this reason, never run to an unknown."""
+
+    needs: tuple[str, ...] = ()
+    """What this scenario's faults act on, any of "service" (a request to a fake service) and "model" (a model
+    request); empty: the agent's process and checkpoints, which every agent has. An agent whose crash-free run
+    made none of them gives the scenario nothing to act on: it is skipped, saying so (`inapplicable`), never
+    passed on trials that could not show what it exists for, and never unknown (nothing was left undecided)."""
 
     judged_once = True
     """Whether a trial of this scenario is a function of its schedule alone (`trial(ctx, schedule, seed)`, the
@@ -279,9 +289,25 @@ class Scenario:
             reason = f"its faults ({', '.join(self.actions)}) are not among --actions {','.join(ctx.actions)}"
         return reason
 
+    def inapplicable(self, ctx: Context) -> str | None:
+        """Why this scenario does not apply to the agent, from its crash-free run (`needs`), or None."""
+        if not self.needs:
+            return None
+        from killpoint.fake_services.cassette import SERVICE_OF  # noqa: PLC0415 - the fakes answering model APIs
+
+        base = ctx.session.baseline(self.options(ctx.session.options), self.agent(ctx))
+        models = set(SERVICE_OF.values())
+        made = {"service": bool(base.effects) or any(a.get("service") not in models for a in base.attempts),
+                "model": bool(base.model_requests) or any(a.get("service") in models for a in base.attempts)}
+        if any(made[need] for need in self.needs):
+            return None
+        what = " or to ".join(NEEDED[need] for need in self.needs)
+        return f"does not apply: the agent's crash-free run made no request to {what}, so its faults have nothing to act on"
+
     def skipped(self, ctx: Context, started: float) -> ScenarioResult | None:
-        """The `skipped` result (with its reason) when this scenario cannot run in this session, else None."""
-        reason = self.skip_why(ctx)
+        """The `skipped` result (with its reason) when this scenario cannot run in this session or does not
+        apply to the agent (`inapplicable`: its crash-free run is run for that, as the trials would), else None."""
+        reason = self.skip_why(ctx) or self.inapplicable(ctx)
         if reason is None:
             return None
         ctx.say(f"{self.name}: skipped: {reason}")

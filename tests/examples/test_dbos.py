@@ -71,7 +71,12 @@ def test_an_outage_longer_than_the_steps_retries_is_ridden_out_not_given_up_on(s
 
 @pytest.mark.slow
 def test_keyed_email_passes_the_whole_suite(sandbox):
-    assert_keyed_passes(sandbox, "dbos", EXAMPLE)
+    outcomes = assert_keyed_passes(sandbox, "dbos", EXAMPLE)
+    # the workflow asks no model: a sampling model has nothing to answer differently (it once ran kills alone)
+    assert outcomes["sampling-model"] == "SKIP", outcomes
+    (run_dir,) = run_dirs(sandbox)
+    (sampling,) = [r for r in json.loads((run_dir / "verdicts.json").read_text()) if r["scenario"] == "sampling-model"]
+    assert "made no request to the model" in sampling["reason"] and not sampling["trials"], sampling
 
 
 @pytest.fixture

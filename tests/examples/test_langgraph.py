@@ -72,6 +72,7 @@ def test_keyed_email_passes_the_whole_suite_but_a_resume_on_a_clock_stepped_back
     assert "UNKNOWN" not in proc.stdout, describe(proc)
     assert all(outcomes.get(n) == "PASS" for n in KEYED_PASS) and all(outcomes.get(n) == "SKIP" for n in KEYED_SKIP), \
         (outcomes, describe(proc))
+    assert outcomes["sampling-model"] == "SKIP", outcomes  # the graph asks no model: nothing to sample
     head = CLOCK_NOTE.split("{", 1)[0]
     assert f"runtime: {head}" in proc.stdout, describe(proc)
     (verdicts,) = [json.loads((d / "verdicts.json").read_text()) for d in run_dirs(sandbox)]
