@@ -4,11 +4,13 @@ taken by one queue worker, and completed, with every effect exactly once.
 
 A round: `runs` runs start together (`worker RUN_ID` each) and each follows the round's schedule, derived
 from the agent's crash-free run (`STEP:checkpoint.committed:kill` for a middle step: dead after its
-checkpoint; `STEP:effect.applied:kill` for the first step with an effect). The harness lets the dead
+checkpoint, or `STEP:step.start:kill` for an agent of one step; `STEP:effect.applied:kill` for the first
+step with an effect). The harness lets the dead
 workers' leases lapse (the passage of time), then `sweepers` sweepers, each on its own connection,
 start together at a barrier and sweep once. The jobs table is read before anyone takes a job; then
 `queue_workers` queue workers (`worker --queue`, until the queue is empty) start together. Runs a
-later fault left unfinished are driven to the end by a following queue worker and the sweeper.
+later fault left unfinished are driven to the end by a following queue worker and the sweeper. A session in
+which no run stalled tested no sweep: unknown, never a pass.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from killpoint.reference_agent.sweeper import sweep_stalled
 from killpoint.run.fleet import Fleet, Sweep
 from killpoint.run.options import RunOptions
 from killpoint.run.plans import in_shard
-from killpoint.run.scenario import Context, Scenario
+from killpoint.run.scenario import Context, Scenario, ScenarioResult
 from killpoint.run.trial import Trial
 
 BARRIER_SECONDS = 10.0
@@ -112,13 +114,16 @@ class StalledSweep(Scenario):
     """The sweepers' stall threshold; the harness expires the dead workers' leases instead of waiting."""
     def schedules(self, ctx: Context) -> list[Schedule]:
         """One round per schedule, each derived from the agent's crash-free run: dead after the checkpoint
-        of a middle step (so the run stalls half-way), and dead right after the first effect is applied
-        (so the resumed run meets an applied, unrecorded effect)."""
+        of a middle step (so the run stalls half-way; an agent of one step has none, and its worker dies as
+        that step starts instead: after its last checkpoint a run is done, and nothing stalls), and dead right
+        after the first effect is applied (so the resumed run meets an applied, unrecorded effect)."""
         points = self.step_points(ctx)
-        steps = [s for s in points if "checkpoint.committed" in points[s]][:-1] or list(points)[:1]
+        steps = [s for s in points if "checkpoint.committed" in points[s]][:-1]
         out = []
         if steps:
             out.append(Schedule.parse(f"{steps[len(steps) // 2]}:checkpoint.committed:kill"))
+        elif first := next((s for s in points if "step.start" in points[s]), None):
+            out.append(Schedule.parse(f"{first}:step.start:kill"))
         effect = next((s for s in points if "effect.applied" in points[s]), None)
         if effect is not None:
             out.append(Schedule.parse(f"{effect}:effect.applied:kill"))
@@ -149,6 +154,16 @@ class StalledSweep(Scenario):
         """One round with `schedule`; its first failing run (or its first run) stands for it."""
         trials = self.round(ctx, schedule, seed)
         return next((t for t in trials if t.outcome != "pass"), trials[0])
+
+    def result(self, trials: list[Trial], started: float) -> ScenarioResult:
+        """As any scenario's, but one in which no run stalled tested no sweep: unknown, saying so, never a
+        pass (its trials judged only the kills)."""
+        res = super().result(trials, started)
+        if trials and res.outcome == "pass" and not any(t.evidence.extra.get("stalled") for t in trials):
+            return replace(res, outcome="unknown", reason="no run stalled: every kill left its run done or never "
+                           "started, so the sweepers had nothing to resume and no sweep was tested (a schedule "
+                           "that kills a worker between two checkpoints settles it: replay --schedule)")
+        return res
 
     def figures(self, trials: list[Trial]) -> str:
         stalled = [t for t in trials if t.evidence.extra.get("stalled")]

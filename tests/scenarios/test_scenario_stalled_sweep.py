@@ -88,3 +88,34 @@ def test_the_sweepers_run_at_the_same_time(session: Session) -> None:
 
     assert sorted(race_sweepers(session.env.pg.dsn, sweep, 2, 300.0)) == [
         ["killpoint-sweeper-1"], ["killpoint-sweeper-2"]]
+
+
+@pytest.fixture(scope="module")
+def single(pg_server: PostgresHandle, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+    with harness_session(pg_server, tmp_path_factory.mktemp("stalled-single"), "t_stalled_single",
+                         steps="tests.gallery.quiet.single_step") as s:
+        yield s
+
+
+def test_an_agent_of_one_step_stalls_as_its_step_starts_and_is_swept(single: Session) -> None:
+    """Killed after its only checkpoint, a run is done: the round once stalled nothing and passed, having tested
+    no sweep ("0 runs stalled"). Its worker now dies as the step starts, and every run is swept and resumed."""
+    scenario = StalledSweep()
+    ctx = Context(session=single)
+    assert [str(s) for s in scenario.schedules(ctx)] == ["tally:step.start:kill"]
+    trials = scenario.run(ctx)
+    assert len(trials) == scenario.runs and all(t.outcome == "pass" for t in trials), _why(trials)
+    assert all(t.evidence.extra["stalled"] for t in trials)
+    assert {next(v for v in t.verdicts if v.checker == "resumed_once").outcome for t in trials} == {"pass"}
+    assert scenario.result(trials, 0.0).outcome == "pass"
+
+
+def test_a_session_in_which_no_run_stalled_is_unknown_never_a_pass(single: Session) -> None:
+    """The schedule that stalled nothing (a kill after the only checkpoint): each trial passes its checkers,
+    `resumed_once` is n/a, and the scenario says no sweep was tested."""
+    scenario = StalledSweep()
+    trials = scenario.round(Context(session=single), Schedule.parse("tally:checkpoint.committed:kill"))
+    assert all(t.outcome == "pass" and not t.evidence.extra["stalled"] for t in trials), _why(trials)
+    assert {next(v for v in t.verdicts if v.checker == "resumed_once").outcome for t in trials} == {"n/a"}
+    result = scenario.result(trials, 0.0)
+    assert result.outcome == "unknown" and "no run stalled" in result.reason, result
