@@ -6,7 +6,7 @@ import json
 from collections import Counter
 
 from killpoint.checkers.effect_diff import describe
-from killpoint.checkers.evidence import Evidence, mask, not_compared
+from killpoint.checkers.evidence import Evidence, mask, not_compared, service_attempts
 from killpoint.checkers.verdict import Verdict, failed, not_applicable, passed, unknown
 from killpoint.checkers.visits import attempt_visits, label
 
@@ -48,7 +48,7 @@ def exactly_once(ev: Evidence, base: Evidence | None) -> Verdict:
     volatile = base.volatile
     mine, theirs = _effect_keys(ev, volatile), _effect_keys(base, volatile)
     extra, missing = mine - theirs, theirs - mine
-    if not mine and not theirs and not ev.attempts:
+    if not mine and not theirs and not service_attempts(ev):
         return not_applicable("exactly_once", "not exercised: neither this run nor the crash-free one made an "
                               "effect (no service request, no row of the agent's own tables)")
     unproven = [a for a in ev.attempts if a.get("outcome") == "unproven"]

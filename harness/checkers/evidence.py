@@ -10,6 +10,10 @@ from typing import Any
 
 from killpoint.checkers.knobs import EMPTY, Knobs, Replay
 from killpoint.events import Event, FaultFired, Hung
+from killpoint.fake_services.cassette import SERVICE_OF
+
+MODEL_SERVICES = frozenset(SERVICE_OF.values())
+"""The fakes that answer model APIs (their requests are attempts too, never effects)."""
 
 RUN_PLACEHOLDER = "<run>"
 MIN_ALIAS = 6
@@ -191,6 +195,11 @@ def unstamped(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [unstamped(v) for v in value]
     return value
+
+
+def service_attempts(ev: Evidence) -> list[dict]:
+    """The run's requests to services other than the model fakes (`MODEL_SERVICES`), applied or not."""
+    return [a for a in ev.attempts if a.get("service") not in MODEL_SERVICES]
 
 
 def request_body(ev: Evidence, r: dict, volatile: frozenset[str] = frozenset()) -> Any:

@@ -293,12 +293,12 @@ class Scenario:
         """Why this scenario does not apply to the agent, from its crash-free run (`needs`), or None."""
         if not self.needs:
             return None
-        from killpoint.fake_services.cassette import SERVICE_OF  # noqa: PLC0415 - the fakes answering model APIs
+        from killpoint.checkers.evidence import service_attempts  # noqa: PLC0415 - only where a scenario needs
 
         base = ctx.session.baseline(self.options(ctx.session.options), self.agent(ctx))
-        models = set(SERVICE_OF.values())
-        made = {"service": bool(base.effects) or any(a.get("service") not in models for a in base.attempts),
-                "model": bool(base.model_requests) or any(a.get("service") in models for a in base.attempts)}
+        services = service_attempts(base)
+        made = {"service": bool(base.effects or services), "model": bool(base.model_requests)
+                or len(services) < len(base.attempts)}
         if any(made[need] for need in self.needs):
             return None
         what = " or to ".join(NEEDED[need] for need in self.needs)

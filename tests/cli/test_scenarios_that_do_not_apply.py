@@ -65,6 +65,9 @@ def test_an_agent_that_only_asks_the_model_skips_only_shared_account(dsn: str, s
     schedules = [t["schedule"] for t in results["flaky-services"]["trials"]]
     assert all(":model.request:" in s for s in schedules if s), schedules  # its faults act on the model's requests
     assert any(s for s in schedules), schedules
+    # model requests are no effects: an agent that only asks the model holds nothing to once
+    once = [v for r in results.values() for t in r["trials"] for v in t["verdicts"] if v["checker"] == "exactly_once"]
+    assert once and all(v["outcome"] == "n/a" for v in once), once
 
 
 def test_the_reference_agent_runs_all_three(dsn: str, sandbox: Sandbox) -> None:
