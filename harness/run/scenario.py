@@ -17,6 +17,7 @@ from importlib.metadata import entry_points
 from typing import Literal
 
 from killpoint.checkers import CRASH_CHECKERS, CheckerRef
+from killpoint.checkers.evidence import MODEL_SERVICES, service_attempts
 from killpoint.env.stepmodule import DEFAULT_STEPS, AgentSpec, load
 from killpoint.faults.points import base
 from killpoint.faults.schedule import (
@@ -293,12 +294,9 @@ class Scenario:
         """Why this scenario does not apply to the agent, from its crash-free run (`needs`), or None."""
         if not self.needs:
             return None
-        from killpoint.checkers.evidence import service_attempts  # noqa: PLC0415 - only where a scenario needs
-
         base = ctx.session.baseline(self.options(ctx.session.options), self.agent(ctx))
-        services = service_attempts(base)
-        made = {"service": bool(base.effects or services), "model": bool(base.model_requests)
-                or len(services) < len(base.attempts)}
+        made = {"service": bool(base.effects or service_attempts(base)),
+                "model": bool(base.model_requests) or any(a.get("service") in MODEL_SERVICES for a in base.attempts)}
         if any(made[need] for need in self.needs):
             return None
         what = " or to ".join(NEEDED[need] for need in self.needs)
